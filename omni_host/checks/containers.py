@@ -1,0 +1,63 @@
+"""containers.glibc-tunables (F-010): on Zen 5, the named containers run with all five
+AVX-512 hwcaps masked in GLIBC_TUNABLES. Masking two (AVX512F, AVX512VL) was not enough."""
+
+from __future__ import annotations
+
+from omni_host.checks import CheckMeta, check
+from omni_host.facts import HostFacts
+from omni_host.model import CheckResult, Evidence, Status
+from omni_host.parsers.docker import Container
+from omni_host.policy import ZEN5_HWCAPS, Policy
+
+
+def masked_hwcaps(tunables: str | None) -> set[str]:
+    """The hwcaps a GLIBC_TUNABLES value masks: ``glibc.cpu.hwcaps=-A,-B`` among ``:``-separated
+    tunables."""
+    masked: set[str] = set()
+    for tunable in (tunables or "").split(":"):
+        name, _, value = tunable.partition("=")
+        if name.strip() == "glibc.cpu.hwcaps":
+            masked |= {v.strip()[1:].upper() for v in value.split(",") if v.strip().startswith("-")}
+    return masked
+
+
+def _verdict(name: str, found: list[Container]) -> tuple[bool, str]:
+    if not found:
+        return False, f"{name}: not running"
+    container = found[0]
+    value = container.env_value("GLIBC_TUNABLES")
+    missing = [cap for cap in ZEN5_HWCAPS if cap not in masked_hwcaps(value)]
+    if value is None:
+        return False, f"{name}: no GLIBC_TUNABLES"
+    if missing:
+        return False, f"{name}: GLIBC_TUNABLES={value} leaves {','.join(missing)} unmasked"
+    return True, f"{name}: GLIBC_TUNABLES={value}"
+
+
+@check("containers.glibc-tunables")
+def glibc_tunables(facts: HostFacts, policy: Policy, meta: CheckMeta) -> CheckResult:
+    names = policy.zen5_tunables_containers
+    expected = {"containers": list(names), "masked": list(ZEN5_HWCAPS)}
+    if not names:
+        return meta.result(Status.SKIP, "no omni_zen5_tunables_containers in the policy")
+    cpu = facts.first_observed("cpu.cpuinfo", "cpu.pycpuinfo")
+    if not cpu.ok:
+        return meta.not_evaluated(cpu, expected=expected)
+    cpu_evidence = Evidence(cpu.probe_id, cpu.command, (cpu.fact.describe(),))
+    if not cpu.fact.is_zen5:
+        return meta.result(Status.SKIP, f"not applicable: {cpu.fact.describe()} is not Zen 5 "
+                           "(AMD family 26)", expected=expected, evidence=(cpu_evidence,))
+    docker = facts.get("docker.containers")
+    if not docker.ok:
+        return meta.not_evaluated(docker, expected=expected)
+    containers: tuple[Container, ...] = docker.fact
+    verdicts = [_verdict(n, [c for c in containers if c.matches(n) and c.running]) for n in names]
+    lines = tuple(text for _, text in verdicts)
+    evidence = (cpu_evidence, Evidence(docker.probe_id, docker.command, lines))
+    bad = [text for ok, text in verdicts if not ok]
+    actual = {n: text for n, (_, text) in zip(names, verdicts, strict=True)}
+    if bad:
+        return meta.result(Status.FAIL, "Zen 5 host: " + "; ".join(bad), expected=expected,
+                           actual=actual, evidence=evidence)
+    return meta.result(Status.PASS, f"Zen 5 host: {len(names)} container(s) mask all five "
+                       "AVX-512 hwcaps", expected=expected, actual=actual, evidence=evidence)

@@ -1,0 +1,220 @@
+"""The command line: the only module that prints, prompts or exits.
+
+Exit codes: 0 nothing failed; 1 a check failed (or could not be evaluated: error); 2 usage,
+inventory or report-store error; 3 a host could not be audited (outranks 1).
+
+Heavy imports (paramiko, rich, yaml) happen inside the commands so ``--help`` stays fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from omni_host import __version__
+
+if TYPE_CHECKING:
+    from omni_host.report import Report
+    from omni_host.transport.ssh import SshOptions
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_UNREACHABLE = 0, 1, 2, 3
+
+
+def _positive(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be positive: {text!r}")
+    return value
+
+
+def _forks(text: str) -> int:
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"--forks needs a whole number >= 1, got {text!r}")
+    return int(text)
+
+
+def _add_target_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("pattern", nargs="?", default=None,
+                   help="Ansible host pattern (all, a group, a host; default: all)")
+    p.add_argument("-i", "--inventory", type=Path,
+                   help="Ansible YAML inventory file or directory (default: this machine with "
+                        "the built-in reference policy)")
+    p.add_argument("--ssh-config", type=Path, default=Path("~/.ssh/config").expanduser(),
+                   help="OpenSSH client config to honour (default: ~/.ssh/config)")
+    p.add_argument("--known-hosts", type=Path, default=Path("~/.ssh/known_hosts").expanduser(),
+                   help="known_hosts file used to verify host keys (default: ~/.ssh/known_hosts)")
+    p.add_argument("--accept-new-host-key", action="store_true",
+                   help="accept and record the key of a host not yet in known_hosts "
+                        "(a changed key is always refused)")
+    p.add_argument("--connect-timeout", type=_positive, default=10.0, metavar="S",
+                   help="SSH connect/auth timeout in seconds (default: 10)")
+    p.add_argument("--probe-timeout", type=_positive, default=None, metavar="S",
+                   help="time limit for every probe on the host (default: per probe, 10-30 s)")
+    p.add_argument("--forks", type=_forks, default=5, metavar="N",
+                   help="hosts audited in parallel (default: 5)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="omni-host",
+        description="Audit LLM inference hosts against the lessons they were built on.")
+    parser.add_argument("--version", action="version", version=f"omni-host {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    audit = sub.add_parser("audit", help="audit hosts (live over SSH/locally, or from bundles)")
+    _add_target_args(audit)
+    audit.add_argument("--bundle", type=Path, nargs="+", metavar="PATH",
+                       help="audit collected bundles (directories or .tar.gz) instead of hosts")
+    audit.add_argument("--format", choices=("table", "json", "markdown"), default="table")
+    audit.add_argument("--report-dir", type=Path, default=None,
+                       help="where audits are stored (default: $XDG_DATA_HOME/omni-host/reports)")
+    audit.add_argument("--no-store", action="store_true", help="do not store this audit")
+
+    collect = sub.add_parser("collect", help="collect bundles from hosts without evaluating")
+    _add_target_args(collect)
+    collect.add_argument("--out", type=Path, required=True,
+                         help="a directory (one bundle per host) or a .tar.gz file")
+    return parser
+
+
+def _err(message: str) -> None:
+    sys.stderr.write(f"omni-host: {message}\n")
+
+
+def _ssh_options(args: argparse.Namespace) -> SshOptions:
+    from omni_host.transport.ssh import SshOptions
+
+    return SshOptions(known_hosts=args.known_hosts, ssh_config=args.ssh_config,
+                      accept_new=args.accept_new_host_key, connect_timeout_s=args.connect_timeout)
+
+
+def _plans(args: argparse.Namespace) -> list:
+    from omni_host.audit import local_plan, plan_inventory
+    from omni_host.errors import UsageError
+    from omni_host.inventory import load_inventory
+
+    if args.inventory is None:
+        if args.pattern not in (None, "localhost", "all"):
+            raise UsageError(f"host pattern {args.pattern!r} needs an inventory (-i)")
+        return [local_plan()]
+    inv = load_inventory(args.inventory)
+    return plan_inventory(inv, args.pattern or "all", ssh_config=args.ssh_config)
+
+
+def _bundle_reports(args: argparse.Namespace) -> list:
+    from omni_host.audit import evaluate_bundle, local_plan, plan_host
+    from omni_host.bundle import read_bundles
+    from omni_host.errors import InventoryError
+    from omni_host.inventory import load_inventory
+
+    inv = load_inventory(args.inventory) if args.inventory else None
+    reports = []
+    for path in args.bundle:
+        for bundle in read_bundles(path):
+            if inv is None:
+                policy = local_plan().policy
+            elif bundle.host in inv.hosts:
+                policy = plan_host(inv.hosts[bundle.host], source=inv.source,
+                                   ssh_config=None).policy
+            else:
+                raise InventoryError(f"{path}: bundle host {bundle.host!r} is not in {inv.source}")
+            reports.append(evaluate_bundle(bundle, policy, address=f"bundle {path}"))
+    return reports
+
+
+def exit_code(report: Report) -> int:
+    from omni_host.model import Status
+
+    if report.unreachable:
+        return EXIT_UNREACHABLE
+    bad = (Status.FAIL, Status.ERROR)
+    return EXIT_FAILED if any(r.status in bad for h in report.hosts for r in h.results) else EXIT_OK
+
+
+def _render(report: Report, fmt: str) -> None:
+    from omni_host import render
+
+    if fmt == "json":
+        render.render_json(report, sys.stdout)
+    elif fmt == "markdown":
+        render.render_markdown(report, sys.stdout)
+    else:
+        from rich.console import Console
+
+        render.render_table(report, Console(soft_wrap=False))
+
+
+def cmd_audit(args: argparse.Namespace) -> int:
+    from omni_host.audit import audit_many, make_report
+    from omni_host.store import default_report_dir, store_report
+
+    started = time.time()
+    if args.bundle:
+        hosts, source = _bundle_reports(args), "bundle"
+    else:
+        plans = _plans(args)
+        hosts, source = audit_many(plans, _ssh_options(args), forks=args.forks,
+                                   probe_timeout_s=args.probe_timeout), "live"
+    report = make_report(hosts, started_at=started, source=source,
+                         inventory=str(args.inventory) if args.inventory else None)
+    for host in report.unreachable:
+        _err(f"{host.host}: unreachable: {host.error}")
+    _render(report, args.format)
+    code = exit_code(report)
+    if not args.no_store and source == "live":
+        path = store_report(report, args.report_dir or default_report_dir())
+        _err(f"report stored in {path}")
+    return code
+
+
+def cmd_collect(args: argparse.Namespace) -> int:
+    from omni_host.audit import collect_host
+    from omni_host.bundle import write_archive
+    from omni_host.errors import TransportError
+
+    plans = _plans(args)
+    out: Path = args.out
+    tar = out.name.endswith((".tar.gz", ".tgz"))
+    bundles, failed = [], 0
+    ssh = _ssh_options(args)
+    for plan in plans:
+        try:
+            bundles.append(collect_host(plan, ssh, args.probe_timeout))
+        except TransportError as exc:
+            failed += 1
+            _err(f"{plan.name}: unreachable: {exc}")
+    if tar:
+        write_archive(bundles, out)
+        _err(f"{len(bundles)} bundle(s) written to {out}")
+    else:
+        for bundle in bundles:
+            _err(f"{bundle.host}: bundle written to {bundle.write_dir(out)}")
+    return EXIT_UNREACHABLE if failed else EXIT_OK
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    from omni_host.errors import OmniHostError
+
+    handlers = {"audit": cmd_audit, "collect": cmd_collect}
+    try:
+        return handlers[args.command](args)
+    except OmniHostError as exc:
+        _err(str(exc))
+        return EXIT_USAGE
+    except OSError as exc:
+        _err(f"{exc.filename or ''}: {exc.strerror or exc}".lstrip(": "))
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        _err("interrupted")
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,189 @@
+"""The on-host collector: one script, run by ``python3 -`` on the audited host.
+
+This file is sent as-is over the transport's stdin (local subprocess, SSH channel, or an
+Ansible ``script`` task) followed by one line that calls ``main`` with the probe plan, so every
+engine runs the exact same code. It uses the standard library only and stays compatible with
+Python 3.6 (Ubuntu 18.04's python3), because the audited host is a fresh box with nothing
+installed.
+
+A plan is a list of ``{"id", "argv", "timeout_s", "fallback_for"}``. Probes run in parallel
+without a shell (``argv`` lists go straight to exec, so nothing is ever re-quoted); a probe with
+``fallback_for`` runs only when the probe it stands in for did not succeed, which keeps the
+fallback inside the same round trip. ``{python}`` as ``argv[0]`` is this interpreter.
+
+The result is one JSON document on stdout, framed by a marker line so that a login banner or
+shell noise printed before it cannot corrupt it.
+"""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+MARKER = "--- omni-host bundle v1 ---"
+MAX_OUTPUT_BYTES = 8 * 1024 * 1024
+
+
+def _env():
+    env = dict(os.environ)
+    env["LC_ALL"] = "C"
+    env["LANG"] = "C"
+    path = env.get("PATH", "")
+    # sudo and non-login SSH shells often drop the sbin directories.
+    for extra in ("/usr/local/sbin", "/usr/sbin", "/sbin", "/usr/local/bin", "/usr/bin", "/bin"):
+        if extra not in path.split(":"):
+            path = path + ":" + extra if path else extra
+    env["PATH"] = path
+    return env
+
+
+def _decode(data):
+    return data[:MAX_OUTPUT_BYTES].decode("utf-8", "replace")
+
+
+def _kill_group(proc):
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except OSError:
+        pass
+
+
+SECRET_WORDS = ("key", "token", "secret", "passw", "credential", "auth")
+KEEP_ENV = ("GLIBC_TUNABLES", "NVIDIA_VISIBLE_DEVICES", "NVIDIA_DRIVER_CAPABILITIES",
+            "CUDA_VISIBLE_DEVICES", "LD_PRELOAD", "LD_LIBRARY_PATH", "PATH", "GGML_CUDA_NO_VMM")
+
+
+def _secretish(word):
+    word = word.lower()
+    return any(s in word for s in SECRET_WORDS)
+
+
+def _redact_args(args):
+    out, hide_next = [], False
+    for arg in args or []:
+        if hide_next:
+            out.append("<redacted>")
+            hide_next = False
+        elif arg.startswith("-") and "=" in arg and _secretish(arg.split("=", 1)[0]):
+            out.append(arg.split("=", 1)[0] + "=<redacted>")
+        else:
+            out.append(arg)
+            hide_next = arg.startswith("-") and _secretish(arg)
+    return out
+
+
+def redact_docker_inspect(text):
+    """Secrets never leave the host: environment values other than the few the checks read,
+    and the values of secret-looking flags (--api-key X), are replaced before output."""
+    try:
+        docs = json.loads(text)
+    except ValueError:
+        return text
+    if not isinstance(docs, list):
+        return text
+    for doc in docs:
+        config = doc.get("Config") if isinstance(doc, dict) else None
+        if not isinstance(config, dict):
+            continue
+        env = []
+        for item in config.get("Env") or []:
+            key = item.split("=", 1)[0]
+            env.append(item if key in KEEP_ENV or "=" not in item else key + "=<redacted>")
+        config["Env"] = env
+        for field in ("Cmd", "Entrypoint"):
+            if isinstance(config.get(field), list):
+                config[field] = _redact_args(config[field])
+        if isinstance(doc.get("Args"), list):
+            doc["Args"] = _redact_args(doc["Args"])
+    return json.dumps(docs, indent=1)
+
+
+REDACTORS = {"docker-inspect": redact_docker_inspect}
+
+
+def run_probe(probe, env):
+    """Run one probe; never raises. Returns the probe's result record."""
+    argv = list(probe["argv"])
+    if argv and argv[0] == "{python}":
+        argv[0] = sys.executable or "python3"
+    timeout_s = float(probe.get("timeout_s", 10))
+    record = {"id": probe["id"], "argv": argv, "status": "ran", "exit_code": None,
+              "stdout": "", "stderr": "", "duration_s": 0.0, "reason": ""}
+    start = time.monotonic()
+    try:
+        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, env=env, start_new_session=True)
+    except FileNotFoundError:
+        record.update(status="missing", reason="%s: command not found" % argv[0])
+        return record
+    except PermissionError:
+        record.update(status="denied", reason="%s: permission denied" % argv[0])
+        return record
+    except OSError as exc:
+        record.update(status="error", reason="%s: %s" % (argv[0], exc))
+        return record
+    try:
+        out, err = proc.communicate(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        _kill_group(proc)
+        out, err = proc.communicate()
+        record.update(status="timeout", reason="timed out after %gs" % timeout_s)
+    record["stdout"] = _decode(out)
+    redactor = REDACTORS.get(probe.get("redact", ""))
+    if redactor is not None:
+        record["stdout"] = redactor(record["stdout"])
+    record["stderr"] = _decode(err)
+    record["exit_code"] = proc.returncode
+    record["duration_s"] = round(time.monotonic() - start, 4)
+    return record
+
+
+def _succeeded(record):
+    return record is not None and record["status"] == "ran" and record["exit_code"] == 0
+
+
+def collect(plan):
+    """Run every probe of the plan, primaries in parallel, then the fallbacks they need."""
+    env = _env()
+    results = {}
+    primaries = [p for p in plan if not p.get("fallback_for")]
+    fallbacks = [p for p in plan if p.get("fallback_for")]
+
+    def worker(probe):
+        results[probe["id"]] = run_probe(probe, env)
+
+    for batch in (primaries, None):
+        if batch is None:
+            batch = [p for p in fallbacks if not _succeeded(results.get(p["fallback_for"]))]
+        threads = [threading.Thread(target=worker, args=(p,)) for p in batch]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    for probe in fallbacks:
+        if probe["id"] not in results:
+            results[probe["id"]] = {
+                "id": probe["id"], "argv": list(probe["argv"]), "status": "skipped",
+                "exit_code": None, "stdout": "", "stderr": "", "duration_s": 0.0,
+                "reason": "not needed: %s succeeded" % probe["fallback_for"]}
+    return [results[p["id"]] for p in plan]
+
+
+def main(plan_json):
+    plan = json.loads(plan_json)
+    started = time.time()
+    records = collect(plan)
+    doc = {
+        "collector": 1,
+        "hostname": os.uname()[1],
+        "python": "%d.%d.%d" % sys.version_info[:3],
+        "euid": os.geteuid(),
+        "started_at": started,
+        "duration_s": round(time.time() - started, 4),
+        "probes": records,
+    }
+    sys.stdout.write(MARKER + "\n" + json.dumps(doc) + "\n")
+    sys.stdout.flush()

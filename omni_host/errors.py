@@ -1,0 +1,29 @@
+"""The exception tree. Library code raises these; only the CLI turns them into exit codes."""
+
+
+class OmniHostError(Exception):
+    """Base of every error omni-host raises on purpose."""
+
+
+class UsageError(OmniHostError):
+    """A command-line value or combination that cannot work."""
+
+
+class InventoryError(OmniHostError):
+    """A malformed inventory file, a bad policy value or a pattern matching no host."""
+
+
+class TransportError(OmniHostError):
+    """A host could not be reached or the connection broke (never a non-zero exit)."""
+
+
+class BundleError(OmniHostError):
+    """A bundle that cannot be read: missing manifest, wrong schema, truncated archive."""
+
+
+class StoreError(OmniHostError):
+    """The report store could not be written; nothing partial was left behind."""
+
+
+class ParseError(OmniHostError):
+    """Output a parser does not recognise. The probe becomes 'unparseable' with an excerpt."""

@@ -1,0 +1,130 @@
+"""The small shared vocabulary: command results, probe outcomes, check results.
+
+Everything here is a frozen dataclass so that a bundle, once collected, cannot drift while the
+checks read it.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class CommandResult:
+    """One command as it ran on the host. A non-zero exit code is data, not an error.
+
+    ``status`` is the collector's word on whether the command ran at all: ``ran``, ``missing``
+    (not installed), ``denied`` (not executable for us), ``timeout`` (killed at its deadline) or
+    ``error`` (anything else that kept it from starting).
+    """
+
+    probe_id: str
+    argv: tuple[str, ...]
+    status: str
+    exit_code: int | None
+    stdout: str
+    stderr: str
+    duration_s: float
+    reason: str = ""
+
+
+class Outcome(str, enum.Enum):
+    OBSERVED = "observed"
+    UNAVAILABLE = "unavailable"
+    UNPARSEABLE = "unparseable"
+
+
+@dataclass(frozen=True)
+class ProbeResult:
+    """What a probe yielded: a typed fact, or why there is none (never a silent None)."""
+
+    probe_id: str
+    command: str
+    outcome: Outcome
+    fact: Any = None
+    reason: str = ""
+    excerpt: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return self.outcome is Outcome.OBSERVED
+
+    def why_not(self) -> str:
+        """One line saying why there is no fact: for skip and error summaries."""
+        if self.outcome is Outcome.UNPARSEABLE:
+            return f"{self.command}: unparseable output ({self.reason})"
+        return f"{self.command}: {self.reason}"
+
+
+class Status(str, enum.Enum):
+    PASS = "pass"
+    FAIL = "fail"
+    WARN = "warn"
+    SKIP = "skip"
+    ERROR = "error"
+
+
+class Severity(str, enum.Enum):
+    CRITICAL = "critical"
+    HIGH = "high"
+    MEDIUM = "medium"
+    LOW = "low"
+    INFO = "info"
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """The probe, the exact command and the output lines that decided a result."""
+
+    probe: str
+    command: str
+    lines: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"probe": self.probe, "command": self.command, "lines": list(self.lines)}
+
+
+@dataclass(frozen=True)
+class Remediation:
+    """A playbook to run, or manual steps when the fix is outside the tool (BIOS, flags)."""
+
+    kind: str  # "playbook" or "manual"
+    playbook: str | None = None
+    steps: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"kind": self.kind, "playbook": self.playbook, "steps": list(self.steps)}
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    """One check's verdict on one host. The single finding shape of every report."""
+
+    id: str
+    title: str
+    status: Status
+    severity: Severity
+    lessons: tuple[str, ...]
+    summary: str
+    expected: Any = None
+    actual: Any = None
+    evidence: tuple[Evidence, ...] = ()
+    remediation: Remediation | None = None
+    details: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "title": self.title,
+            "status": self.status.value,
+            "severity": self.severity.value,
+            "lessons": list(self.lessons),
+            "summary": self.summary,
+            "expected": self.expected,
+            "actual": self.actual,
+            "evidence": [e.to_dict() for e in self.evidence],
+            "remediation": self.remediation.to_dict() if self.remediation else None,
+            "details": self.details,
+        }

@@ -1,0 +1,58 @@
+"""Running containers from ``docker inspect`` (as redacted by the collector).
+
+Lesson F-010: on Zen 5, memgraph crash-looped (exit 139) until its environment carried
+``GLIBC_TUNABLES=glibc.cpu.hwcaps=-AVX512F,-AVX512VL,-AVX512BW,-AVX512CD,-AVX512DQ``.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+from omni_host.errors import ParseError
+from omni_host.parsers import excerpt
+
+
+@dataclass(frozen=True)
+class Container:
+    name: str
+    container_id: str
+    image: str
+    env: tuple[tuple[str, str], ...]
+    compose_service: str | None
+    running: bool
+    runtime: str | None
+    restart_policy: str | None
+
+    def env_value(self, key: str) -> str | None:
+        return next((v for k, v in self.env if k == key), None)
+
+    def matches(self, name: str) -> bool:
+        return name in (self.name, self.compose_service)
+
+
+def _container(doc: dict) -> Container:
+    config = doc.get("Config") or {}
+    host = doc.get("HostConfig") or {}
+    labels = config.get("Labels") or {}
+    env = tuple(tuple(e.split("=", 1)) if "=" in e else (e, "") for e in config.get("Env") or [])
+    return Container(
+        name=str(doc.get("Name", "")).lstrip("/"),
+        container_id=str(doc.get("Id", ""))[:12],
+        image=str(config.get("Image", "")),
+        env=env,  # type: ignore[arg-type]
+        compose_service=labels.get("com.docker.compose.service"),
+        running=bool((doc.get("State") or {}).get("Running")),
+        runtime=host.get("Runtime"),
+        restart_policy=(host.get("RestartPolicy") or {}).get("Name"),
+    )
+
+
+def parse_docker_inspect(text: str) -> tuple[Container, ...]:
+    try:
+        docs = json.loads(text)
+    except ValueError as exc:
+        raise ParseError(f"docker inspect output is not JSON: {excerpt(text, 80)!r}") from exc
+    if not isinstance(docs, list) or not all(isinstance(d, dict) for d in docs):
+        raise ParseError("docker inspect output is not a list of objects")
+    return tuple(_container(d) for d in docs)

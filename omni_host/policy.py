@@ -1,0 +1,122 @@
+"""The expected state of a host, read from its inventory variables and validated once.
+
+Every variable is documented in ``docs/inventory.md``; the reference host of the lessons
+registry ships in ``inventory/group_vars/inference.yml`` and is also the built-in default when
+no inventory is given. The remediation playbooks read the same variables.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any
+
+import yaml
+
+from omni_host.errors import InventoryError
+from omni_host.resources import data_path
+
+ZEN5_HWCAPS = ("AVX512F", "AVX512VL", "AVX512BW", "AVX512CD", "AVX512DQ")
+_VERSION = re.compile(r"^\d+(\.\d+)*$")
+
+KNOWN_VARS = frozenset({
+    "omni_numa_nodes", "omni_gpu_driver_min", "omni_gpu_driver_recommended", "omni_gpus",
+    "omni_swap_size_mib", "omni_swap_path", "omni_swap_max_used_pct",
+    "omni_zen5_tunables_containers", "omni_glibc_tunables",
+})
+
+
+def version_tuple(text: str) -> tuple[int, ...]:
+    return tuple(int(p) for p in text.split("."))
+
+
+@dataclass(frozen=True)
+class ExpectedGpu:
+    model: str  # matched case-insensitively as a substring of the product name
+    vram_gib: float
+
+
+@dataclass(frozen=True)
+class Policy:
+    numa_nodes: int | None = None
+    gpu_driver_min: str | None = None
+    gpu_driver_recommended: str | None = None
+    gpus: tuple[ExpectedGpu, ...] | None = None
+    swap_size_mib: int | None = None
+    swap_path: str | None = None
+    swap_max_used_pct: float = 50.0
+    zen5_tunables_containers: tuple[str, ...] = ()
+
+
+def _fail(origin: str, var: str, msg: str) -> InventoryError:
+    return InventoryError(f"{origin}: {var}: {msg}")
+
+
+def _int(origin: str, values: dict[str, Any], var: str, minimum: int) -> int | None:
+    value = values.get(var)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise _fail(origin, var, f"must be an integer >= {minimum}, got {value!r}")
+    return value
+
+
+def _version(origin: str, values: dict[str, Any], var: str) -> str | None:
+    value = values.get(var)
+    if value is None:
+        return None
+    if not _VERSION.match(str(value)):
+        raise _fail(origin, var, f"must be a dotted version like 580.126.09, got {value!r}")
+    return str(value)
+
+
+def _gpus(origin: str, value: Any) -> tuple[ExpectedGpu, ...] | None:
+    if value is None:
+        return None
+    if not isinstance(value, list):
+        raise _fail(origin, "omni_gpus", "must be a list of {model, vram_gib}")
+    gpus = []
+    for i, item in enumerate(value):
+        if not isinstance(item, dict) or not isinstance(item.get("model"), str):
+            raise _fail(origin, f"omni_gpus[{i}]", "needs a 'model' string")
+        vram = item.get("vram_gib")
+        if isinstance(vram, bool) or not isinstance(vram, (int, float)) or vram <= 0:
+            raise _fail(origin, f"omni_gpus[{i}].vram_gib", f"must be a positive number, got {vram!r}")
+        gpus.append(ExpectedGpu(item["model"], float(vram)))
+    return tuple(gpus)
+
+
+def policy_from_vars(values: dict[str, Any], origin: str) -> Policy:
+    """Validate the ``omni_*`` variables of one host; an unknown ``omni_`` name is an error
+    (a typo would otherwise silently turn a check off)."""
+    unknown = sorted(k for k in values if k.startswith("omni_") and k not in KNOWN_VARS)
+    if unknown:
+        raise InventoryError(f"{origin}: unknown variable(s) {', '.join(unknown)} "
+                             "(see docs/inventory.md)")
+    pct = values.get("omni_swap_max_used_pct", 50)
+    if isinstance(pct, bool) or not isinstance(pct, (int, float)) or not 0 < pct <= 100:
+        raise _fail(origin, "omni_swap_max_used_pct", f"must be in (0, 100], got {pct!r}")
+    containers = values.get("omni_zen5_tunables_containers") or []
+    if not isinstance(containers, list) or not all(isinstance(c, str) and c for c in containers):
+        raise _fail(origin, "omni_zen5_tunables_containers", "must be a list of container names")
+    swap_path = values.get("omni_swap_path")
+    if swap_path is not None and not (isinstance(swap_path, str) and swap_path.startswith("/")):
+        raise _fail(origin, "omni_swap_path", f"must be an absolute path, got {swap_path!r}")
+    return Policy(
+        numa_nodes=_int(origin, values, "omni_numa_nodes", 1),
+        gpu_driver_min=_version(origin, values, "omni_gpu_driver_min"),
+        gpu_driver_recommended=_version(origin, values, "omni_gpu_driver_recommended"),
+        gpus=_gpus(origin, values.get("omni_gpus")),
+        swap_size_mib=_int(origin, values, "omni_swap_size_mib", 0),
+        swap_path=swap_path,
+        swap_max_used_pct=float(pct),
+        zen5_tunables_containers=tuple(containers),
+    )
+
+
+@lru_cache(maxsize=1)
+def reference_vars() -> dict[str, Any]:
+    """The reference host's variables (the lessons' 9995WX box), the built-in default."""
+    path = data_path("inventory") / "group_vars" / "inference.yml"
+    return dict(yaml.safe_load(path.read_text(encoding="utf-8")))

@@ -1,0 +1,156 @@
+"""Every probe: an id, the command the collector runs, and the pure parser of its output.
+
+The commands are constants: nothing from an inventory is spliced into them. ``sh -c`` is used
+only where a glob or a pipeline is needed, with fixed text. ``{python}`` is the interpreter that
+runs the collector on the host, so psutil, pynvml and py-cpuinfo are found where it finds them.
+"""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from omni_host.errors import ParseError
+from omni_host.model import CommandResult, Outcome, ProbeResult
+from omni_host.parsers import cpu, docker, memory, numa, nvidia, system
+from omni_host.parsers import excerpt as _excerpt
+
+# Helpers run with the host's python3; exit 3 means the module is not importable there.
+_IMPORT = ("import json,sys\ntry:\n import {mod}\n"
+           "except ImportError as e:\n sys.stderr.write('%s\\n' % e); sys.exit(3)\n")
+
+PSUTIL_CODE = _IMPORT.format(mod="psutil") + (
+    "v=psutil.virtual_memory(); s=psutil.swap_memory()\n"
+    "print(json.dumps({'mem_total': v.total, 'mem_available': v.available,"
+    " 'swap_total': s.total, 'swap_free': s.free}))\n"
+)
+
+PYNVML_CODE = _IMPORT.format(mod="pynvml") + """
+def q(f, *a):
+    try:
+        return f(*a)
+    except pynvml.NVMLError:
+        return None
+try:
+    pynvml.nvmlInit()
+except pynvml.NVMLError as e:
+    sys.stderr.write('NVML: %s\\n' % e); sys.exit(4)
+def s(v):
+    return v.decode() if isinstance(v, bytes) else v
+gpus = []
+for i in range(pynvml.nvmlDeviceGetCount()):
+    h = pynvml.nvmlDeviceGetHandleByIndex(i)
+    pci = q(pynvml.nvmlDeviceGetPciInfo, h)
+    pm = q(pynvml.nvmlDeviceGetPersistenceMode, h)
+    gpus.append({'index': i, 'name': s(pynvml.nvmlDeviceGetName(h)),
+        'uuid': s(q(pynvml.nvmlDeviceGetUUID, h)),
+        'pci_bus_id': s(pci.busId) if pci else None,
+        'memory_total_bytes': pynvml.nvmlDeviceGetMemoryInfo(h).total,
+        'persistence_mode': None if pm is None else pm == 1,
+        'pcie_gen_current': q(pynvml.nvmlDeviceGetCurrPcieLinkGeneration, h),
+        'pcie_gen_max': q(pynvml.nvmlDeviceGetMaxPcieLinkGeneration, h),
+        'pcie_width_current': q(pynvml.nvmlDeviceGetCurrPcieLinkWidth, h),
+        'pcie_width_max': q(pynvml.nvmlDeviceGetMaxPcieLinkWidth, h)})
+print(json.dumps({'driver_version': s(pynvml.nvmlSystemGetDriverVersion()),
+    'cuda_driver_version': q(pynvml.nvmlSystemGetCudaDriverVersion), 'gpus': gpus}))
+"""
+
+PYCPUINFO_CODE = _IMPORT.format(mod="cpuinfo") + "print(json.dumps(cpuinfo.get_cpu_info()))\n"
+
+SYSFS_NODES = ("grep -H . /sys/devices/system/node/node*/cpulist; "
+               "grep -H MemTotal /sys/devices/system/node/node*/meminfo")
+
+DOCKER_INSPECT = ('ids=$(docker ps -q --no-trunc) || exit $?; '
+                  'if [ -z "$ids" ]; then echo "[]"; else exec docker inspect $ids; fi')
+
+
+@dataclass(frozen=True)
+class Probe:
+    id: str
+    argv: tuple[str, ...]
+    parse: Callable[[str], Any]
+    timeout_s: float = 10.0
+    fallback_for: str | None = None
+    redact: str | None = None
+
+    @property
+    def command(self) -> str:
+        """The command as a person would type it, for evidence lines."""
+        if self.argv[:2] == ("sh", "-c"):
+            return self.argv[2]
+        if self.argv[0] == "{python}":
+            return f"python3 -c <{self.id} helper>"
+        return shlex.join(self.argv)
+
+    def plan_entry(self, timeout_s: float | None = None) -> dict[str, Any]:
+        entry: dict[str, Any] = {"id": self.id, "argv": list(self.argv),
+                                 "timeout_s": timeout_s or self.timeout_s}
+        if self.fallback_for:
+            entry["fallback_for"] = self.fallback_for
+        if self.redact:
+            entry["redact"] = self.redact
+        return entry
+
+
+PROBES: tuple[Probe, ...] = (
+    Probe("numa.numactl", ("numactl", "--hardware"), numa.parse_numactl_hardware),
+    Probe("numa.sysfs", ("sh", "-c", SYSFS_NODES), numa.parse_sysfs_nodes,
+          fallback_for="numa.numactl"),
+    Probe("gpu.nvidia-smi", ("nvidia-smi", "-q", "-x"), nvidia.parse_nvidia_smi_xml, timeout_s=30),
+    Probe("gpu.topo", ("nvidia-smi", "topo", "-m"), nvidia.parse_topo_matrix, timeout_s=30),
+    Probe("gpu.p2p", ("nvidia-smi", "topo", "-p2p", "r"), nvidia.parse_topo_matrix, timeout_s=30),
+    Probe("gpu.pynvml", ("{python}", "-c", PYNVML_CODE), nvidia.parse_pynvml, timeout_s=30),
+    Probe("cpu.cpuinfo", ("cat", "/proc/cpuinfo"), cpu.parse_cpuinfo),
+    Probe("cpu.pycpuinfo", ("{python}", "-c", PYCPUINFO_CODE), cpu.parse_pycpuinfo,
+          timeout_s=20, fallback_for="cpu.cpuinfo"),
+    Probe("mem.swaps", ("cat", "/proc/swaps"), memory.parse_proc_swaps),
+    Probe("mem.meminfo", ("cat", "/proc/meminfo"), memory.parse_meminfo),
+    Probe("mem.psutil", ("{python}", "-c", PSUTIL_CODE), memory.parse_psutil),
+    Probe("fs.fstab", ("cat", "/etc/fstab"), memory.parse_fstab),
+    Probe("docker.containers", ("sh", "-c", DOCKER_INSPECT), docker.parse_docker_inspect,
+          timeout_s=20, redact="docker-inspect"),
+    Probe("system.kernel", ("uname", "-r"), system.parse_uname_r),
+)
+
+PROBES_BY_ID = {p.id: p for p in PROBES}
+
+
+def _first_line(text: str) -> str:
+    return next((line.strip() for line in text.splitlines() if line.strip()), "")
+
+
+def _unavailable_reason(result: CommandResult) -> str | None:
+    """Why a command yielded nothing usable, or None when it ran and exited 0."""
+    if result.status == "skipped":
+        return result.reason
+    if result.status != "ran":
+        return {"missing": "not installed", "denied": "permission denied",
+                "timeout": result.reason or "timed out"}.get(result.status, result.reason)
+    if result.exit_code == 0:
+        return None
+    detail = _first_line(result.stderr) or _first_line(result.stdout)
+    if result.exit_code == 127 or "not found" in detail:
+        return f"not installed ({detail})" if detail else "not installed"
+    if result.exit_code == 126 or "ermission denied" in detail:
+        return f"permission denied ({detail})"
+    if result.exit_code == 3 and "No module named" in detail:
+        return f"python module not installed ({detail})"
+    return f"exit {result.exit_code}: {detail}" if detail else f"exit {result.exit_code}"
+
+
+def evaluate(probe: Probe, result: CommandResult | None) -> ProbeResult:
+    """A probe's outcome: observed (with a fact), unavailable (why) or unparseable (excerpt)."""
+    if result is None:
+        return ProbeResult(probe.id, probe.command, Outcome.UNAVAILABLE,
+                           reason="not collected in this bundle")
+    reason = _unavailable_reason(result)
+    if reason is not None:
+        return ProbeResult(probe.id, probe.command, Outcome.UNAVAILABLE, reason=reason)
+    try:
+        fact = probe.parse(result.stdout)
+    except ParseError as exc:
+        return ProbeResult(probe.id, probe.command, Outcome.UNPARSEABLE, reason=str(exc),
+                           excerpt=_excerpt(result.stdout))
+    return ProbeResult(probe.id, probe.command, Outcome.OBSERVED, fact=fact)
