@@ -1,0 +1,145 @@
+"""Shared test fixtures: real captures, a real OpenSSH server on loopback, and a CLI runner.
+
+Nothing here is mocked. The sshd is Debian's openssh-server (``tests/setup.sh`` installs it);
+when it is missing the SSH tests fail with that message rather than skipping.
+"""
+
+from __future__ import annotations
+
+import getpass
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+FIXTURES = REPO / "tests" / "fixtures"
+SHARED_FIXTURES = REPO.parent / "shared" / "fixtures"
+GPU_BUNDLES = FIXTURES / "bundles"
+SSHD = shutil.which("sshd") or "/usr/sbin/sshd"
+
+
+def shared_fixture(rel: str) -> str:
+    path = SHARED_FIXTURES / rel
+    if not path.is_file():
+        pytest.fail(f"real capture {path} is missing: the tests need ../shared/fixtures beside the repo")
+    return path.read_text(encoding="utf-8")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_port(port: int, timeout_s: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+                return
+        except OSError:
+            time.sleep(0.05)
+    raise RuntimeError(f"nothing listens on 127.0.0.1:{port}")
+
+
+def keygen(path: Path) -> str:
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(path)], check=True)
+    return Path(f"{path}.pub").read_text().strip()
+
+
+@dataclass
+class Sshd:
+    port: int
+    user: str
+    client_key: Path
+    known_hosts: Path
+    host_pub: str
+    workdir: Path
+    proc: subprocess.Popen
+
+    def inventory(self, path: Path, hosts: dict[str, dict], *, group_vars: dict | None = None) -> Path:
+        """Write an inventory directory whose hosts default to this sshd."""
+        import yaml
+
+        path.mkdir(parents=True, exist_ok=True)
+        full = {}
+        for name, hv in hosts.items():
+            full[name] = {"ansible_host": "127.0.0.1", "ansible_port": self.port,
+                          "ansible_user": self.user,
+                          "ansible_ssh_private_key_file": str(self.client_key), **hv}
+        (path / "hosts.yml").write_text(yaml.safe_dump({"all": {"children": {
+            "lab": {"hosts": full}}}}))
+        if group_vars is not None:
+            (path / "group_vars").mkdir(exist_ok=True)
+            (path / "group_vars" / "lab.yml").write_text(yaml.safe_dump(group_vars))
+        return path
+
+
+def start_sshd(workdir: Path, *, extra: str = "") -> Sshd:
+    if not Path(SSHD).exists():
+        pytest.fail("OpenSSH server is not installed (run tests/setup.sh: apt-get install openssh-server)")
+    workdir.mkdir(parents=True, exist_ok=True)
+    host_key = workdir / "host_ed25519"
+    client_key = workdir / "client_ed25519"
+    host_pub = keygen(host_key)
+    client_pub = keygen(client_key)
+    (workdir / "authorized_keys").write_text(client_pub + "\n")
+    port = free_port()
+    user = getpass.getuser()
+    Path("/run/sshd").mkdir(exist_ok=True)  # privilege separation directory
+    config = workdir / "sshd_config"
+    config.write_text(
+        f"Port {port}\nListenAddress 127.0.0.1\nHostKey {host_key}\n"
+        f"AuthorizedKeysFile {workdir / 'authorized_keys'}\nPidFile {workdir / 'sshd.pid'}\n"
+        "PasswordAuthentication no\nKbdInteractiveAuthentication no\nUsePAM no\n"
+        "StrictModes no\nPermitRootLogin prohibit-password\nAllowTcpForwarding yes\n"
+        "LogLevel VERBOSE\nMaxSessions 50\nMaxStartups 100\n" + extra
+    )
+    log = open(workdir / "sshd.log", "w")  # noqa: SIM115 (kept open for the server's life)
+    proc = subprocess.Popen([SSHD, "-D", "-e", "-f", str(config)], stdout=log, stderr=log)
+    try:
+        wait_port(port)
+    except RuntimeError:
+        proc.kill()
+        pytest.fail(f"sshd did not start: {(workdir / 'sshd.log').read_text()[-2000:]}")
+    known = workdir / "known_hosts"
+    known.write_text(f"[127.0.0.1]:{port} {' '.join(host_pub.split()[:2])}\n")
+    return Sshd(port, user, client_key, known, host_pub, workdir, proc)
+
+
+@pytest.fixture(scope="session")
+def sshd(tmp_path_factory: pytest.TempPathFactory):
+    server = start_sshd(tmp_path_factory.mktemp("sshd"))
+    yield server
+    server.proc.terminate()
+    server.proc.wait(timeout=10)
+
+
+@dataclass
+class CliResult:
+    code: int
+    stdout: str
+    stderr: str
+    seconds: float
+
+
+def run_cli(*args: str, env: dict | None = None, timeout: float = 120) -> CliResult:
+    """Run the real console entry point in a subprocess, as a user would."""
+    full_env = dict(os.environ)
+    full_env.update(env or {})
+    start = time.monotonic()
+    proc = subprocess.run([sys.executable, "-m", "omni_host.cli", *args], capture_output=True,
+                          text=True, env=full_env, timeout=timeout, check=False)
+    return CliResult(proc.returncode, proc.stdout, proc.stderr, time.monotonic() - start)
+
+
+@pytest.fixture
+def report_dir(tmp_path: Path) -> Path:
+    return tmp_path / "reports"

@@ -1,0 +1,22 @@
+"""Helpers shared by tests: reading the real GPU-machine bundles and their raw outputs."""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from pathlib import Path
+
+from omni_host.bundle import Bundle, read_bundles
+
+BUNDLES = Path(__file__).resolve().parent / "fixtures" / "bundles"
+GPU_MACHINES = ("h100-x1", "h200-x2")
+
+
+@lru_cache(maxsize=None)
+def gpu_bundle(name: str) -> Bundle:
+    (bundle,) = read_bundles(BUNDLES / f"{name}.tar.gz")
+    return bundle
+
+
+def raw(name: str, probe_id: str) -> str:
+    """The raw stdout one probe captured on a real machine."""
+    return gpu_bundle(name).results[probe_id].stdout

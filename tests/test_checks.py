@@ -1,0 +1,252 @@
+"""Check verdicts on facts from real captures, against policies written for each case."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+from conftest import shared_fixture
+from helpers import gpu_bundle
+
+from omni_host.audit import evaluate_bundle
+from omni_host.bundle import Bundle
+from omni_host.checks.containers import masked_hwcaps
+from omni_host.checks.gpu import tensor_split
+from omni_host.model import CommandResult, Status
+from omni_host.policy import policy_from_vars, reference_vars
+
+
+def verdicts(bundle: Bundle, **policy_vars) -> dict:
+    policy = policy_from_vars(policy_vars, "test policy")
+    return {r.id: r for r in evaluate_bundle(bundle, policy).results}
+
+
+def with_output(bundle: Bundle, probe_id: str, stdout: str, *, status: str = "ran",
+                exit_code: int | None = 0) -> Bundle:
+    """The same real bundle with one probe's output replaced by another real capture."""
+    results = dict(bundle.results)
+    old = results[probe_id]
+    results[probe_id] = dataclasses.replace(old, stdout=stdout, status=status, exit_code=exit_code)
+    return dataclasses.replace(bundle, results=results)
+
+
+# --- gpu.driver-version on the real GPU machines (driver 580.159.04, kernel 6.18) --------------
+
+@pytest.mark.parametrize("machine", ["h100-x1", "h200-x2"])
+@pytest.mark.parametrize(("minimum", "recommended", "status"), [
+    ("580.95.05", "580.126.09", Status.PASS),   # the reference policy (S-013)
+    ("580.95.05", "590.48.01", Status.WARN),    # works, newer recommended
+    ("590.44.01", None, Status.FAIL),           # below the floor
+])
+def test_driver_version_on_gpu_machines(machine, minimum, recommended, status) -> None:
+    result = verdicts(gpu_bundle(machine), omni_gpu_driver_min=minimum,
+                      omni_gpu_driver_recommended=recommended)["gpu.driver-version"]
+    assert result.status is status, result.summary
+    assert result.actual == "580.159.04"
+    assert result.evidence[0].command == "nvidia-smi -q -x"
+
+
+def test_driver_version_kernel_619_needs_580_126_09() -> None:
+    bundle = with_output(gpu_bundle("h100-x1"), "gpu.nvidia-smi",
+                         shared_fixture("nvidia-smi/telegraf_4x-a100-sxm4-80gb_535.54.03_q-x.xml"))
+    bundle = with_output(bundle, "system.kernel", "6.19.2-generic\n")
+    result = verdicts(bundle, omni_gpu_driver_min="535.0")["gpu.driver-version"]
+    assert result.status is Status.FAIL
+    assert "6.19.2-generic needs driver >= 580.126.09" in result.summary
+
+
+def test_driver_version_fails_when_policy_expects_gpus_and_there_are_none() -> None:
+    bundle = with_output(gpu_bundle("h100-x1"), "gpu.nvidia-smi", "", status="missing",
+                         exit_code=None)
+    bundle = with_output(bundle, "gpu.pynvml", "", exit_code=4)
+    result = verdicts(bundle, **reference_vars())["gpu.driver-version"]
+    assert result.status is Status.FAIL
+    assert "policy expects 2 GPU(s) but no NVIDIA driver answers" in result.summary
+    assert result.remediation is not None and result.remediation.playbook == "nvidia-driver.yml"
+
+
+def test_driver_version_skips_without_gpu_policy() -> None:
+    bundle = with_output(gpu_bundle("h100-x1"), "gpu.nvidia-smi", "", status="missing",
+                         exit_code=None)
+    bundle = with_output(bundle, "gpu.pynvml", "", exit_code=4)
+    assert verdicts(bundle)["gpu.driver-version"].status is Status.SKIP
+
+
+def test_driver_version_falls_back_to_pynvml() -> None:
+    bundle = with_output(gpu_bundle("h200-x2"), "gpu.nvidia-smi", "", status="timeout",
+                         exit_code=-9)
+    result = verdicts(bundle, omni_gpu_driver_min="580.95.05")["gpu.driver-version"]
+    assert result.status is Status.PASS
+    assert result.evidence[0].probe == "gpu.pynvml"
+
+
+# --- gpu.topology ------------------------------------------------------------------------------
+
+def test_topology_two_h200_nvlink_as_planned() -> None:
+    result = verdicts(gpu_bundle("h200-x2"),
+                      omni_gpus=[{"model": "H200", "vram_gib": 141}] * 2)["gpu.topology"]
+    assert result.status is Status.PASS, result.summary
+    assert result.details["links"] == [{"a": "GPU0", "b": "GPU1", "link": "NV18"}]
+    assert result.details["p2p_read"] == [{"a": "GPU0", "b": "GPU1", "status": "OK"}]
+    assert result.details["tensor_split"] == [50, 50]
+    assert "symmetric VRAM (NVLink present)" in result.summary
+
+
+def test_topology_reference_policy_on_h100_fails_naming_the_difference() -> None:
+    result = verdicts(gpu_bundle("h100-x1"), **reference_vars())["gpu.topology"]
+    assert result.status is Status.FAIL
+    assert "missing RTX PRO 6000 Blackwell (96 GiB)" in result.summary
+    assert "missing RTX 5090 (32 GiB)" in result.summary
+    assert "unexpected NVIDIA H100 80GB HBM3" in result.summary
+
+
+def test_topology_wrong_vram_is_named() -> None:
+    result = verdicts(gpu_bundle("h100-x1"),
+                      omni_gpus=[{"model": "H100", "vram_gib": 94}])["gpu.topology"]
+    assert result.status is Status.FAIL
+    assert "H100: expected 94 GiB, found 80 GiB" in result.summary
+
+
+def test_topology_missing_second_gpu() -> None:
+    result = verdicts(gpu_bundle("h100-x1"),
+                      omni_gpus=[{"model": "H100", "vram_gib": 80}] * 2)["gpu.topology"]
+    assert result.status is Status.FAIL
+    assert "missing H100 (80 GiB)" in result.summary
+
+
+def test_topology_asymmetric_split_from_a_real_blackwell_capture() -> None:
+    # The real RTX PRO 6000 Blackwell capture (97887 MiB) as GPU set: one GPU, no split.
+    bundle = with_output(gpu_bundle("h100-x1"), "gpu.nvidia-smi", shared_fixture(
+        "nvidia-smi/telegraf_rtx-pro-6000-maxq-blackwell_590.44.01_q-x.xml"))
+    result = verdicts(bundle, omni_gpus=[{"model": "RTX PRO 6000 Blackwell", "vram_gib": 96}])
+    assert result["gpu.topology"].status is Status.PASS
+    assert "single GPU" in result["gpu.topology"].summary
+
+
+@pytest.mark.parametrize(("vram", "split"), [
+    ([97887, 32607], [75, 25]),          # RTX PRO 6000 96 GB + RTX 5090 32 GB (S-003)
+    ([143771, 143771], [50, 50]),
+    ([24576, 24576, 24576], [34, 33, 33]),
+])
+def test_tensor_split_is_proportional_and_sums_to_100(vram, split) -> None:
+    assert tensor_split(vram) == split
+
+
+# --- numa.nps1 ---------------------------------------------------------------------------------
+
+@pytest.mark.parametrize(("capture", "expected", "status"), [
+    ("numactl/epyc-7713-2s-nps4_8nodes.txt", 2, Status.FAIL),
+    ("numactl/epyc-9375f-2s-zen5-smtoff_2nodes.txt", 2, Status.PASS),
+    ("numactl/epyc-9375f-2s-zen5-smtoff_2nodes.txt", 1, Status.FAIL),
+])
+def test_nps1_on_real_captures(capture, expected, status) -> None:
+    bundle = with_output(gpu_bundle("h100-x1"), "numa.numactl", shared_fixture(capture))
+    result = verdicts(bundle, omni_numa_nodes=expected)["numa.nps1"]
+    assert result.status is status
+    assert result.evidence[0].lines[0].startswith("available:")
+
+
+def test_nps1_garbage_is_error_with_excerpt() -> None:
+    bundle = with_output(gpu_bundle("h100-x1"), "numa.numactl", "segmentation fault\n")
+    result = verdicts(bundle, omni_numa_nodes=1)["numa.nps1"]
+    assert result.status is Status.ERROR
+    assert "unparseable" in result.summary
+    assert result.evidence[0].lines == ("segmentation fault",)
+
+
+# --- swap.capacity -----------------------------------------------------------------------------
+
+SWAPS = ("Filename\t\t\t\tType\t\tSize\t\tUsed\t\tPriority\n"
+         "/nvme/swap200g                          file\t\t209715196\t{used}\t\t-2\n")
+
+
+def test_swap_missing_fails() -> None:
+    result = verdicts(gpu_bundle("h100-x1"), **reference_vars())["swap.capacity"]
+    assert result.status is Status.FAIL
+    assert "no active swap at /nvme/swap200g, expected 204,800 MiB" in result.summary
+
+
+def test_swap_active_but_not_in_fstab_warns() -> None:
+    bundle = with_output(gpu_bundle("h100-x1"), "mem.swaps", SWAPS.format(used=0))
+    result = verdicts(bundle, **reference_vars())["swap.capacity"]
+    assert result.status is Status.WARN
+    assert "not in /etc/fstab" in result.summary
+
+
+def test_swap_active_persisted_passes_and_thrashing_warns() -> None:
+    bundle = with_output(gpu_bundle("h100-x1"), "mem.swaps", SWAPS.format(used=0))
+    bundle = with_output(bundle, "fs.fstab", "/nvme/swap200g none swap sw 0 0\n")
+    assert verdicts(bundle, **reference_vars())["swap.capacity"].status is Status.PASS
+    busy = with_output(bundle, "mem.swaps", SWAPS.format(used=180_000_000))
+    result = verdicts(busy, **reference_vars())["swap.capacity"]
+    assert result.status is Status.WARN
+    assert "86% used" in result.summary
+
+
+# --- containers.glibc-tunables -----------------------------------------------------------------
+
+ZEN5 = "cpu/lscpu_ryzen9-9950x_zen5-fam26_pytorch-collect-env.txt"
+
+
+def inspect(name: str, env: list[str]) -> str:
+    import json
+    return json.dumps([{"Id": "0123456789abcdef", "Name": f"/{name}",
+                        "Config": {"Image": "memgraph/memgraph:3.7.2", "Env": env,
+                                   "Labels": {"com.docker.compose.service": name}},
+                        "State": {"Running": True}, "HostConfig": {"RestartPolicy": {"Name": "always"}}}])
+
+
+@pytest.mark.parametrize(("env", "status"), [
+    (["GLIBC_TUNABLES=glibc.cpu.hwcaps=-AVX512F,-AVX512VL,-AVX512BW,-AVX512CD,-AVX512DQ"], Status.PASS),
+    (["GLIBC_TUNABLES=glibc.cpu.hwcaps=-AVX512F,-AVX512VL"], Status.FAIL),   # "partial" in F-010
+    (["PATH=/usr/bin"], Status.FAIL),
+])
+def test_tunables_on_zen5(env, status) -> None:
+    bundle = with_output(gpu_bundle("h100-x1"), "cpu.cpuinfo", shared_fixture(ZEN5))
+    bundle = with_output(bundle, "docker.containers", inspect("memgraph", env))
+    result = verdicts(bundle, omni_zen5_tunables_containers=["memgraph"])
+    assert result["containers.glibc-tunables"].status is status
+
+
+def test_tunables_partial_mask_names_the_missing_hwcaps() -> None:
+    bundle = with_output(gpu_bundle("h100-x1"), "cpu.cpuinfo", shared_fixture(ZEN5))
+    bundle = with_output(bundle, "docker.containers",
+                         inspect("memgraph", ["GLIBC_TUNABLES=glibc.cpu.hwcaps=-AVX512F,-AVX512VL"]))
+    result = verdicts(bundle, omni_zen5_tunables_containers=["memgraph"])["containers.glibc-tunables"]
+    assert "leaves AVX512BW,AVX512CD,AVX512DQ unmasked" in result.summary
+
+
+def test_tunables_container_not_running_fails() -> None:
+    bundle = with_output(gpu_bundle("h100-x1"), "cpu.cpuinfo", shared_fixture(ZEN5))
+    bundle = with_output(bundle, "docker.containers", "[]")
+    result = verdicts(bundle, omni_zen5_tunables_containers=["memgraph"])["containers.glibc-tunables"]
+    assert result.status is Status.FAIL
+    assert "memgraph: not running" in result.summary
+
+
+def test_tunables_not_applicable_on_intel() -> None:
+    result = verdicts(gpu_bundle("h100-x1"), omni_zen5_tunables_containers=["memgraph"])
+    assert result["containers.glibc-tunables"].status is Status.SKIP
+    assert "not Zen 5" in result["containers.glibc-tunables"].summary
+
+
+def test_tunables_skipped_when_docker_missing_on_zen5() -> None:
+    bundle = with_output(gpu_bundle("h100-x1"), "cpu.cpuinfo", shared_fixture(ZEN5))
+    result = verdicts(bundle, omni_zen5_tunables_containers=["memgraph"])["containers.glibc-tunables"]
+    assert result.status is Status.SKIP
+    assert "not installed" in result.summary  # the real capture: "sh: 1: docker: not found"
+
+
+def test_masked_hwcaps_reads_colon_separated_tunables() -> None:
+    value = "glibc.malloc.arena_max=2:glibc.cpu.hwcaps=-AVX512F,-avx512vl,AVX2"
+    assert masked_hwcaps(value) == {"AVX512F", "AVX512VL"}
+
+
+def test_unavailable_probe_result_is_never_a_pass() -> None:
+    """Every check with its inputs missing is skipped or failed, never passed by accident."""
+    bundle = gpu_bundle("h100-x1")
+    empty = dataclasses.replace(bundle, results={
+        k: CommandResult(k, v.argv, "timeout", -9, "", "", 1.0, "timed out after 1s")
+        for k, v in bundle.results.items()})
+    for result in evaluate_bundle(empty, policy_from_vars(reference_vars(), "ref")).results:
+        assert result.status in (Status.SKIP, Status.FAIL), (result.id, result.summary)

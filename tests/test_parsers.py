@@ -1,0 +1,221 @@
+"""Every parser on real captures: ../shared/fixtures and the bundles collected on the lent
+NVIDIA machines (tests/fixtures/bundles). One parametrized test per probe, each capture with its
+expected fact; plus odd-but-real and garbage inputs."""
+
+from __future__ import annotations
+
+import pytest
+from conftest import FIXTURES, shared_fixture
+from helpers import raw
+
+from omni_host.errors import ParseError
+from omni_host.parsers import cpu, memory, numa, nvidia, system
+
+NUMACTL = [
+    # capture, node count, cpus on node 0, size of node 0 (MiB)
+    ("numactl/epyc-7713-2s-nps4_8nodes.txt", 8, 16, 63965),
+    ("numactl/epyc-9375f-2s-zen5-smtoff_2nodes.txt", 2, 32, 773271),
+    ("numactl/epyc-9135-2s-zen5_2nodes_cpu-compress.txt", 2, 16, 580088),
+    ("numactl/epyc-7551-2s_8nodes_memoryless_PARTIAL.txt", 8, 16, 0),
+]
+
+
+@pytest.mark.parametrize(("capture", "nodes", "cpus0", "size0"), NUMACTL)
+def test_numactl_shared_captures(capture: str, nodes: int, cpus0: int, size0: int) -> None:
+    topo = numa.parse_numactl_hardware(shared_fixture(capture))
+    assert topo.node_count == nodes
+    assert len(topo.nodes[0].cpus) == cpus0
+    assert topo.nodes[0].size_mib == size0
+    assert topo.source == "numactl"
+
+
+def test_numactl_memoryless_nodes_are_reported() -> None:
+    topo = numa.parse_numactl_hardware(
+        shared_fixture("numactl/epyc-7551-2s_8nodes_memoryless_PARTIAL.txt"))
+    assert topo.memoryless_nodes == (0, 2, 3, 4, 6, 7)
+
+
+@pytest.mark.parametrize(("machine", "cpus"), [("h100-x1", 16), ("h200-x2", 32)])
+def test_numactl_gpu_machines(machine: str, cpus: int) -> None:
+    topo = numa.parse_numactl_hardware(raw(machine, "numa.numactl"))
+    assert topo.node_count == 1
+    assert len(topo.nodes[0].cpus) == cpus
+
+
+def test_numactl_no_numa_message_is_unparseable() -> None:
+    with pytest.raises(ParseError, match="available"):
+        numa.parse_numactl_hardware("No NUMA available on this system\n")
+
+
+XML = [
+    # capture, driver, cuda, [(name, MiB, persistence, pcie gen max)]
+    ("nvidia-smi/telegraf_rtx-pro-6000-maxq-blackwell_590.44.01_q-x.xml", "590.44.01", "13.1",
+     [("NVIDIA RTX PRO 6000 Blackwell Max-Q Workstation Edition", 97887, True, 4)]),
+    ("nvidia-smi/telegraf_dual-rtx-a5000_590.44.01_q-x.xml", "590.44.01", None,
+     [("NVIDIA RTX A5000", None, None, None)] * 2),
+    ("nvidia-smi/telegraf_4x-a100-sxm4-80gb_535.54.03_q-x.xml", "535.54.03", "12.2",
+     [("NVIDIA A100-SXM4-80GB", 81920, False, 4)]),
+]
+
+
+@pytest.mark.parametrize(("capture", "driver", "cuda", "gpus"), XML)
+def test_nvidia_smi_xml_shared_captures(capture: str, driver: str, cuda: str | None,
+                                        gpus: list) -> None:
+    inv = nvidia.parse_nvidia_smi_xml(shared_fixture(capture))
+    assert inv.driver_version == driver
+    if cuda is not None:
+        assert inv.cuda_version == cuda
+    assert [g.name for g in inv.gpus] == [g[0] for g in gpus]
+    for gpu, (_, mib, persistence, gen_max) in zip(inv.gpus, gpus, strict=True):
+        if mib is not None:
+            assert gpu.memory_total_mib == mib  # the GPU's own, not a MIG slice's 19968 MiB
+        if persistence is not None:
+            assert gpu.persistence_mode is persistence
+        if gen_max is not None:
+            assert gpu.pcie_gen_max == gen_max
+
+
+@pytest.mark.parametrize(("machine", "name", "count", "mib"), [
+    ("h100-x1", "NVIDIA H100 80GB HBM3", 1, 81559),
+    ("h200-x2", "NVIDIA H200", 2, 143771),
+])
+def test_nvidia_smi_xml_gpu_machines(machine: str, name: str, count: int, mib: int) -> None:
+    inv = nvidia.parse_nvidia_smi_xml(raw(machine, "gpu.nvidia-smi"))
+    assert inv.driver_version == "580.159.04"
+    assert inv.cuda_version == "13.0"
+    assert [g.name for g in inv.gpus] == [name] * count
+    assert {g.memory_total_mib for g in inv.gpus} == {mib}
+    assert all(g.persistence_mode is True for g in inv.gpus)
+
+
+@pytest.mark.parametrize("machine", ["h100-x1", "h200-x2"])
+def test_pynvml_agrees_with_nvidia_smi(machine: str) -> None:
+    smi = nvidia.parse_nvidia_smi_xml(raw(machine, "gpu.nvidia-smi"))
+    nvml = nvidia.parse_pynvml(raw(machine, "gpu.pynvml"))
+    assert nvml.driver_version == smi.driver_version
+    assert nvml.cuda_version == smi.cuda_version
+    assert [(g.name, g.memory_total_mib) for g in nvml.gpus] == \
+        [(g.name, g.memory_total_mib) for g in smi.gpus]
+
+
+def test_nvidia_smi_xml_truncated_is_unparseable() -> None:
+    text = raw("h200-x2", "gpu.nvidia-smi")
+    with pytest.raises(ParseError, match="malformed or truncated"):
+        nvidia.parse_nvidia_smi_xml(text[: len(text) // 2])
+
+
+@pytest.mark.parametrize("capture", [
+    "nvidia-smi/exporter_win-rtx2080super_610.62_default-idle.txt",  # Windows table, not XML
+    "nvidia-smi/exporter_h100-80gb-hbm3_590.48.01_q-idle.txt",  # -q text, not -q -x
+])
+def test_nvidia_smi_xml_rejects_other_formats(capture: str) -> None:
+    with pytest.raises(ParseError):
+        nvidia.parse_nvidia_smi_xml(shared_fixture(capture))
+
+
+TOPO = [
+    # capture, gpus, a pair and its link, cpu affinity of GPU0
+    ("nvidia-smi-topo/exporter_h100-80gb-hbm3_590.48.01_topo-m.txt", 1, None, "0-19"),
+    ("nvidia-smi-topo/exporter_h200_590.48.01_topo-m.txt", 1, None, "0-23"),
+    ("nvidia-smi-topo/rtx-pro-6000-maxq-x4_dell7960t_topo-m.txt", 4, ("GPU0", "GPU3", "NODE"), "0-119"),
+    ("nvidia-smi-topo/club3090-issue46_5gpu-mixed-5090-4090_topo-m.txt", 5, ("GPU1", "GPU2", "PHB"),
+     "8-15,24-31"),
+]
+
+
+@pytest.mark.parametrize(("capture", "count", "pair", "affinity"), TOPO)
+def test_topo_matrix_shared_captures(capture: str, count: int, pair: tuple | None,
+                                     affinity: str) -> None:
+    matrix = nvidia.parse_topo_matrix(shared_fixture(capture))
+    assert len(matrix.gpus) == count
+    assert matrix.cells[("GPU0", "GPU0")] == "X"
+    if pair:
+        assert matrix.cells[(pair[0], pair[1])] == pair[2]
+    assert matrix.cpu_affinity["GPU0"] == affinity
+    assert len(matrix.links()) == count * (count - 1) // 2
+
+
+def test_topo_and_p2p_on_two_h200_with_nvlink() -> None:
+    topo = nvidia.parse_topo_matrix(raw("h200-x2", "gpu.topo"))
+    assert topo.links() == [("GPU0", "GPU1", "NV18")]
+    p2p = nvidia.parse_topo_matrix(raw("h200-x2", "gpu.p2p"))
+    assert p2p.links() == [("GPU0", "GPU1", "OK")]
+
+
+def test_topo_single_gpu_p2p_capture() -> None:
+    p2p = nvidia.parse_topo_matrix(raw("h100-x1", "gpu.p2p"))
+    assert p2p.gpus == ("GPU0",)
+    assert p2p.links() == []
+
+
+def test_topo_garbage_is_unparseable() -> None:
+    with pytest.raises(ParseError):
+        nvidia.parse_topo_matrix("NVIDIA-SMI has failed because it couldn't communicate with "
+                                 "the NVIDIA driver.\n")
+
+
+CPUS = [
+    # capture text getter, vendor, family, zen5, has avx512f
+    (lambda: shared_fixture("cpu/lscpu_ryzen9-9950x_zen5-fam26_pytorch-collect-env.txt"),
+     "AuthenticAMD", 26, True, True),
+    (lambda: raw("h100-x1", "cpu.cpuinfo"), "GenuineIntel", 6, False, None),
+    (lambda: (FIXTURES / "captures" / "proc-cpuinfo_h200x2.txt").read_text(), "GenuineIntel", 6,
+     False, None),
+]
+
+
+@pytest.mark.parametrize(("text", "vendor", "family", "zen5", "avx512f"), CPUS)
+def test_cpuinfo_captures(text, vendor: str, family: int, zen5: bool, avx512f: bool | None) -> None:
+    info = cpu.parse_cpuinfo(text())
+    assert (info.vendor, info.family, info.is_zen5) == (vendor, family, zen5)
+    if avx512f is not None:
+        assert ("avx512f" in info.flags) is avx512f
+    assert info.logical_cpus and info.logical_cpus > 0
+
+
+def test_cpuinfo_counts_processors_of_a_real_capture() -> None:
+    info = cpu.parse_cpuinfo((FIXTURES / "captures" / "proc-cpuinfo_h200x2.txt").read_text())
+    assert info.logical_cpus == 32
+    assert info.source == "/proc/cpuinfo"
+
+
+def test_cpuinfo_garbage_is_unparseable() -> None:
+    with pytest.raises(ParseError):
+        cpu.parse_cpuinfo("\x00\x01garbage")
+
+
+@pytest.mark.parametrize("machine", ["h100-x1", "h200-x2"])
+def test_memory_captures(machine: str) -> None:
+    assert memory.parse_proc_swaps(raw(machine, "mem.swaps")) == ()
+    meminfo = memory.parse_meminfo(raw(machine, "mem.meminfo"))
+    assert meminfo.mem_total_kib > 100 * 1024 * 1024  # both machines have > 100 GiB
+    from_psutil = memory.parse_psutil(raw(machine, "mem.psutil"))
+    assert from_psutil.mem_total_kib == meminfo.mem_total_kib
+    assert from_psutil.swap_total_kib == meminfo.swap_total_kib == 0
+    memory.parse_fstab(raw(machine, "fs.fstab"))
+
+
+def test_proc_swaps_with_areas_and_escaped_space() -> None:
+    # /proc/swaps as the kernel prints it for a file with a space in its name (octal escape).
+    text = ("Filename\t\t\t\tType\t\tSize\t\tUsed\t\tPriority\n"
+            "/dev/nvme0n1p3                          partition\t8388604\t\t0\t\t-2\n"
+            "/nvme/swap\\040file                       file\t\t209715196\t1024\t\t-3\n")
+    areas = memory.parse_proc_swaps(text)
+    assert [a.path for a in areas] == ["/dev/nvme0n1p3", "/nvme/swap file"]
+    assert areas[1].size_kib == 209715196
+
+
+def test_proc_swaps_garbage_is_unparseable() -> None:
+    with pytest.raises(ParseError):
+        memory.parse_proc_swaps("Filename Type\n/swap file not-a-number 0 -2\n")
+
+
+@pytest.mark.parametrize("machine", ["h100-x1", "h200-x2"])
+def test_uname_captures(machine: str) -> None:
+    kernel = system.parse_uname_r(raw(machine, "system.kernel"))
+    assert kernel.version[:2] == (6, 18)
+
+
+def test_uname_garbage() -> None:
+    with pytest.raises(ParseError):
+        system.parse_uname_r("Linux\nsomething else")
