@@ -95,10 +95,14 @@ def audit_host(plan: HostPlan, ssh: SshOptions, probe_timeout_s: float | None = 
     try:
         bundle = collect_host(plan, ssh, probe_timeout_s)
     except TransportError as exc:
-        return HostReport(plan.name, plan.address, "local" if plan.ssh is None else "ssh", False,
-                          str(exc), time.monotonic() - start)
-    return evaluate_bundle(bundle, plan.policy, address=plan.address,
-                           duration_s=time.monotonic() - start)
+        error = str(exc)
+    except Exception as exc:  # a bug must cost this host its audit, not the fleet its run
+        error = f"internal error while collecting: {type(exc).__name__}: {exc}"
+    else:
+        return evaluate_bundle(bundle, plan.policy, address=plan.address,
+                               duration_s=time.monotonic() - start)
+    return HostReport(plan.name, plan.address, "local" if plan.ssh is None else "ssh", False,
+                      error, time.monotonic() - start)
 
 
 def audit_many(plans: list[HostPlan], ssh: SshOptions, *, forks: int,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 
 from omni_host.bundle import Bundle, read_bundles
@@ -11,7 +11,7 @@ BUNDLES = Path(__file__).resolve().parent / "fixtures" / "bundles"
 GPU_MACHINES = ("h100-x1", "h200-x2")
 
 
-@lru_cache(maxsize=None)
+@cache
 def gpu_bundle(name: str) -> Bundle:
     (bundle,) = read_bundles(BUNDLES / f"{name}.tar.gz")
     return bundle

@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import os
 import select
+import socket
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 import paramiko
+from paramiko.ssh_exception import NoValidConnectionsError
 
 from omni_host.errors import TransportError
 from omni_host.transport.base import RawRun, command_line
@@ -157,6 +159,13 @@ class SshTransport:
         except TimeoutError as exc:
             client.close()
             raise TransportError(f"connection to {where} timed out") from exc
+        except NoValidConnectionsError as exc:
+            client.close()
+            reasons = sorted({e.strerror or str(e) for e in exc.errors.values()})
+            raise TransportError(f"cannot connect to {where}: {'; '.join(reasons)}") from exc
+        except socket.gaierror as exc:
+            client.close()
+            raise TransportError(f"cannot resolve {target.hostname}: {exc.strerror}") from exc
         except (OSError, paramiko.SSHException, EOFError) as exc:
             client.close()
             raise TransportError(f"cannot connect to {where}: {exc or type(exc).__name__}") from exc

@@ -1,0 +1,153 @@
+"""The audit over SSH against a real OpenSSH server on loopback: verdicts, one round trip,
+ssh_config (ProxyJump), host-key policy, become, and every kind of unreachable host."""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from pathlib import Path
+
+import pytest
+from conftest import Sshd, free_port, keygen, run_cli
+
+from omni_host.policy import reference_vars
+
+STATUSES = {"numa.nps1": "pass", "gpu.driver-version": "fail", "swap.capacity": "fail"}
+
+
+def audit(sshd: Sshd, inv: Path, *extra: str, known_hosts: Path | None = None,
+          ssh_config: Path | None = None):
+    return run_cli("audit", "-i", str(inv), *extra, "--format", "json", "--no-store",
+                   "--known-hosts", str(known_hosts or sshd.known_hosts),
+                   "--ssh-config", str(ssh_config or sshd.workdir / "no-ssh-config"),
+                   "--connect-timeout", "5")
+
+
+def results(stdout: str) -> dict[str, dict[str, str]]:
+    doc = json.loads(stdout)
+    return {h["host"]: {r["id"]: r["status"] for r in h["results"]} for h in doc["hosts"]}
+
+
+def sessions(sshd: Sshd) -> int:
+    time.sleep(0.2)  # sshd writes its log line as the session starts
+    return len(re.findall(r"Starting session: command", (sshd.workdir / "sshd.log").read_text()))
+
+
+def test_audit_over_ssh_gives_the_machine_verdicts_in_one_round_trip(sshd: Sshd, tmp_path: Path) -> None:
+    inv = sshd.inventory(tmp_path / "inv", {"loop": {}}, group_vars=reference_vars())
+    before = sessions(sshd)
+    result = audit(sshd, inv, "loop")
+    assert result.code == 1, result.stderr
+    verdicts = results(result.stdout)["loop"]
+    for check_id, status in STATUSES.items():
+        assert verdicts[check_id] == status, (check_id, verdicts)
+    doc = json.loads(result.stdout)
+    host = doc["hosts"][0]
+    assert host["reachable"] is True and host["transport"] == "ssh"
+    assert host["address"] == f"{sshd.user}@127.0.0.1:{sshd.port}"
+    driver = next(r for r in host["results"] if r["id"] == "gpu.driver-version")
+    assert "policy expects 2 GPU(s) but no NVIDIA driver answers" in driver["summary"]
+    assert doc["schema_version"] == 1 and doc["summary"]["fail"] >= 2
+    assert sessions(sshd) - before == 1  # every probe in one command on one connection
+
+
+def test_bundle_from_ssh_audits_to_the_same_verdicts(sshd: Sshd, tmp_path: Path) -> None:
+    inv = sshd.inventory(tmp_path / "inv", {"loop": {}}, group_vars=reference_vars())
+    live = audit(sshd, inv, "loop")
+    out = tmp_path / "loop.tar.gz"
+    collected = run_cli("collect", "-i", str(inv), "loop", "--out", str(out), "--known-hosts",
+                        str(sshd.known_hosts), "--ssh-config", str(tmp_path / "none"))
+    assert collected.code == 0, collected.stderr
+    offline = run_cli("audit", "--bundle", str(out), "-i", str(inv), "--format", "json")
+    assert offline.code == live.code == 1
+
+    def strip(doc: str) -> list:
+        return [(r["id"], r["status"], r["summary"]) for h in json.loads(doc)["hosts"]
+                for r in h["results"]]
+
+    assert strip(offline.stdout) == strip(live.stdout)
+
+
+def test_unreachable_hosts_are_reported_and_the_rest_audited(sshd: Sshd, tmp_path: Path) -> None:
+    stranger = tmp_path / "stranger_ed25519"
+    keygen(stranger)
+    known = tmp_path / "known_hosts"
+    other_key = keygen(tmp_path / "other_host_key")
+    known.write_text(sshd.known_hosts.read_text() +
+                     f"[localhost]:{sshd.port} {' '.join(other_key.split()[:2])}\n")
+    inv = sshd.inventory(tmp_path / "inv", {
+        "good": {},
+        "refused": {"ansible_port": free_port()},
+        "unknown": {"ansible_host": "no-such-host.invalid"},
+        "wrongkey": {"ansible_ssh_private_key_file": str(stranger)},
+        "changedkey": {"ansible_host": "localhost"},
+    }, group_vars=reference_vars())
+    result = audit(sshd, inv, "all", known_hosts=known)
+    assert result.code == 3  # unreachable outranks failed checks
+    doc = json.loads(result.stdout)
+    hosts = {h["host"]: h for h in doc["hosts"]}
+    assert hosts["good"]["reachable"] and results(result.stdout)["good"]["numa.nps1"] == "pass"
+    reasons = {name: hosts[name]["error"] for name in hosts if name != "good"}
+    assert all(not hosts[n]["reachable"] and not hosts[n]["results"] for n in reasons)
+    assert "refused" in reasons["refused"].lower()
+    assert "no-such-host.invalid" in reasons["unknown"]
+    assert "authentication" in reasons["wrongkey"]
+    assert "CHANGED" in reasons["changedkey"]
+    assert doc["summary"]["unreachable"] == 4
+    err_lines = [line for line in result.stderr.splitlines() if "unreachable" in line]
+    assert sorted(line.split(":")[1].strip() for line in err_lines) == sorted(reasons)
+    assert "Traceback" not in result.stderr
+
+
+def test_unknown_host_key_needs_explicit_acceptance(sshd: Sshd, tmp_path: Path) -> None:
+    inv = sshd.inventory(tmp_path / "inv", {"loop": {}})
+    known = tmp_path / "known_hosts"
+    known.write_text("")
+    refused = audit(sshd, inv, known_hosts=known)
+    assert refused.code == 3
+    assert "not in known_hosts" in refused.stderr
+    assert known.read_text() == ""
+    accepted = audit(sshd, inv, "--accept-new-host-key", known_hosts=known)
+    assert accepted.code == 0, accepted.stderr
+    assert known.read_text().split()[:3] == [f"[127.0.0.1]:{sshd.port}",
+                                             *sshd.host_pub.split()[:2]]
+    again = audit(sshd, inv, known_hosts=known)  # recorded: no flag needed any more
+    assert again.code == 0, again.stderr
+
+
+def test_ssh_config_host_user_port_identity_and_proxyjump(sshd: Sshd, tmp_path: Path) -> None:
+    config = tmp_path / "ssh_config"
+    common = (f"  HostName 127.0.0.1\n  Port {sshd.port}\n  User {sshd.user}\n"
+              f"  IdentityFile {sshd.client_key}\n")
+    config.write_text(f"Host box\n{common}  ProxyJump jumpbox\n\nHost jumpbox\n{common}")
+    inv = tmp_path / "inv"
+    inv.mkdir()
+    (inv / "hosts.yml").write_text("all:\n  hosts:\n    box:\n")  # everything from ssh_config
+    log = sshd.workdir / "sshd.log"
+    time.sleep(0.2)
+    accepted_before = log.read_text().count("Accepted publickey")
+    result = audit(sshd, inv, "box", ssh_config=config)
+    assert result.code == 0, result.stderr
+    assert results(result.stdout)["box"]["numa.nps1"] == "skip"  # no policy in this inventory
+    time.sleep(0.2)
+    assert log.read_text().count("Accepted publickey") - accepted_before == 2  # jump + target
+
+
+def test_become_runs_the_collector_through_sudo(sshd: Sshd, tmp_path: Path) -> None:
+    inv = sshd.inventory(tmp_path / "inv", {"loop": {"ansible_become": True}})
+    out = tmp_path / "bundle"
+    collected = run_cli("collect", "-i", str(inv), "--out", str(out), "--known-hosts",
+                        str(sshd.known_hosts), "--ssh-config", str(tmp_path / "none"))
+    assert collected.code == 0, collected.stderr
+    manifest = json.loads((out / "loop" / "manifest.json").read_text())
+    assert manifest["collector"]["euid"] == 0
+    assert manifest["transport"] == "ssh"
+
+
+@pytest.mark.parametrize("value", ["not-a-port", 70000])
+def test_bad_port_in_inventory_is_an_inventory_error(sshd: Sshd, tmp_path: Path, value) -> None:
+    inv = sshd.inventory(tmp_path / "inv", {"loop": {"ansible_port": value}})
+    result = audit(sshd, inv)
+    assert result.code == 2
+    assert "ansible_port" in result.stderr and "loop" in result.stderr
