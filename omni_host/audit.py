@@ -77,9 +77,12 @@ def local_plan() -> HostPlan:
 
 def evaluate_bundle(bundle: Bundle, policy: Policy, *, address: str | None = None,
                     duration_s: float = 0.0) -> HostReport:
-    results = tuple(run_checks(facts_from_bundle(bundle), policy))
+    facts = facts_from_bundle(bundle)
+    results = tuple(run_checks(facts, policy))
+    probes = {pid: {"outcome": p.outcome.value, "reason": p.reason}
+              for pid, p in facts.probes.items()}
     return HostReport(bundle.host, address, bundle.transport, True, None, duration_s, results,
-                      bundle)
+                      bundle, probes)
 
 
 def collect_host(plan: HostPlan, ssh: SshOptions, probe_timeout_s: float | None) -> Bundle:

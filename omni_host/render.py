@@ -26,6 +26,12 @@ def fix_text(result: CheckResult) -> str:
     return fix.steps[0] if fix.steps else "manual"
 
 
+def unobserved(host: HostReport) -> list[str]:
+    """Probes that yielded nothing, except fallbacks that were not needed."""
+    return [f"{pid} ({p['reason']})" for pid, p in host.probes.items()
+            if p["outcome"] != "observed" and not p["reason"].startswith("not needed")]
+
+
 def render_json(report: Report, out: TextIO) -> None:
     json.dump(report.to_dict(), out, indent=2)
     out.write("\n")
@@ -57,6 +63,9 @@ def render_table(report: Report, console: Console) -> None:
                                style="bold red"))
             continue
         console.print(_host_table(host))
+        missing = unobserved(host)
+        if missing:
+            console.print(Text("Not observed: " + "; ".join(missing), style="dim"))
     s = report.summary()
     console.print(f"{s['hosts']} host(s), {s['unreachable']} unreachable: {s['pass']} pass, "
                   f"{s['fail']} fail, {s['warn']} warn, {s['skip']} skip, {s['error']} error")
@@ -76,6 +85,9 @@ def render_markdown(report: Report, out: TextIO) -> None:
         if not host.reachable:
             out.write(f"**Unreachable:** {_md(host.error or '')}\n")
             continue
+        missing = unobserved(host)
+        if missing:
+            out.write("Not observed: " + _md("; ".join(missing)) + "\n\n")
         out.write("| Status | Check | Severity | Lessons | Summary | Fix |\n")
         out.write("|---|---|---|---|---|---|\n")
         for r in host.results:

@@ -22,6 +22,8 @@ class HostReport:
     duration_s: float
     results: tuple[CheckResult, ...] = ()
     bundle: Bundle | None = field(default=None, compare=False)
+    # probe id -> {"outcome", "reason"}: what could not be observed on this host, and why.
+    probes: dict[str, dict[str, str]] = field(default_factory=dict)
 
     def counts(self) -> dict[str, int]:
         counts = {s.value: 0 for s in Status}
@@ -39,6 +41,7 @@ class HostReport:
             "duration_s": round(self.duration_s, 4),
             "collected_at": self.bundle.collected_at if self.bundle else None,
             "counts": self.counts(),
+            "probes": self.probes,
             "results": [r.to_dict() for r in self.results],
         }
 

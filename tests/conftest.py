@@ -90,14 +90,21 @@ def start_sshd(workdir: Path, *, extra: str = "") -> Sshd:
     client_key = workdir / "client_ed25519"
     host_pub = keygen(host_key)
     client_pub = keygen(client_key)
-    (workdir / "authorized_keys").write_text(client_pub + "\n")
+    # sshd reads authorized_keys as the logging-in user: keep it outside pytest's 0700 tmp dirs.
+    import tempfile
+
+    keys_dir = Path(tempfile.mkdtemp(prefix="omni-host-sshd-keys-"))
+    keys_dir.chmod(0o755)
+    authorized = keys_dir / "authorized_keys"
+    authorized.write_text(client_pub + "\n")
+    authorized.chmod(0o644)
     port = free_port()
     user = getpass.getuser()
     Path("/run/sshd").mkdir(exist_ok=True)  # privilege separation directory
     config = workdir / "sshd_config"
     config.write_text(
         f"Port {port}\nListenAddress 127.0.0.1\nHostKey {host_key}\n"
-        f"AuthorizedKeysFile {workdir / 'authorized_keys'}\nPidFile {workdir / 'sshd.pid'}\n"
+        f"AuthorizedKeysFile {authorized}\nPidFile {workdir / 'sshd.pid'}\n"
         "PasswordAuthentication no\nKbdInteractiveAuthentication no\nUsePAM no\n"
         "StrictModes no\nPermitRootLogin prohibit-password\nAllowTcpForwarding yes\n"
         "LogLevel VERBOSE\nMaxSessions 50\nMaxStartups 100\n" + extra
@@ -143,3 +150,43 @@ def run_cli(*args: str, env: dict | None = None, timeout: float = 120) -> CliRes
 @pytest.fixture
 def report_dir(tmp_path: Path) -> Path:
     return tmp_path / "reports"
+
+
+def _docker_ok() -> bool:
+    return subprocess.run(["docker", "info"], capture_output=True, check=False).returncode == 0
+
+
+@pytest.fixture(scope="session")
+def docker_image() -> str:
+    """A running Docker engine (Debian docker.io, started here if needed) and a tiny image made
+    with `docker import` from the static busybox: there is no registry to pull from."""
+    if not shutil.which("docker") or not shutil.which("dockerd"):
+        pytest.fail("docker.io is not installed (run tests/setup.sh)")
+    if not _docker_ok():
+        log = open("/tmp/omni-host-test-dockerd.log", "a")  # noqa: SIM115 (daemon's log)
+        subprocess.Popen(["dockerd"], stdout=log, stderr=log, start_new_session=True)
+        deadline = time.monotonic() + 30
+        while not _docker_ok():
+            if time.monotonic() > deadline:
+                pytest.fail("dockerd did not start: see /tmp/omni-host-test-dockerd.log")
+            time.sleep(0.5)
+    busybox = Path("/bin/busybox")
+    if not busybox.is_file():
+        pytest.fail("busybox-static is not installed (run tests/setup.sh)")
+    image = "omni-test/busybox:1"
+    if subprocess.run(["docker", "image", "inspect", image], capture_output=True,
+                      check=False).returncode != 0:
+        import tarfile
+        import tempfile
+
+        with tempfile.TemporaryDirectory() as tmp:
+            rootfs = Path(tmp) / "rootfs.tar"
+            with tarfile.open(rootfs, "w") as tar:
+                tar.add(busybox, arcname="bin/busybox")
+                for applet in ("sh", "sleep"):
+                    link = tarfile.TarInfo(f"bin/{applet}")
+                    link.type, link.linkname = tarfile.SYMTYPE, "busybox"
+                    tar.addfile(link)
+            subprocess.run(["docker", "import", str(rootfs), image], check=True,
+                           capture_output=True)
+    return image

@@ -151,3 +151,38 @@ def test_bad_port_in_inventory_is_an_inventory_error(sshd: Sshd, tmp_path: Path,
     result = audit(sshd, inv)
     assert result.code == 2
     assert "ansible_port" in result.stderr and "loop" in result.stderr
+
+
+@pytest.fixture(scope="module")
+def plain_user() -> str:
+    """An unprivileged account on this VM (the tests run as root on a throwaway machine)."""
+    import subprocess
+
+    name = "omniaudit"
+    if subprocess.run(["id", name], capture_output=True, check=False).returncode != 0:
+        subprocess.run(["useradd", "-m", "-s", "/bin/sh", name], check=True)
+    subprocess.run(["usermod", "-p", "*", name], check=True)  # no password, but not locked
+    return name
+
+
+def test_denied_probe_is_unavailable_and_its_check_skipped(sshd: Sshd, tmp_path: Path,
+                                                            plain_user: str, docker_image: str) -> None:
+    # The Docker socket is root-only: the unprivileged user's `docker ps` is refused.
+    inv = sshd.inventory(tmp_path / "inv", {"loop": {"ansible_user": plain_user}},
+                         group_vars={"omni_zen5_tunables_containers": ["memgraph"]})
+    result = audit(sshd, inv)
+    assert result.code == 0, result.stderr
+    host = json.loads(result.stdout)["hosts"][0]
+    docker = host["probes"]["docker.containers"]
+    assert docker["outcome"] == "unavailable" and "permission denied" in docker["reason"]
+
+
+def test_become_without_passwordless_sudo_is_one_clear_line(sshd: Sshd, tmp_path: Path,
+                                                            plain_user: str) -> None:
+    inv = sshd.inventory(tmp_path / "inv", {"loop": {"ansible_user": plain_user,
+                                                     "ansible_become": True}})
+    result = audit(sshd, inv)
+    assert result.code == 3
+    host = json.loads(result.stdout)["hosts"][0]
+    assert host["error"].startswith("become needs passwordless sudo")
+    assert "Traceback" not in result.stderr

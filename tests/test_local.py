@@ -1,0 +1,135 @@
+"""The local audit as a user runs it, with real tools standing in for broken ones: a probe
+command that hangs, one that prints garbage, one that is missing; real containers; the store."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+from conftest import run_cli
+
+
+def fake_tool(bindir: Path, name: str, script: str) -> dict[str, str]:
+    bindir.mkdir(exist_ok=True)
+    tool = bindir / name
+    tool.write_text("#!/bin/sh\n" + script + "\n")
+    tool.chmod(0o755)
+    return {"PATH": f"{bindir}:{os.environ['PATH']}"}
+
+
+def statuses(stdout: str) -> dict[str, dict]:
+    return {r["id"]: r for r in json.loads(stdout)["hosts"][0]["results"]}
+
+
+def test_readme_audit_of_this_machine(report_dir: Path) -> None:
+    result = run_cli("audit", "--report-dir", str(report_dir))
+    assert result.code == 1  # the reference policy wants GPUs and 200 GiB of swap
+    assert "numa.nps1" in result.stdout and "swap.capacity" in result.stdout
+    assert "report stored in" in result.stderr
+    (stored,) = report_dir.iterdir()
+    report = json.loads((stored / "report.json").read_text())
+    assert report["hosts"][0]["host"] == "localhost"
+    assert (stored / "bundles" / "localhost" / "manifest.json").is_file()
+
+
+def test_hanging_probe_times_out_and_the_fallback_answers(tmp_path: Path) -> None:
+    env = fake_tool(tmp_path / "bin", "numactl", "sleep 60")
+    result = run_cli("audit", "--format", "json", "--no-store", "--probe-timeout", "1", env=env)
+    assert result.code == 1
+    assert result.seconds < 15  # the hung numactl was killed at its deadline
+    host = json.loads(result.stdout)["hosts"][0]
+    assert host["probes"]["numa.numactl"] == {"outcome": "unavailable",
+                                              "reason": "timed out after 1s"}
+    nps1 = statuses(result.stdout)["numa.nps1"]
+    assert nps1["status"] == "pass" and "from sysfs" in nps1["summary"]
+
+
+def test_hanging_probe_without_fallback_skips_its_check(tmp_path: Path) -> None:
+    env = fake_tool(tmp_path / "bin", "cat", 'case "$1" in /proc/swaps) sleep 60;; *) exec /bin/cat "$@";; esac')
+    result = run_cli("audit", "--format", "json", "--no-store", "--probe-timeout", "1", env=env)
+    swap = statuses(result.stdout)["swap.capacity"]
+    assert swap["status"] == "skip"
+    assert swap["summary"] == "not evaluated: cat /proc/swaps: timed out after 1s"
+    assert statuses(result.stdout)["numa.nps1"]["status"] == "pass"  # the rest completed
+
+
+def test_garbage_output_is_unparseable_with_an_excerpt(tmp_path: Path) -> None:
+    env = fake_tool(tmp_path / "bin", "numactl", "printf 'libnuma: Warning: /sys not mounted\\n\\001\\002'")
+    result = run_cli("audit", "--format", "json", "--no-store", env=env)
+    nps1 = statuses(result.stdout)["numa.nps1"]
+    assert nps1["status"] == "error"
+    assert "unparseable output" in nps1["summary"]
+    assert nps1["evidence"][0]["lines"][0].startswith("libnuma: Warning: /sys not mounted")
+    assert "Traceback" not in result.stderr
+
+
+def test_missing_tool_is_reported_not_a_crash() -> None:
+    # This VM really has no nvidia-smi and no NVML library.
+    result = run_cli("audit", "--format", "json", "--no-store")
+    host = json.loads(result.stdout)["hosts"][0]
+    assert host["probes"]["gpu.nvidia-smi"] == {"outcome": "unavailable", "reason": "not installed"}
+    assert "NVML" in host["probes"]["gpu.pynvml"]["reason"]
+    assert statuses(result.stdout)["gpu.driver-version"]["status"] == "fail"
+
+
+def test_markdown_report(tmp_path: Path) -> None:
+    result = run_cli("audit", "--format", "markdown", "--no-store")
+    assert result.stdout.startswith("# omni-host audit")
+    assert "| fail | `swap.capacity` | high | S-009, S-012, F-001, F-022 |" in result.stdout
+    assert "### fail: swap.capacity" in result.stdout
+    assert "Evidence (`cat /proc/swaps`)" in result.stdout
+
+
+def test_real_containers_are_inspected_and_secrets_never_stored(docker_image: str,
+                                                              report_dir: Path) -> None:
+    name = "omni-test-memgraph"
+    subprocess.run(["docker", "rm", "-f", name], capture_output=True, check=False)
+    subprocess.run(["docker", "run", "-d", "--name", name, "-e", "MG_PASSWORD=hunter2-secret",
+                    "-e", "GLIBC_TUNABLES=glibc.cpu.hwcaps=-AVX512F", docker_image,
+                    "sh", "-c", "sleep 300", "--api-key", "tok-secret-42"], check=True, capture_output=True)
+    try:
+        result = run_cli("audit", "--format", "json", "--report-dir", str(report_dir))
+    finally:
+        subprocess.run(["docker", "rm", "-f", name], capture_output=True, check=False)
+    host = json.loads(result.stdout)["hosts"][0]
+    assert host["probes"]["docker.containers"]["outcome"] == "observed"
+    bundle = next(report_dir.rglob("docker.containers.stdout")).read_text()
+    assert f'"/{name}"' in bundle and "<redacted>" in bundle
+    stored = "".join(p.read_text() for p in report_dir.rglob("*") if p.is_file())
+    assert "GLIBC_TUNABLES=glibc.cpu.hwcaps=-AVX512F" in stored  # the evidence is kept
+    assert "hunter2-secret" not in stored and "tok-secret-42" not in stored
+    assert "hunter2-secret" not in result.stdout + result.stderr
+
+
+@pytest.fixture
+def tiny_mount(tmp_path: Path):
+    """A real filesystem of 64 KiB (tmpfs): fills up like a real full disk."""
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(mnt)],
+                      capture_output=True, check=False).returncode != 0:
+        pytest.fail("cannot mount a tmpfs (the tests run as root on a throwaway VM)")
+    yield mnt
+    subprocess.run(["umount", str(mnt)], check=False)
+
+
+def test_full_report_dir_leaves_no_partial_report(tiny_mount: Path) -> None:
+    (tiny_mount / "filler").write_bytes(b"x" * 60 * 1024)
+    store = tiny_mount / "reports"
+    result = run_cli("audit", "--report-dir", str(store))
+    assert result.code == 2
+    assert f"cannot store the report in {store}: No space left on device" in result.stderr
+    assert "Traceback" not in result.stderr
+    assert list(store.iterdir()) == []  # the temporary directory was removed
+
+
+def test_read_only_report_dir(tiny_mount: Path) -> None:
+    (tiny_mount / "reports").mkdir()
+    subprocess.run(["mount", "-o", "remount,ro", str(tiny_mount)], check=True)
+    result = run_cli("audit", "--report-dir", str(tiny_mount / "reports"))
+    assert result.code == 2
+    assert "Read-only file system" in result.stderr
+    assert list((tiny_mount / "reports").iterdir()) == []
