@@ -14,7 +14,7 @@ from pathlib import Path
 
 from omni_host.bundle import Bundle
 from omni_host.checks import run_checks
-from omni_host.collect import collect
+from omni_host.collect import DEFAULT_PYTHON, collect
 from omni_host.errors import InventoryError, TransportError
 from omni_host.facts import facts_from_bundle
 from omni_host.inventory import Inventory, InventoryHost
@@ -32,6 +32,7 @@ class HostPlan:
     policy: Policy
     become: bool
     ssh: SshTarget | None  # None = this machine, through the local transport
+    python: str = DEFAULT_PYTHON
 
     @property
     def address(self) -> str:
@@ -50,8 +51,11 @@ def plan_host(host: InventoryHost, *, source: str, ssh_config: Path | None) -> H
     hv = host.vars
     policy = policy_from_vars(hv, f"{source}: host {host.name}")
     become = _bool(hv.get("ansible_become", False))
+    python = str(hv.get("ansible_python_interpreter") or DEFAULT_PYTHON)
+    if python.startswith("auto"):  # Ansible's discovery modes: python3 on the PATH
+        python = DEFAULT_PYTHON
     if hv.get("ansible_connection") == "local":
-        return HostPlan(host.name, policy, become, None)
+        return HostPlan(host.name, policy, become, None, python)
     port = hv.get("ansible_port")
     if port is not None and (not str(port).isdigit() or not 0 < int(port) < 65536):
         raise InventoryError(f"{source}: host {host.name}: ansible_port {port!r} is not a port")
@@ -63,7 +67,7 @@ def plan_host(host: InventoryHost, *, source: str, ssh_config: Path | None) -> H
         key_file=hv.get("ansible_ssh_private_key_file"),
         ssh_config=ssh_config,
     )
-    return HostPlan(host.name, policy, become, target)
+    return HostPlan(host.name, policy, become, target, python)
 
 
 def plan_inventory(inv: Inventory, pattern: str, *, ssh_config: Path | None) -> list[HostPlan]:
@@ -88,7 +92,8 @@ def evaluate_bundle(bundle: Bundle, policy: Policy, *, address: str | None = Non
 def collect_host(plan: HostPlan, ssh: SshOptions, probe_timeout_s: float | None) -> Bundle:
     transport = LocalTransport() if plan.ssh is None else SshTransport(plan.ssh, ssh)
     try:
-        return collect(plan.name, transport, become=plan.become, probe_timeout_s=probe_timeout_s)
+        return collect(plan.name, transport, become=plan.become, probe_timeout_s=probe_timeout_s,
+                       python=plan.python)
     finally:
         transport.close()
 

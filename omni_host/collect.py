@@ -18,7 +18,7 @@ from omni_host.model import CommandResult
 from omni_host.probes import PROBES, Probe
 from omni_host.transport.base import Transport
 
-COLLECTOR_ARGV = ("python3", "-")
+DEFAULT_PYTHON = "python3"
 # Room for the fallbacks that run after the primaries, and for the connection itself.
 _SLACK_S = 15.0
 
@@ -47,7 +47,8 @@ def _diagnose(code: int, stderr: str) -> str:
     text = stderr.strip().splitlines()
     last = text[-1] if text else ""
     if code == 127 or "python3: not found" in stderr or "No such file" in last:
-        return "python3 is not installed on the host (the agentless audit needs it)"
+        return "python3 is not installed on the host (the agentless audit needs it; " \
+            "set ansible_python_interpreter if it lives elsewhere)"
     if "sudo" in stderr and ("password" in stderr or "not allowed" in stderr):
         return f"become needs passwordless sudo: {last}"
     return f"collector failed (exit {code}): {last or 'no output'}"
@@ -60,11 +61,13 @@ def collect(
     become: bool = False,
     probes: tuple[Probe, ...] = PROBES,
     probe_timeout_s: float | None = None,
+    python: str = DEFAULT_PYTHON,
 ) -> Bundle:
     """Run every probe on ``host`` through ``transport``; raises TransportError when the host
-    cannot be reached or the collector itself cannot run."""
+    cannot be reached or the collector itself cannot run. ``python`` is the host's
+    interpreter (Ansible's ``ansible_python_interpreter``; default: python3 on its PATH)."""
     started = time.time()
-    raw = transport.run(COLLECTOR_ARGV, stdin=payload(probes, probe_timeout_s),
+    raw = transport.run((python, "-"), stdin=payload(probes, probe_timeout_s),
                         timeout_s=deadline_s(probes, probe_timeout_s), sudo=become)
     head, sep, body = raw.stdout.partition(MARKER + "\n")
     if not sep:

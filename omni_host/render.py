@@ -4,14 +4,14 @@ nothing that decides an exit code and set no global state."""
 from __future__ import annotations
 
 import json
-from typing import TextIO
-
-from rich.console import Console
-from rich.table import Table
-from rich.text import Text
+from typing import TYPE_CHECKING, TextIO
 
 from omni_host.model import CheckResult, Status
 from omni_host.report import HostReport, Report
+
+if TYPE_CHECKING:  # rich is imported only by the table view: JSON and Markdown start faster
+    from rich.console import Console
+    from rich.table import Table
 
 STYLES = {Status.PASS: "green", Status.FAIL: "bold red", Status.WARN: "yellow",
           Status.SKIP: "dim", Status.ERROR: "magenta"}
@@ -40,6 +40,9 @@ def render_json(report: Report, out: TextIO) -> None:
 def _host_table(host: HostReport) -> Table:
     """Three columns so that it reads on an 80-column terminal: the check (id, severity,
     lessons), and the finding with its fix underneath."""
+    from rich.table import Table
+    from rich.text import Text
+
     table = Table(title=f"{host.host} ({host.address or host.transport})", title_justify="left",
                   expand=True, show_lines=True)
     table.add_column("Status", no_wrap=True)
@@ -57,6 +60,8 @@ def _host_table(host: HostReport) -> Table:
 
 
 def render_table(report: Report, console: Console) -> None:
+    from rich.text import Text
+
     for host in report.hosts:
         if not host.reachable:
             console.print(Text(f"{host.host} ({host.address}): UNREACHABLE: {host.error}",

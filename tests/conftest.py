@@ -107,7 +107,8 @@ def start_sshd(workdir: Path, *, extra: str = "") -> Sshd:
         f"AuthorizedKeysFile {authorized}\nPidFile {workdir / 'sshd.pid'}\n"
         "PasswordAuthentication no\nKbdInteractiveAuthentication no\nUsePAM no\n"
         "StrictModes no\nPermitRootLogin prohibit-password\nAllowTcpForwarding yes\n"
-        "LogLevel VERBOSE\nMaxSessions 50\nMaxStartups 100\n" + extra
+        "LogLevel VERBOSE\nMaxSessions 50\nMaxStartups 100\n"
+        "Subsystem sftp /usr/lib/openssh/sftp-server\n" + extra
     )
     log = open(workdir / "sshd.log", "w")  # noqa: SIM115 (kept open for the server's life)
     proc = subprocess.Popen([SSHD, "-D", "-e", "-f", str(config)], stdout=log, stderr=log)

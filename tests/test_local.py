@@ -48,7 +48,8 @@ def test_hanging_probe_times_out_and_the_fallback_answers(tmp_path: Path) -> Non
 
 
 def test_hanging_probe_without_fallback_skips_its_check(tmp_path: Path) -> None:
-    env = fake_tool(tmp_path / "bin", "cat", 'case "$1" in /proc/swaps) sleep 60;; *) exec /bin/cat "$@";; esac')
+    env = fake_tool(tmp_path / "bin", "cat",
+                    'case "$1" in /proc/swaps) sleep 60;; *) exec /bin/cat "$@";; esac')
     result = run_cli("audit", "--format", "json", "--no-store", "--probe-timeout", "1", env=env)
     swap = statuses(result.stdout)["swap.capacity"]
     assert swap["status"] == "skip"

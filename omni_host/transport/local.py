@@ -19,7 +19,7 @@ class LocalTransport:
 
     def run(self, argv: tuple[str, ...], *, stdin: str, timeout_s: float, sudo: bool) -> RawRun:
         words = list(argv)
-        if words and words[0] == "python3":
+        if words and words[0] == "python3":  # the default: this very interpreter
             words[0] = sys.executable
         if sudo and os.geteuid() != 0:
             words = ["sudo", "-n", "--", *words]
