@@ -219,3 +219,21 @@ def test_uname_captures(machine: str) -> None:
 def test_uname_garbage() -> None:
     with pytest.raises(ParseError):
         system.parse_uname_r("Linux\nsomething else")
+
+
+def test_sysfs_fallback_capture() -> None:
+    topo = numa.parse_sysfs_nodes((FIXTURES / "captures" / "sysfs-nodes_vm-xeon.txt").read_text())
+    assert topo.node_count == 1 and topo.source == "sysfs"
+    assert topo.nodes[0].cpus == (0, 1)
+    assert topo.nodes[0].size_mib and topo.nodes[0].size_mib > 1024
+
+
+def test_sysfs_fallback_garbage() -> None:
+    with pytest.raises(ParseError):
+        numa.parse_sysfs_nodes("grep: /sys/devices/system/node/node*/cpulist: No such file\n")
+
+
+def test_pycpuinfo_capture_agrees_with_proc_cpuinfo() -> None:
+    info = cpu.parse_pycpuinfo((FIXTURES / "captures" / "py-cpuinfo_vm-xeon.json").read_text())
+    assert info.vendor == "GenuineIntel" and info.family == 6 and info.source == "py-cpuinfo"
+    assert "sse2" in info.flags
