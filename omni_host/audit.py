@@ -8,9 +8,11 @@ verdicts. One host's failure is that host's result, never the end of the run.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 from omni_host.bundle import Bundle
 from omni_host.checks import run_checks
@@ -22,6 +24,8 @@ from omni_host.policy import Policy, policy_from_vars, reference_vars
 from omni_host.report import HostReport, Report
 from omni_host.transport.local import LocalTransport
 from omni_host.transport.ssh import SshOptions, SshTarget, SshTransport, resolve_target
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -113,13 +117,17 @@ def audit_host(plan: HostPlan, ssh: SshOptions, probe_timeout_s: float | None = 
                       error, time.monotonic() - start)
 
 
+def in_pool(fn: Callable[[HostPlan], T], plans: list[HostPlan], forks: int) -> list[T]:
+    """``fn`` over every host in a bounded pool; results in inventory order."""
+    if len(plans) <= 1:
+        return [fn(p) for p in plans]
+    with ThreadPoolExecutor(max_workers=min(forks, len(plans))) as pool:
+        return list(pool.map(fn, plans))
+
+
 def audit_many(plans: list[HostPlan], ssh: SshOptions, *, forks: int,
                probe_timeout_s: float | None = None) -> list[HostReport]:
-    """Audit hosts in a bounded pool; results come back in inventory order."""
-    if len(plans) <= 1:
-        return [audit_host(p, ssh, probe_timeout_s) for p in plans]
-    with ThreadPoolExecutor(max_workers=min(forks, len(plans))) as pool:
-        return list(pool.map(lambda p: audit_host(p, ssh, probe_timeout_s), plans))
+    return in_pool(lambda p: audit_host(p, ssh, probe_timeout_s), plans, forks)
 
 
 def make_report(hosts: list[HostReport], *, started_at: float, source: str,

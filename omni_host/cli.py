@@ -174,21 +174,26 @@ def cmd_audit(args: argparse.Namespace) -> int:
 
 
 def cmd_collect(args: argparse.Namespace) -> int:
-    from omni_host.audit import collect_host
-    from omni_host.bundle import write_archive
+    from omni_host.audit import HostPlan, collect_host, in_pool
+    from omni_host.bundle import Bundle, write_archive
     from omni_host.errors import TransportError
 
     plans = _plans(args)
     out: Path = args.out
     tar = out.name.endswith((".tar.gz", ".tgz"))
-    bundles, failed = [], 0
     ssh = _ssh_options(args)
-    for plan in plans:
+
+    def one(plan: HostPlan) -> Bundle | str:
         try:
-            bundles.append(collect_host(plan, ssh, args.probe_timeout))
+            return collect_host(plan, ssh, args.probe_timeout)
         except TransportError as exc:
-            failed += 1
-            _err(f"{plan.name}: unreachable: {exc}")
+            return f"{plan.name}: unreachable: {exc}"
+
+    outcomes = in_pool(one, plans, args.forks)
+    bundles = [o for o in outcomes if not isinstance(o, str)]
+    failed = [o for o in outcomes if isinstance(o, str)]
+    for message in failed:
+        _err(message)
     if tar:
         write_archive(bundles, out)
         _err(f"{len(bundles)} bundle(s) written to {out}")

@@ -31,6 +31,17 @@ def version_tuple(text: str) -> tuple[int, ...]:
     return tuple(int(p) for p in text.split("."))
 
 
+def masked_hwcaps(tunables: str | None) -> set[str]:
+    """The hwcaps a GLIBC_TUNABLES value masks: ``glibc.cpu.hwcaps=-A,-B`` among ``:``-separated
+    tunables."""
+    masked: set[str] = set()
+    for tunable in (tunables or "").split(":"):
+        name, _, value = tunable.partition("=")
+        if name.strip() == "glibc.cpu.hwcaps":
+            masked |= {v.strip()[1:].upper() for v in value.split(",") if v.strip().startswith("-")}
+    return masked
+
+
 @dataclass(frozen=True)
 class ExpectedGpu:
     model: str  # matched case-insensitively as a substring of the product name
@@ -100,6 +111,12 @@ def policy_from_vars(values: dict[str, Any], origin: str) -> Policy:
     containers = values.get("omni_zen5_tunables_containers") or []
     if not isinstance(containers, list) or not all(isinstance(c, str) and c for c in containers):
         raise _fail(origin, "omni_zen5_tunables_containers", "must be a list of container names")
+    tunables = values.get("omni_glibc_tunables")
+    if tunables is not None:
+        missing = [cap for cap in ZEN5_HWCAPS if cap not in masked_hwcaps(str(tunables))]
+        if missing:
+            raise _fail(origin, "omni_glibc_tunables", f"must mask all five AVX-512 hwcaps "
+                        f"(F-010: two were not enough); {','.join(missing)} missing")
     swap_path = values.get("omni_swap_path")
     if swap_path is not None and not (isinstance(swap_path, str) and swap_path.startswith("/")):
         raise _fail(origin, "omni_swap_path", f"must be an absolute path, got {swap_path!r}")

@@ -10,10 +10,9 @@ from helpers import gpu_bundle
 
 from omni_host.audit import evaluate_bundle
 from omni_host.bundle import Bundle
-from omni_host.checks.containers import masked_hwcaps
 from omni_host.checks.gpu import tensor_split
 from omni_host.model import CommandResult, Status
-from omni_host.policy import policy_from_vars, reference_vars
+from omni_host.policy import masked_hwcaps, policy_from_vars, reference_vars
 
 
 def verdicts(bundle: Bundle, **policy_vars) -> dict:

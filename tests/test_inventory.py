@@ -104,6 +104,7 @@ def test_bad_group_shape(tmp_path: Path) -> None:
     ({"omni_gpus": [{"model": "RTX 5090"}]}, r"omni_gpus\[0\].vram_gib"),
     ({"omni_swap_path": "swapfile"}, "omni_swap_path: must be an absolute path"),
     ({"omni_swapsize_mib": 1}, "unknown variable"),
+    ({"omni_glibc_tunables": "glibc.cpu.hwcaps=-AVX512F,-AVX512VL"}, "AVX512BW,AVX512CD,AVX512DQ missing"),
 ])
 def test_invalid_policy_values(vars_: dict, message: str) -> None:
     with pytest.raises(InventoryError, match=message):

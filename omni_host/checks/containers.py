@@ -7,18 +7,7 @@ from omni_host.checks import CheckMeta, check
 from omni_host.facts import HostFacts
 from omni_host.model import CheckResult, Evidence, Status
 from omni_host.parsers.docker import Container
-from omni_host.policy import ZEN5_HWCAPS, Policy
-
-
-def masked_hwcaps(tunables: str | None) -> set[str]:
-    """The hwcaps a GLIBC_TUNABLES value masks: ``glibc.cpu.hwcaps=-A,-B`` among ``:``-separated
-    tunables."""
-    masked: set[str] = set()
-    for tunable in (tunables or "").split(":"):
-        name, _, value = tunable.partition("=")
-        if name.strip() == "glibc.cpu.hwcaps":
-            masked |= {v.strip()[1:].upper() for v in value.split(",") if v.strip().startswith("-")}
-    return masked
+from omni_host.policy import ZEN5_HWCAPS, Policy, masked_hwcaps
 
 
 def _verdict(name: str, found: list[Container]) -> tuple[bool, str]:
