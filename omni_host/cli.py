@@ -80,6 +80,9 @@ def build_parser() -> argparse.ArgumentParser:
     _add_target_args(collect)
     collect.add_argument("--out", type=Path, required=True,
                          help="a directory (one bundle per host) or a .tar.gz file")
+    from omni_host import cli_remediate
+
+    cli_remediate.add_parsers(sub)
     return parser
 
 
@@ -205,9 +208,11 @@ def cmd_collect(args: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    from omni_host.cli_remediate import cmd_bootstrap, cmd_remediate
     from omni_host.errors import OmniHostError
 
-    handlers = {"audit": cmd_audit, "collect": cmd_collect}
+    handlers = {"audit": cmd_audit, "collect": cmd_collect, "remediate": cmd_remediate,
+                "bootstrap": cmd_bootstrap}
     try:
         return handlers[args.command](args)
     except OmniHostError as exc:

@@ -27,3 +27,7 @@ class StoreError(OmniHostError):
 
 class ParseError(OmniHostError):
     """Output a parser does not recognise. The probe becomes 'unparseable' with an excerpt."""
+
+
+class RemediationError(OmniHostError):
+    """A remediation that cannot run: a missing playbook, a refused flag, a runner failure."""

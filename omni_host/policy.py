@@ -23,7 +23,9 @@ _VERSION = re.compile(r"^\d+(\.\d+)*$")
 KNOWN_VARS = frozenset({
     "omni_numa_nodes", "omni_gpu_driver_min", "omni_gpu_driver_recommended", "omni_gpus",
     "omni_swap_size_mib", "omni_swap_path", "omni_swap_max_used_pct",
-    "omni_zen5_tunables_containers", "omni_glibc_tunables",
+    "omni_zen5_tunables_containers", "omni_glibc_tunables", "omni_tunables_everywhere",
+    "omni_compose_file", "omni_tunables_systemd_units", "omni_base_packages",
+    "omni_gpu_driver_package", "omni_gpu_driver_version", "omni_allow_reboot",
 })
 
 
@@ -58,6 +60,7 @@ class Policy:
     swap_path: str | None = None
     swap_max_used_pct: float = 50.0
     zen5_tunables_containers: tuple[str, ...] = ()
+    tunables_everywhere: bool = False
 
 
 def _fail(origin: str, var: str, msg: str) -> InventoryError:
@@ -117,6 +120,9 @@ def policy_from_vars(values: dict[str, Any], origin: str) -> Policy:
         if missing:
             raise _fail(origin, "omni_glibc_tunables", f"must mask all five AVX-512 hwcaps "
                         f"(F-010: two were not enough); {','.join(missing)} missing")
+    compose = values.get("omni_compose_file")
+    if compose is not None and not (isinstance(compose, str) and compose.startswith("/")):
+        raise _fail(origin, "omni_compose_file", f"must be an absolute path, got {compose!r}")
     swap_path = values.get("omni_swap_path")
     if swap_path is not None and not (isinstance(swap_path, str) and swap_path.startswith("/")):
         raise _fail(origin, "omni_swap_path", f"must be an absolute path, got {swap_path!r}")
@@ -129,6 +135,7 @@ def policy_from_vars(values: dict[str, Any], origin: str) -> Policy:
         swap_path=swap_path,
         swap_max_used_pct=float(pct),
         zen5_tunables_containers=tuple(containers),
+        tunables_everywhere=bool(values.get("omni_tunables_everywhere", False)),
     )
 
 

@@ -10,6 +10,7 @@ import secrets
 import shutil
 import time
 from pathlib import Path
+from typing import Any
 
 from omni_host.errors import StoreError
 from omni_host.report import Report
@@ -22,8 +23,11 @@ def default_report_dir() -> Path:
     return Path(data) / "omni-host" / "reports"
 
 
-def store_report(report: Report, root: Path) -> Path:
-    """Write the report and every host's bundle; returns the audit's directory."""
+def store_report(report: Report, root: Path, *, extra: dict[str, Any] | None = None,
+                 attach: dict[str, Path] | None = None) -> Path:
+    """Write the report and every host's bundle; returns the audit's directory. ``extra``
+    joins the JSON (e.g. remediation outcomes); ``attach`` moves directories (e.g.
+    ansible-runner artifacts) into the audit's directory under the given names."""
     stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(report.started_at))
     audit_id = f"{stamp}-{secrets.token_hex(3)}"
     tmp = root / f".tmp-{audit_id}"
@@ -34,7 +38,10 @@ def store_report(report: Report, root: Path) -> Path:
         for host in report.hosts:
             if host.bundle is not None:
                 host.bundle.write_dir(tmp / "bundles")
-        data = json.dumps({"id": audit_id, **report.to_dict()}, indent=2)
+        for name, src in (attach or {}).items():
+            if src.exists():
+                shutil.move(str(src), str(tmp / name))
+        data = json.dumps({"id": audit_id, **report.to_dict(), **(extra or {})}, indent=2)
         with open(tmp / "report.json", "w", encoding="utf-8") as fh:
             fh.write(data)
             fh.flush()
@@ -45,3 +52,22 @@ def store_report(report: Report, root: Path) -> Path:
         reason = exc.strerror or str(exc)
         raise StoreError(f"cannot store the report in {root}: {reason}") from exc
     return final
+
+
+def audit_dirs(root: Path) -> list[Path]:
+    """Stored audits, newest first (their names start with the UTC time)."""
+    if not root.is_dir():
+        return []
+    return sorted((p for p in root.iterdir() if p.is_dir() and not p.name.startswith(".")),
+                  key=lambda p: p.name, reverse=True)
+
+
+def latest_bundle_dir(root: Path, host: str) -> Path | None:
+    """The newest stored bundle of ``host``, or None."""
+    from omni_host.bundle import safe_name
+
+    for audit in audit_dirs(root):
+        candidate = audit / "bundles" / safe_name(host)
+        if (candidate / "manifest.json").is_file():
+            return candidate
+    return None

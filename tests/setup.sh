@@ -11,6 +11,7 @@ command -v numactl >/dev/null || need+=(numactl)
 command -v sudo >/dev/null || need+=(sudo)
 command -v dockerd >/dev/null || need+=(docker.io)
 [ -x /bin/busybox ] || need+=(busybox-static)
+command -v docker-compose >/dev/null || need+=(docker-compose)
 if [ ${#need[@]} -gt 0 ]; then
   echo "setup: installing ${need[*]}"
   apt-get update -qq

@@ -33,7 +33,7 @@ def glibc_tunables(facts: HostFacts, policy: Policy, meta: CheckMeta) -> CheckRe
     if not cpu.ok:
         return meta.not_evaluated(cpu, expected=expected)
     cpu_evidence = Evidence(cpu.probe_id, cpu.command, (cpu.fact.describe(),))
-    if not cpu.fact.is_zen5:
+    if not cpu.fact.is_zen5 and not policy.tunables_everywhere:
         return meta.result(Status.SKIP, f"not applicable: {cpu.fact.describe()} is not Zen 5 "
                            "(AMD family 26)", expected=expected, evidence=(cpu_evidence,))
     docker = facts.get("docker.containers")
@@ -44,9 +44,10 @@ def glibc_tunables(facts: HostFacts, policy: Policy, meta: CheckMeta) -> CheckRe
     lines = tuple(text for _, text in verdicts)
     evidence = (cpu_evidence, Evidence(docker.probe_id, docker.command, lines))
     bad = [text for ok, text in verdicts if not ok]
+    where = "Zen 5 host" if cpu.fact.is_zen5 else "omni_tunables_everywhere"
     actual = {n: text for n, (_, text) in zip(names, verdicts, strict=True)}
     if bad:
-        return meta.result(Status.FAIL, "Zen 5 host: " + "; ".join(bad), expected=expected,
+        return meta.result(Status.FAIL, f"{where}: " + "; ".join(bad), expected=expected,
                            actual=actual, evidence=evidence)
-    return meta.result(Status.PASS, f"Zen 5 host: {len(names)} container(s) mask all five "
+    return meta.result(Status.PASS, f"{where}: {len(names)} container(s) mask all five "
                        "AVX-512 hwcaps", expected=expected, actual=actual, evidence=evidence)

@@ -1,0 +1,115 @@
+"""The remediation flow: current findings -> plan -> preview (check mode) -> apply -> re-audit.
+
+Each step is a function the CLI calls in order, printing between them; nothing here prints or
+prompts. A host whose preview failed is never applied to; a host that failed or went
+unreachable during the apply is never reported fixed.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from omni_host.audit import HostPlan, audit_host, evaluate_bundle
+from omni_host.bundle import read_bundles
+from omni_host.errors import BundleError
+from omni_host.model import Status
+from omni_host.remediate.plan import Plan, PlaybookRun
+from omni_host.remediate.runner import PlaybookOutcome, TaskOutcome, run_playbook
+from omni_host.report import HostReport
+from omni_host.resources import data_path
+from omni_host.store import latest_bundle_dir
+from omni_host.transport.ssh import SshOptions
+
+
+def available_playbooks() -> frozenset[str]:
+    return frozenset(p.name for p in data_path("playbooks").glob("*.yml"))
+
+
+def current_findings(plans: list[HostPlan], *, store_root: Path, ssh: SshOptions,
+                     audit: Callable[[HostPlan], HostReport] | None = None) -> list[HostReport]:
+    """Each host's latest stored bundle judged by today's policy; a live audit where there is
+    none (or it cannot be read)."""
+    reports = []
+    for plan in plans:
+        stored = latest_bundle_dir(store_root, plan.name)
+        report = None
+        if stored is not None:
+            try:
+                (bundle,) = read_bundles(stored)
+                report = evaluate_bundle(bundle, plan.policy, address=plan.address)
+            except (BundleError, ValueError):
+                report = None
+        reports.append(report or (audit or (lambda p: audit_host(p, ssh)))(plan))
+    return reports
+
+
+@dataclass(frozen=True)
+class Step:
+    run: PlaybookRun
+    outcome: PlaybookOutcome
+
+    def failed_hosts(self) -> list[str]:
+        return [h for h in self.run.hosts if self.outcome.failure(h) is not None]
+
+
+def execute(plan: Plan, *, inventory: Path, check_mode: bool, allow_reboot: bool,
+            known_hosts: Path, artifacts_root: Path, hosts: set[str] | None = None,
+            on_task: Callable[[TaskOutcome], None] | None = None) -> list[Step]:
+    """Run every playbook of the plan (limited to ``hosts`` when given)."""
+    steps = []
+    for run in plan.runs:
+        targets = tuple(h for h in run.hosts if hosts is None or h in hosts)
+        if not targets:
+            continue
+        mode = "check" if check_mode else "apply"
+        outcome = run_playbook(
+            playbook=data_path("playbooks") / run.playbook, inventory=inventory, hosts=targets,
+            check_mode=check_mode, artifacts_dir=artifacts_root / f"{mode}-{run.playbook[:-4]}",
+            known_hosts=known_hosts, extravars={"omni_allow_reboot": allow_reboot},
+            on_task=on_task)
+        steps.append(Step(PlaybookRun(run.playbook, targets, run.checks), outcome))
+    return steps
+
+
+def hosts_ok(steps: list[Step], hosts: tuple[str, ...]) -> set[str]:
+    failed = {h for s in steps for h in s.failed_hosts()}
+    return {h for h in hosts if h not in failed}
+
+
+def artifacts_dir(store_root: Path) -> Path:
+    store_root.mkdir(parents=True, exist_ok=True)
+    return Path(tempfile.mkdtemp(prefix=".ansible-", dir=store_root))
+
+
+def outcomes(plan: Plan, applied: list[Step], after: list[HostReport]) -> list[dict]:
+    """Per (host, check): fixed, still failing or error, with the evidence of why."""
+    after_by_host = {h.host: h for h in after}
+    records = []
+    for step in applied:
+        for host in step.run.hosts:
+            failure = step.outcome.failure(host)
+            report = after_by_host.get(host)
+            for check_id in step.run.checks:
+                if (host, check_id) not in plan.before:
+                    continue
+                before = plan.before[(host, check_id)].value
+                record = {"host": host, "check": check_id, "playbook": step.run.playbook,
+                          "before": before, "changed_tasks": [t.task for t in step.outcome.changed(host)]}
+                result = None if report is None else next(
+                    (r for r in report.results if r.id == check_id), None)
+                if failure is not None:
+                    record.update(after=None, outcome="error",
+                                  detail=f"{failure.status} at task '{failure.task}': {failure.message}")
+                elif report is None or not report.reachable or result is None:
+                    record.update(after=None, outcome="error",
+                                  detail=f"re-audit failed: {report.error if report else 'not run'}")
+                elif result.status is Status.PASS:
+                    record.update(after=result.status.value, outcome="fixed", detail=result.summary)
+                else:
+                    record.update(after=result.status.value, outcome="still failing",
+                                  detail=result.summary)
+                records.append(record)
+    return records

@@ -1,0 +1,135 @@
+"""A thin adapter over ansible-runner: one playbook, some hosts, check mode or not, the
+artifacts kept. Events become plain task records; nothing here prints."""
+
+from __future__ import annotations
+
+import difflib
+import os
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from omni_host.errors import RemediationError
+
+
+@dataclass(frozen=True)
+class TaskOutcome:
+    host: str
+    task: str
+    status: str  # ok, changed, failed, skipped, unreachable
+    message: str
+    diff: str
+
+
+@dataclass(frozen=True)
+class PlaybookOutcome:
+    playbook: str
+    check_mode: bool
+    status: str  # ansible-runner's: successful, failed, timeout, canceled
+    rc: int
+    tasks: tuple[TaskOutcome, ...]
+    artifacts: Path
+
+    def for_host(self, host: str) -> list[TaskOutcome]:
+        return [t for t in self.tasks if t.host == host]
+
+    def changed(self, host: str) -> list[TaskOutcome]:
+        return [t for t in self.for_host(host) if t.status == "changed"]
+
+    def failure(self, host: str) -> TaskOutcome | None:
+        return next((t for t in self.for_host(host) if t.status in ("failed", "unreachable")), None)
+
+
+def _diff_text(diff: Any) -> str:
+    """Ansible's diff (a dict or a list of dicts with before/after or prepared) as unified text."""
+    parts = diff if isinstance(diff, list) else [diff] if diff else []
+    lines: list[str] = []
+    for part in parts:
+        if not isinstance(part, dict):
+            continue
+        if part.get("prepared"):
+            lines.append(str(part["prepared"]).rstrip("\n"))
+            continue
+        before, after = part.get("before"), part.get("after")
+        if isinstance(before, str) and isinstance(after, str) and before != after:
+            lines.extend(difflib.unified_diff(
+                before.splitlines(), after.splitlines(),
+                str(part.get("before_header", "before")), str(part.get("after_header", "after")),
+                lineterm=""))
+    return "\n".join(lines)
+
+
+_EVENTS = {"runner_on_ok": "ok", "runner_on_failed": "failed", "runner_on_skipped": "skipped",
+           "runner_on_unreachable": "unreachable"}
+
+
+def _task(event: dict[str, Any]) -> TaskOutcome | None:
+    kind = _EVENTS.get(event.get("event", ""))
+    data = event.get("event_data") or {}
+    if kind is None or "host" not in data:
+        return None
+    res = data.get("res") or {}
+    if kind == "ok" and res.get("changed"):
+        kind = "changed"
+    if kind == "failed" and data.get("ignore_errors"):
+        kind = "ok"
+    message = str(res.get("msg") or res.get("stderr") or "").strip()
+    if kind == "changed" and not message and isinstance(res.get("msg"), list):
+        message = ", ".join(map(str, res["msg"]))
+    return TaskOutcome(str(data["host"]), str(data.get("task", "")), kind,
+                       message.splitlines()[0] if message else "", _diff_text(res.get("diff")))
+
+
+def run_playbook(
+    *,
+    playbook: Path,
+    inventory: Path,
+    hosts: tuple[str, ...],
+    check_mode: bool,
+    artifacts_dir: Path,
+    known_hosts: Path,
+    extravars: dict[str, Any],
+    on_task: Callable[[TaskOutcome], None] | None = None,
+) -> PlaybookOutcome:
+    """Run one playbook limited to ``hosts``; check mode adds ``--check --diff``."""
+    import ansible_runner
+
+    if not playbook.is_file():
+        raise RemediationError(f"{playbook}: no such playbook")
+    artifacts_dir.mkdir(parents=True, exist_ok=True)
+    cmdline = "--check --diff" if check_mode else "--diff"
+    tasks: list[TaskOutcome] = []
+
+    def handler(event: dict[str, Any]) -> bool:
+        outcome = _task(event)
+        if outcome is not None:
+            tasks.append(outcome)
+            if on_task is not None:
+                on_task(outcome)
+        return True
+
+    envvars = {
+        "ANSIBLE_SSH_COMMON_ARGS": f"-o UserKnownHostsFile={known_hosts} -o StrictHostKeyChecking=yes",
+        "ANSIBLE_NOCOLOR": "1",
+        "ANSIBLE_RETRY_FILES_ENABLED": "0",
+        # ansible-playbook is installed beside this interpreter (a venv need not be activated)
+        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
+    }
+    try:
+        runner = ansible_runner.run(
+            private_data_dir=str(artifacts_dir),
+            playbook=str(playbook.resolve()),
+            inventory=str(inventory.resolve()),
+            limit=",".join(hosts),
+            extravars=extravars,
+            cmdline=cmdline,
+            envvars=envvars,
+            quiet=True,
+            event_handler=handler,
+        )
+    except Exception as exc:  # ansible-runner raises its own and plain exceptions alike
+        raise RemediationError(f"{playbook.name}: ansible-runner failed to start: {exc}") from exc
+    return PlaybookOutcome(playbook.name, check_mode, str(runner.status), int(runner.rc or 0),
+                           tuple(tasks), artifacts_dir)

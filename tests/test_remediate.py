@@ -1,0 +1,199 @@
+"""Remediation for real: ansible-runner against the loopback sshd, on this throwaway VM.
+
+swap: audit fails -> preview changes nothing -> apply creates and activates the file -> the
+audit passes -> a second run changes nothing -> clean up. tunables: a real Compose service
+without GLIBC_TUNABLES fails, the playbook recreates it with them, the audit passes.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import uuid
+from pathlib import Path
+
+import pytest
+from conftest import REPO, Sshd, free_port, run_cli
+
+from omni_host.model import CheckResult, Remediation, Severity, Status
+from omni_host.remediate.flow import Step, outcomes
+from omni_host.remediate.plan import PlaybookRun, make_plan
+from omni_host.remediate.runner import run_playbook
+from omni_host.report import HostReport
+
+PY = {"ansible_python_interpreter": "/usr/bin/python3"}
+
+
+def active_swaps() -> list[str]:
+    return [line.split()[0] for line in Path("/proc/swaps").read_text().splitlines()[1:]]
+
+
+@pytest.fixture
+def swap_target():
+    """A swap file path of its own, and the host restored afterwards."""
+    base = Path(f"/var/tmp/omni-test-{uuid.uuid4().hex[:8]}")
+    path = base / "swapfile"
+    fstab = Path("/etc/fstab")
+    saved = fstab.read_text() if fstab.exists() else None
+    yield path
+    if str(path) in active_swaps():
+        subprocess.run(["swapoff", str(path)], check=True)
+    shutil.rmtree(base, ignore_errors=True)
+    if saved is not None:
+        fstab.write_text(saved)
+
+
+def cli(sshd: Sshd, *args: str, report_dir: Path):
+    return run_cli(*args, "--known-hosts", str(sshd.known_hosts), "--ssh-config",
+                   str(sshd.workdir / "none"), "--report-dir", str(report_dir))
+
+
+def swap_status(sshd: Sshd, inv: Path, report_dir: Path) -> str:
+    result = cli(sshd, "audit", "-i", str(inv), "--format", "json", report_dir=report_dir)
+    results = json.loads(result.stdout)["hosts"][0]["results"]
+    return next(r["status"] for r in results if r["id"] == "swap.capacity")
+
+
+def test_swap_preview_apply_prove_and_idempotent(sshd: Sshd, tmp_path: Path, swap_target: Path,
+                                                 report_dir: Path) -> None:
+    fstab_before = Path("/etc/fstab").read_text()
+    inv = sshd.inventory(tmp_path / "inv", {"loop": PY}, group_vars={
+        "omni_swap_size_mib": 64, "omni_swap_path": str(swap_target)})
+    assert swap_status(sshd, inv, report_dir) == "fail"
+
+    preview = cli(sshd, "remediate", "-i", str(inv), report_dir=report_dir)
+    assert preview.code == 0, preview.stdout + preview.stderr
+    assert "PLAN swap.yml: loop (swap.capacity)" in preview.stdout
+    assert "swap.yml on loop: 3 task(s) would change" in preview.stdout
+    assert f"+{swap_target} none swap sw 0 0" in preview.stdout  # the fstab diff
+    assert not swap_target.exists() and str(swap_target) not in active_swaps()
+    assert Path("/etc/fstab").read_text() == fstab_before
+
+    refused = cli(sshd, "remediate", "-i", str(inv), "--apply", report_dir=report_dir)
+    assert refused.code == 2
+    assert "add --yes" in refused.stderr and not swap_target.exists()
+
+    applied = cli(sshd, "remediate", "-i", str(inv), "--apply", "--yes", report_dir=report_dir)
+    assert applied.code == 0, applied.stdout + applied.stderr
+    assert str(swap_target) in active_swaps()
+    assert oct(swap_target.stat().st_mode & 0o777) == "0o600"
+    assert f"{swap_target} none swap sw 0 0" in Path("/etc/fstab").read_text()
+    assert "FIXED          loop: swap.capacity (fail -> pass)" in applied.stdout
+    stored = sorted(p for p in report_dir.iterdir() if p.is_dir())[-1]
+    record = json.loads((stored / "report.json").read_text())["remediation"]
+    assert record[0]["outcome"] == "fixed" and "Allocate the swap file (fallocate)" in \
+        record[0]["changed_tasks"]
+    assert list((stored / "ansible").glob("apply-swap/artifacts/*/job_events"))  # kept
+    assert swap_status(sshd, inv, report_dir) == "pass"
+
+    again = cli(sshd, "remediate", "-i", str(inv), "--apply", "--yes", report_dir=report_dir)
+    assert again.code == 0 and "Nothing to remediate with a playbook." in again.stdout
+    second = run_playbook(playbook=REPO / "playbooks" / "swap.yml", inventory=inv, hosts=("loop",),
+                          check_mode=False, artifacts_dir=tmp_path / "art",
+                          known_hosts=sshd.known_hosts, extravars={})
+    assert second.status == "successful" and second.changed("loop") == []
+
+
+def test_site_check_mode_runs_clean(sshd: Sshd, tmp_path: Path, swap_target: Path) -> None:
+    inv = sshd.inventory(tmp_path / "inv", {"loop": PY}, group_vars={
+        "omni_swap_size_mib": 64, "omni_swap_path": str(swap_target),
+        "omni_zen5_tunables_containers": ["memgraph"]})
+    outcome = run_playbook(playbook=REPO / "playbooks" / "site.yml", inventory=inv,
+                           hosts=("loop",), check_mode=True, artifacts_dir=tmp_path / "art",
+                           known_hosts=sshd.known_hosts, extravars={})
+    assert outcome.status == "successful", [t for t in outcome.tasks if t.status == "failed"]
+    assert outcome.failure("loop") is None
+    assert not swap_target.exists()
+
+
+def test_driver_playbook_is_refused_without_allow_reboot(sshd: Sshd, tmp_path: Path,
+                                                         report_dir: Path) -> None:
+    inv = sshd.inventory(tmp_path / "inv", {"loop": PY}, group_vars={
+        "omni_gpu_driver_min": "580.95.05"})
+    result = cli(sshd, "remediate", "-i", str(inv), "--check", "gpu.driver-version",
+                 report_dir=report_dir)
+    assert result.code == 2
+    assert "nvidia-driver.yml needs a reboot; refused without --allow-reboot" in result.stderr
+
+
+def test_invalid_policy_is_an_error_before_any_host_is_touched(sshd: Sshd, tmp_path: Path,
+                                                               report_dir: Path) -> None:
+    inv = sshd.inventory(tmp_path / "inv", {"loop": PY}, group_vars={"omni_swap_size_mib": -5})
+    result = cli(sshd, "remediate", "-i", str(inv), "--apply", "--yes", report_dir=report_dir)
+    assert result.code == 2
+    assert "omni_swap_size_mib: must be an integer >= 0" in result.stderr
+    assert not report_dir.exists()
+
+
+def test_task_failure_is_named_and_the_finding_stays_failed(sshd: Sshd, tmp_path: Path,
+                                                           report_dir: Path) -> None:
+    # A directory where the swap file should be: the playbook refuses to touch it.
+    target = tmp_path / "swap-is-a-dir"
+    target.mkdir()
+    inv = sshd.inventory(tmp_path / "inv", {"loop": PY}, group_vars={
+        "omni_swap_size_mib": 64, "omni_swap_path": str(target)})
+    result = cli(sshd, "remediate", "-i", str(inv), "--apply", "--yes", report_dir=report_dir)
+    assert result.code == 1
+    assert "swap.yml on loop: FAILED at 'Refuse a swap path that is not a regular file'" in \
+        result.stdout
+    assert "is not a regular file: not touching it" in result.stdout
+    assert target.is_dir()
+
+
+def test_unreachable_host_is_reported_and_never_fixed(sshd: Sshd, tmp_path: Path) -> None:
+    # A real ansible-runner run against a host whose port refuses connections.
+    inv = sshd.inventory(tmp_path / "inv", {"gone": {**PY, "ansible_port": free_port()}})
+    outcome = run_playbook(playbook=REPO / "playbooks" / "swap.yml", inventory=inv,
+                           hosts=("gone",), check_mode=False, artifacts_dir=tmp_path / "art",
+                           known_hosts=sshd.known_hosts,
+                           extravars={"omni_swap_size_mib": 64, "omni_swap_path": "/var/tmp/x"})
+    failure = outcome.failure("gone")
+    assert failure is not None and failure.status == "unreachable"
+    finding = CheckResult("swap.capacity", "swap", Status.FAIL, Severity.HIGH, ("S-009",),
+                          "no swap", remediation=Remediation("playbook", "swap.yml", ()))
+    plan = make_plan([HostReport("gone", None, "ssh", True, None, 0.0, (finding,))],
+                     available=frozenset({"swap.yml"}))
+    step = Step(PlaybookRun("swap.yml", ("gone",), ("swap.capacity",)), outcome)
+    after = [HostReport("gone", None, "ssh", False, "connection refused", 0.0)]
+    (record,) = outcomes(plan, [step], after)
+    assert record["outcome"] == "error" and "unreachable" in record["detail"]
+
+
+@pytest.fixture
+def compose_project(docker_image: str, tmp_path: Path):
+    if not shutil.which("docker-compose") and subprocess.run(
+            ["docker", "compose", "version"], capture_output=True, check=False).returncode:
+        pytest.fail("no docker compose (run tests/setup.sh: docker-compose)")
+    project = tmp_path / "stack"
+    project.mkdir()
+    compose = project / "docker-compose.yml"
+    compose.write_text(
+        "# the operator's stack\nversion: '3.8'\nservices:\n  memgraph:\n"
+        f"    image: {docker_image}\n    command: [sh, -c, 'sleep 600']\n"
+        "    environment:\n      - MG_LOG_LEVEL=INFO\n")
+    base = ["docker-compose"] if shutil.which("docker-compose") else ["docker", "compose"]
+    # The project name is the directory's, as when the operator runs compose in it.
+    cmd = [*base, "-f", str(compose)]
+    subprocess.run([*cmd, "up", "-d"], check=True, capture_output=True, cwd=project)
+    yield compose
+    subprocess.run([*cmd, "down", "-t", "0"], capture_output=True, check=False, cwd=project)
+
+
+def test_tunables_loop_with_a_real_compose_service(sshd: Sshd, tmp_path: Path,
+                                                   compose_project: Path, report_dir: Path) -> None:
+    inv = sshd.inventory(tmp_path / "inv", {"loop": PY}, group_vars={
+        "omni_zen5_tunables_containers": ["memgraph"], "omni_tunables_everywhere": True,
+        "omni_compose_file": str(compose_project)})
+    audit = cli(sshd, "audit", "-i", str(inv), "--format", "json", report_dir=report_dir)
+    tun = next(r for r in json.loads(audit.stdout)["hosts"][0]["results"]
+               if r["id"] == "containers.glibc-tunables")
+    assert tun["status"] == "fail" and "memgraph: no GLIBC_TUNABLES" in tun["summary"]
+
+    applied = cli(sshd, "remediate", "-i", str(inv), "--apply", "--yes", report_dir=report_dir)
+    assert applied.code == 0, applied.stdout + applied.stderr
+    assert "FIXED          loop: containers.glibc-tunables (fail -> pass)" in applied.stdout
+    text = compose_project.read_text()
+    assert "GLIBC_TUNABLES=glibc.cpu.hwcaps=-AVX512F,-AVX512VL,-AVX512BW,-AVX512CD,-AVX512DQ" in text
+    assert "MG_LOG_LEVEL=INFO" in text  # the rest of the service is kept
+    assert list(compose_project.parent.glob("docker-compose.yml.*~"))  # the backup
