@@ -197,3 +197,23 @@ def test_tunables_loop_with_a_real_compose_service(sshd: Sshd, tmp_path: Path,
     assert "GLIBC_TUNABLES=glibc.cpu.hwcaps=-AVX512F,-AVX512VL,-AVX512BW,-AVX512CD,-AVX512DQ" in text
     assert "MG_LOG_LEVEL=INFO" in text  # the rest of the service is kept
     assert list(compose_project.parent.glob("docker-compose.yml.*~"))  # the backup
+
+
+def test_bootstrap_ends_with_a_stored_baseline(sshd: Sshd, tmp_path: Path, swap_target: Path,
+                                               report_dir: Path) -> None:
+    inv = sshd.inventory(tmp_path / "inv", {"loop": PY}, group_vars={
+        "omni_swap_size_mib": 64, "omni_swap_path": str(swap_target),
+        "omni_base_packages": ["numactl"]})
+    preview = cli(sshd, "bootstrap", "-i", str(inv), "loop", report_dir=report_dir)
+    assert preview.code == 0 and "site.yml on loop:" in preview.stdout
+    assert not swap_target.exists()
+    result = cli(sshd, "bootstrap", "-i", str(inv), "loop", "--apply", "--yes",
+                 report_dir=report_dir)
+    assert result.code == 0, result.stdout + result.stderr
+    assert "baseline audit stored in" in result.stderr
+    (stored,) = [p for p in report_dir.iterdir() if p.is_dir() and not p.name.startswith(".")]
+    report = json.loads((stored / "report.json").read_text())
+    assert report["baseline"] is True and report["source"] == "bootstrap"
+    statuses = {r["id"]: r["status"] for r in report["hosts"][0]["results"]}
+    assert statuses["swap.capacity"] == "pass"
+    assert str(swap_target) in active_swaps()
