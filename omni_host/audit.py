@@ -9,23 +9,21 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TypeVar
 
 from omni_host.bundle import Bundle
 from omni_host.checks import run_checks
-from omni_host.collect import DEFAULT_PYTHON, collect
+from omni_host.collect import DEFAULT_PYTHON, collect, deadline_s
 from omni_host.errors import InventoryError, TransportError
 from omni_host.facts import facts_from_bundle
 from omni_host.inventory import Inventory, InventoryHost
 from omni_host.policy import Policy, policy_from_vars, reference_vars
+from omni_host.pool import PoolResult, run_pool
+from omni_host.probes import PROBES
 from omni_host.report import HostReport, Report
 from omni_host.transport.local import LocalTransport
 from omni_host.transport.ssh import SshOptions, SshTarget, SshTransport, resolve_target
-
-T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -117,19 +115,31 @@ def audit_host(plan: HostPlan, ssh: SshOptions, probe_timeout_s: float | None = 
                       error, time.monotonic() - start)
 
 
-def in_pool(fn: Callable[[HostPlan], T], plans: list[HostPlan], forks: int) -> list[T]:
-    """``fn`` over every host in a bounded pool; results in inventory order."""
-    if len(plans) <= 1:
-        return [fn(p) for p in plans]
-    with ThreadPoolExecutor(max_workers=min(forks, len(plans))) as pool:
-        return list(pool.map(fn, plans))
+def host_deadline_s(ssh: SshOptions, probe_timeout_s: float | None) -> float:
+    """How long one host may take in all: connecting (through one jump), then collecting."""
+    return 2 * ssh.connect_timeout_s + deadline_s(PROBES, probe_timeout_s) + 5.0
+
+
+def _failed(plan: HostPlan, error: str, elapsed: float) -> HostReport:
+    return HostReport(plan.name, plan.address, "local" if plan.ssh is None else "ssh", False,
+                      error, elapsed)
 
 
 def audit_many(plans: list[HostPlan], ssh: SshOptions, *, forks: int,
-               probe_timeout_s: float | None = None) -> list[HostReport]:
-    return in_pool(lambda p: audit_host(p, ssh, probe_timeout_s), plans, forks)
+               probe_timeout_s: float | None = None, host_timeout_s: float | None = None,
+               on_start: Callable[[HostPlan], None] | None = None,
+               on_done: Callable[[HostPlan, HostReport], None] | None = None,
+               ) -> PoolResult[HostReport]:
+    """Audit hosts in a bounded pool; a host past its deadline is reported unreachable with
+    the reason, and Ctrl-C returns what finished (the rest marked interrupted)."""
+    deadline = host_timeout_s or host_deadline_s(ssh, probe_timeout_s)
+    return run_pool(
+        plans, lambda p: audit_host(p, ssh, probe_timeout_s), forks=forks, deadline_s=deadline,
+        late=lambda p, t: _failed(p, f"no answer within the host deadline of {deadline:g}s", t),
+        cancelled=lambda p: _failed(p, "interrupted before this host finished", 0.0),
+        on_start=on_start, on_done=on_done)
 
 
 def make_report(hosts: list[HostReport], *, started_at: float, source: str,
-                inventory: str | None) -> Report:
-    return Report(started_at, time.time(), source, inventory, tuple(hosts))
+                inventory: str | None, interrupted: bool = False) -> Report:
+    return Report(started_at, time.time(), source, inventory, tuple(hosts), interrupted)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -20,7 +21,7 @@ if TYPE_CHECKING:
     from omni_host.report import Report
     from omni_host.transport.ssh import SshOptions
 
-EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_UNREACHABLE = 0, 1, 2, 3
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_UNREACHABLE, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 
 
 def _positive(text: str) -> float:
@@ -57,7 +58,10 @@ def _add_target_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--probe-timeout", type=_positive, default=None, metavar="S",
                    help="time limit for every probe on the host (default: per probe, 10-30 s)")
     p.add_argument("--forks", type=_forks, default=5, metavar="N",
-                   help="hosts audited in parallel (default: 5)")
+                   help="hosts audited in parallel (default: 5, as Ansible)")
+    p.add_argument("--host-timeout", type=_positive, default=None, metavar="S",
+                   help="give up on a host after S seconds in all (default: connect and probe "
+                        "limits added up)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -153,33 +157,96 @@ def _render(report: Report, fmt: str) -> None:
         render.render_table(report, Console(soft_wrap=False))
 
 
+class Progress:
+    """One line per host while a fleet is audited: a live rich display on a terminal, plain
+    lines on stderr otherwise. Silent for a single host."""
+
+    def __init__(self, names: list[str]) -> None:
+        self.enabled = len(names) > 1
+        self.live = None
+        self.state = dict.fromkeys(names, "waiting")
+        self.finished = 0
+        self.lock = threading.Lock()
+        if self.enabled and sys.stderr.isatty():
+            from rich.console import Console
+            from rich.live import Live
+
+            self.live = Live(self._table(), console=Console(stderr=True), transient=True,
+                             refresh_per_second=8)
+            self.live.start()
+
+    def _table(self):  # noqa: ANN202 (a rich renderable)
+        from rich.table import Table
+
+        table = Table.grid(padding=(0, 2))
+        for name, state in self.state.items():
+            table.add_row(name, state)
+        return table
+
+    def _set(self, name: str, state: str, line: bool) -> None:
+        if not self.enabled:
+            return
+        with self.lock:
+            self.state[name] = state
+            if self.live is not None:
+                self.live.update(self._table())
+            elif line:
+                self.finished += 1
+                sys.stderr.write(f"[{self.finished}/{len(self.state)}] {name}: {state}\n")
+
+    def start(self, plan) -> None:  # noqa: ANN001 (HostPlan)
+        self._set(plan.name, "auditing...", line=False)
+
+    def done(self, plan, host) -> None:  # noqa: ANN001 (HostPlan, HostReport)
+        if not host.reachable:
+            state = f"unreachable ({host.duration_s:.1f}s): {host.error}"
+        else:
+            counts = host.counts()
+            state = f"done ({host.duration_s:.1f}s): " + ", ".join(
+                f"{n} {k}" for k, n in counts.items() if n)
+        self._set(plan.name, state, line=True)
+
+    def close(self) -> None:
+        if self.live is not None:
+            self.live.stop()
+
+
 def cmd_audit(args: argparse.Namespace) -> int:
     from omni_host.audit import audit_many, make_report
     from omni_host.store import default_report_dir, store_report
 
     started = time.time()
+    interrupted = False
     if args.bundle:
         hosts, source = _bundle_reports(args), "bundle"
     else:
         plans = _plans(args)
-        hosts, source = audit_many(plans, _ssh_options(args), forks=args.forks,
-                                   probe_timeout_s=args.probe_timeout), "live"
-    report = make_report(hosts, started_at=started, source=source,
+        progress = Progress([p.name for p in plans])
+        try:
+            pooled = audit_many(plans, _ssh_options(args), forks=args.forks,
+                                probe_timeout_s=args.probe_timeout,
+                                host_timeout_s=args.host_timeout,
+                                on_start=progress.start, on_done=progress.done)
+        finally:
+            progress.close()
+        hosts, source, interrupted = pooled.results, "live", pooled.interrupted
+    report = make_report(hosts, started_at=started, source=source, interrupted=interrupted,
                          inventory=str(args.inventory) if args.inventory else None)
     for host in report.unreachable:
         _err(f"{host.host}: unreachable: {host.error}")
     _render(report, args.format)
-    code = exit_code(report)
+    code = EXIT_INTERRUPTED if interrupted else exit_code(report)
     if not args.no_store and source == "live":
         path = store_report(report, args.report_dir or default_report_dir())
-        _err(f"report stored in {path}")
+        _err(f"{'partial (interrupted) ' if interrupted else ''}report stored in {path}")
     return code
 
 
 def cmd_collect(args: argparse.Namespace) -> int:
-    from omni_host.audit import HostPlan, collect_host, in_pool
+    from omni_host.audit import HostPlan, collect_host, host_deadline_s
     from omni_host.bundle import Bundle, write_archive
     from omni_host.errors import TransportError
+    from omni_host.pool import run_pool
 
     plans = _plans(args)
     out: Path = args.out
@@ -192,7 +259,10 @@ def cmd_collect(args: argparse.Namespace) -> int:
         except TransportError as exc:
             return f"{plan.name}: unreachable: {exc}"
 
-    outcomes = in_pool(one, plans, args.forks)
+    deadline = args.host_timeout or host_deadline_s(ssh, args.probe_timeout)
+    outcomes = run_pool(plans, one, forks=args.forks, deadline_s=deadline,
+                        late=lambda p, t: f"{p.name}: unreachable: no answer within {deadline:g}s",
+                        cancelled=lambda p: f"{p.name}: interrupted").results
     bundles = [o for o in outcomes if not isinstance(o, str)]
     failed = [o for o in outcomes if isinstance(o, str)]
     for message in failed:
@@ -223,7 +293,7 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_USAGE
     except KeyboardInterrupt:
         _err("interrupted")
-        return 130
+        return EXIT_INTERRUPTED
 
 
 if __name__ == "__main__":

@@ -143,7 +143,7 @@ def cmd_remediate(args: argparse.Namespace) -> int:
         shutil.rmtree(artifacts, ignore_errors=True)  # a preview leaves nothing behind
         return code
     touched = {h for step in applied for h in step.run.hosts}
-    after = audit_many([p for p in host_plans if p.name in touched], ssh, forks=args.forks)
+    after = audit_many([p for p in host_plans if p.name in touched], ssh, forks=args.forks).results
     records = outcomes(plan, applied, after)
     for rec in records:
         _out(f"{rec['outcome'].upper():14} {rec['host']}: {rec['check']} "
@@ -176,7 +176,7 @@ def cmd_bootstrap(args: argparse.Namespace) -> int:
     if applied is None:
         shutil.rmtree(artifacts, ignore_errors=True)  # a preview leaves nothing behind
         return code
-    after = audit_many(host_plans, _ssh_options(args), forks=args.forks)
+    after = audit_many(host_plans, _ssh_options(args), forks=args.forks).results
     report = make_report(after, started_at=started, source="bootstrap",
                          inventory=str(args.inventory))
     path = store_report(report, store_root, extra={"baseline": True},

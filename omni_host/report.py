@@ -53,6 +53,7 @@ class Report:
     source: str  # "live" or "bundle"
     inventory: str | None
     hosts: tuple[HostReport, ...]
+    interrupted: bool = False
 
     @property
     def unreachable(self) -> list[HostReport]:
@@ -70,6 +71,7 @@ class Report:
             "schema_version": REPORT_SCHEMA,
             "tool": {"name": "omni-host", "version": __version__},
             "source": self.source,
+            "interrupted": self.interrupted,
             "inventory": self.inventory,
             "started_at": self.started_at,
             "finished_at": self.finished_at,

@@ -95,7 +95,10 @@ def test_unreachable_hosts_are_reported_and_the_rest_audited(sshd: Sshd, tmp_pat
     assert "authentication" in reasons["wrongkey"]
     assert "CHANGED" in reasons["changedkey"]
     assert doc["summary"]["unreachable"] == 4
-    err_lines = [line for line in result.stderr.splitlines() if "unreachable" in line]
+    err_lines = [line for line in result.stderr.splitlines()
+                 if line.startswith("omni-host:") and "unreachable" in line]
+    progress = [line for line in result.stderr.splitlines() if line.startswith("[")]
+    assert len(progress) == 5 and progress[-1].startswith("[5/5] ")
     assert sorted(line.split(":")[1].strip() for line in err_lines) == sorted(reasons)
     assert "Traceback" not in result.stderr
 

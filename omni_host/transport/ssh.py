@@ -212,6 +212,9 @@ class SshTransport:
                     raise TransportError(f"command did not finish in {timeout_s:g}s")
                 select.select([chan], [], [], min(remaining, 1.0))
             code = chan.recv_exit_status()
+            if code == -1:  # the channel closed without an exit status: the session died
+                raise TransportError("connection lost: the session ended before the collector "
+                                     "finished")
         except (paramiko.SSHException, OSError, EOFError) as exc:
             raise TransportError(f"connection lost: {exc or type(exc).__name__}") from exc
         return RawRun(code, out.decode("utf-8", "replace"), err.decode("utf-8", "replace"),

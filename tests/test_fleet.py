@@ -1,0 +1,179 @@
+"""Fleets: many hosts in one bounded pool. A silent host, a host killed mid-audit and a half
+refusing fleet each cost only themselves."""
+
+from __future__ import annotations
+
+import json
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+import yaml
+from conftest import REPO, Sshd, free_port, run_cli, start_sshd
+
+from omni_host.pool import run_pool
+
+
+@pytest.fixture
+def silent_port():
+    """A TCP server that accepts connections and never says a word (not even a banner)."""
+    server = socket.socket()
+    server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    server.bind(("127.0.0.1", 0))
+    server.listen(16)
+    held: list[socket.socket] = []
+    stop = threading.Event()
+
+    def accept() -> None:
+        server.settimeout(0.2)
+        while not stop.is_set():
+            try:
+                held.append(server.accept()[0])
+            except OSError:
+                continue
+
+    thread = threading.Thread(target=accept, daemon=True)
+    thread.start()
+    yield server.getsockname()[1]
+    stop.set()
+    thread.join()
+    for conn in held:
+        conn.close()
+    server.close()
+
+
+def audit(sshd: Sshd, inv: Path, *extra: str):
+    return run_cli("audit", "-i", str(inv), "--format", "json", "--no-store", "--known-hosts",
+                   str(sshd.known_hosts), "--ssh-config", str(sshd.workdir / "none"), *extra)
+
+
+def hosts(stdout: str) -> dict[str, dict]:
+    return {h["host"]: h for h in json.loads(stdout)["hosts"]}
+
+
+def test_silent_host_times_out_at_its_deadline(sshd: Sshd, tmp_path: Path, silent_port: int) -> None:
+    inv = sshd.inventory(tmp_path / "inv", {"good": {}, "silent": {"ansible_port": silent_port}})
+    result = audit(sshd, inv, "--connect-timeout", "30", "--host-timeout", "2")
+    assert result.code == 3
+    by_host = hosts(result.stdout)
+    assert by_host["good"]["reachable"] and by_host["good"]["duration_s"] < 2
+    assert by_host["silent"]["error"] == "no answer within the host deadline of 2s"
+    assert result.seconds < 10
+
+
+def test_silent_host_connect_timeout(sshd: Sshd, tmp_path: Path, silent_port: int) -> None:
+    inv = sshd.inventory(tmp_path / "inv", {"silent": {"ansible_port": silent_port}})
+    result = audit(sshd, inv, "--connect-timeout", "1")
+    assert result.code == 3
+    assert "silent: unreachable: " in result.stderr
+    assert result.seconds < 8
+
+
+def test_host_killed_mid_audit(sshd: Sshd, tmp_path: Path) -> None:
+    doomed = start_sshd(tmp_path / "doomed")
+    slow = tmp_path / "slow-python"
+    slow.write_text("#!/bin/sh\nsleep 60\n")
+    slow.chmod(0o755)
+    inv = tmp_path / "inv"
+    inv.mkdir()
+    entries = {name: {"ansible_host": "127.0.0.1", "ansible_port": server.port,
+                      "ansible_user": server.user,
+                      "ansible_ssh_private_key_file": str(server.client_key), **extra}
+               for name, server, extra in (("good", sshd, {}),
+                                           ("doomed", doomed, {"ansible_python_interpreter": str(slow)}))}
+    (inv / "hosts.yml").write_text(yaml.safe_dump({"all": {"hosts": entries}}))
+    known = tmp_path / "known_hosts"
+    known.write_text(sshd.known_hosts.read_text() + doomed.known_hosts.read_text())
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "omni_host.cli", "audit", "-i", str(inv), "--format", "json",
+         "--no-store", "--known-hosts", str(known), "--ssh-config", str(tmp_path / "none")],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO)
+    time.sleep(2.0)
+    listener = psutil.Process(doomed.proc.pid)
+    for child in listener.children(recursive=True):
+        child.kill()
+    listener.kill()
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 3, err
+    by_host = hosts(out)
+    assert by_host["good"]["reachable"]
+    assert not by_host["doomed"]["reachable"]
+    assert "connection lost" in by_host["doomed"]["error"]
+
+
+def test_half_of_32_hosts_refuse(sshd: Sshd, tmp_path: Path) -> None:
+    closed = [free_port() for _ in range(16)]
+    fleet = {f"ok{i:02d}": {} for i in range(16)}
+    fleet.update({f"no{i:02d}": {"ansible_port": port} for i, port in enumerate(closed)})
+    inv = sshd.inventory(tmp_path / "inv", fleet, group_vars={"omni_numa_nodes": 1})
+    result = audit(sshd, inv, "--forks", "32")
+    assert result.code == 3
+    doc = json.loads(result.stdout)
+    assert doc["summary"]["hosts"] == 32 and doc["summary"]["unreachable"] == 16
+    by_host = hosts(result.stdout)
+    for i in range(16):
+        assert by_host[f"ok{i:02d}"]["reachable"]
+        assert by_host[f"ok{i:02d}"]["results"][0]["status"] == "pass"
+        assert "Connection refused" in by_host[f"no{i:02d}"]["error"]
+    refusals = [line for line in result.stderr.splitlines()
+                if line.startswith("omni-host: no") and "Connection refused" in line]
+    assert len(refusals) == 16
+
+
+def test_pool_keeps_order_bounds_concurrency_and_replaces_late_workers() -> None:
+    running, peak = [0], [0]
+    lock = threading.Lock()
+
+    def work(n: int) -> int:
+        with lock:
+            running[0] += 1
+            peak[0] = max(peak[0], running[0])
+        time.sleep(5 if n == 0 else 0.05)
+        with lock:
+            running[0] -= 1
+        return n * 10
+
+    start = time.monotonic()
+    pooled = run_pool(list(range(12)), work, forks=3, deadline_s=0.5,
+                      late=lambda n, t: -1, cancelled=lambda n: -2)
+    assert pooled.results == [-1] + [n * 10 for n in range(1, 12)]
+    assert not pooled.interrupted
+    assert time.monotonic() - start < 3  # the stuck item did not hold up the rest
+    assert peak[0] <= 4  # three workers, plus one replacement for the stuck one
+
+
+@pytest.mark.parametrize("value", ["0", "-3", "two"])
+def test_bad_forks_is_a_usage_error(value: str) -> None:
+    result = run_cli("audit", "--forks", value, "--no-store")
+    assert result.code == 2 and "--forks" in result.stderr
+
+
+def test_ctrl_c_stores_a_partial_report_marked_interrupted(sshd: Sshd, tmp_path: Path,
+                                                           report_dir: Path) -> None:
+    slow = tmp_path / "slow-python"
+    slow.write_text("#!/bin/sh\nsleep 60\n")
+    slow.chmod(0o755)
+    inv = sshd.inventory(tmp_path / "inv", {"good": {},
+                                            "stuck": {"ansible_python_interpreter": str(slow)}})
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "omni_host.cli", "audit", "-i", str(inv), "--format", "json",
+         "--report-dir", str(report_dir), "--known-hosts", str(sshd.known_hosts),
+         "--ssh-config", str(tmp_path / "none")],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO)
+    time.sleep(2.5)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=20)
+    assert proc.returncode == 130, err
+    assert "partial (interrupted) report stored in" in err
+    (stored,) = list(report_dir.iterdir())
+    report = json.loads((stored / "report.json").read_text())
+    assert report["interrupted"] is True
+    by_host = {h["host"]: h for h in report["hosts"]}
+    assert by_host["good"]["reachable"] and by_host["good"]["results"]
+    assert by_host["stuck"]["error"] == "interrupted before this host finished"
