@@ -84,6 +84,9 @@ def build_parser() -> argparse.ArgumentParser:
     _add_target_args(collect)
     collect.add_argument("--out", type=Path, required=True,
                          help="a directory (one bundle per host) or a .tar.gz file")
+    collect.add_argument("--engine", choices=("ssh", "ansible"), default="ssh",
+                         help="ssh: omni-host's own connections; ansible: playbooks/collect.yml "
+                              "with Ansible's forks (large fleets, AWX)")
     from omni_host import cli_remediate
 
     cli_remediate.add_parsers(sub)
@@ -260,11 +263,14 @@ def cmd_collect(args: argparse.Namespace) -> int:
             return f"{plan.name}: unreachable: {exc}"
 
     deadline = args.host_timeout or host_deadline_s(ssh, args.probe_timeout)
-    outcomes = run_pool(plans, one, forks=args.forks, deadline_s=deadline,
-                        late=lambda p, t: f"{p.name}: unreachable: no answer within {deadline:g}s",
-                        cancelled=lambda p: f"{p.name}: interrupted").results
-    bundles = [o for o in outcomes if not isinstance(o, str)]
-    failed = [o for o in outcomes if isinstance(o, str)]
+    if args.engine == "ansible":
+        bundles, failed = _collect_ansible(args, plans)
+    else:
+        outcomes = run_pool(plans, one, forks=args.forks, deadline_s=deadline,
+                            late=lambda p, t: f"{p.name}: unreachable: no answer within {deadline:g}s",
+                            cancelled=lambda p: f"{p.name}: interrupted").results
+        bundles = [o for o in outcomes if not isinstance(o, str)]
+        failed = [o for o in outcomes if isinstance(o, str)]
     for message in failed:
         _err(message)
     if tar:
@@ -274,6 +280,17 @@ def cmd_collect(args: argparse.Namespace) -> int:
         for bundle in bundles:
             _err(f"{bundle.host}: bundle written to {bundle.write_dir(out)}")
     return EXIT_UNREACHABLE if failed else EXIT_OK
+
+
+def _collect_ansible(args: argparse.Namespace, plans: list) -> tuple[list, list[str]]:
+    from omni_host.ansible_engine import collect_with_ansible
+    from omni_host.errors import UsageError
+
+    if args.inventory is None:
+        raise UsageError("--engine ansible needs an inventory (-i)")
+    return collect_with_ansible(inventory=args.inventory, hosts=[p.name for p in plans],
+                                known_hosts=args.known_hosts, forks=args.forks,
+                                probe_timeout_s=args.probe_timeout)
 
 
 def main(argv: list[str] | None = None) -> int:

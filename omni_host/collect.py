@@ -69,9 +69,17 @@ def collect(
     started = time.time()
     raw = transport.run((python, "-"), stdin=payload(probes, probe_timeout_s),
                         timeout_s=deadline_s(probes, probe_timeout_s), sudo=become)
-    head, sep, body = raw.stdout.partition(MARKER + "\n")
+    return bundle_from_output(host, transport.name, stdout=raw.stdout, stderr=raw.stderr,
+                              exit_code=raw.exit_code, duration_s=raw.duration_s,
+                              started=started)
+
+
+def bundle_from_output(host: str, transport: str, *, stdout: str, stderr: str, exit_code: int,
+                       duration_s: float, started: float) -> Bundle:
+    """The collector's output (whichever engine carried it) -> a bundle, or TransportError."""
+    head, sep, body = stdout.partition(MARKER + "\n")
     if not sep:
-        raise TransportError(_diagnose(raw.exit_code, raw.stderr or head))
+        raise TransportError(_diagnose(exit_code, stderr or head))
     try:
         doc = json.loads(body)
         records = doc.pop("probes")
@@ -82,6 +90,6 @@ def collect(
         }
     except (ValueError, KeyError, TypeError) as exc:
         raise TransportError(f"collector output was cut off or corrupted ({exc})") from exc
-    doc["round_trip_s"] = round(raw.duration_s, 4)
-    return Bundle(host=host, collected_at=started, transport=transport.name, meta=doc,
+    doc["round_trip_s"] = round(duration_s, 4)
+    return Bundle(host=host, collected_at=started, transport=transport, meta=doc,
                   results=results)

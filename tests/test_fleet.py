@@ -177,3 +177,26 @@ def test_ctrl_c_stores_a_partial_report_marked_interrupted(sshd: Sshd, tmp_path:
     by_host = {h["host"]: h for h in report["hosts"]}
     assert by_host["good"]["reachable"] and by_host["good"]["results"]
     assert by_host["stuck"]["error"] == "interrupted before this host finished"
+
+
+def test_ansible_engine_collects_the_same_bundles(sshd: Sshd, tmp_path: Path) -> None:
+    inv = sshd.inventory(tmp_path / "inv", {
+        "loop": {"ansible_python_interpreter": "/usr/bin/python3"},
+        "gone": {"ansible_python_interpreter": "/usr/bin/python3", "ansible_port": free_port()},
+    }, group_vars={"omni_numa_nodes": 1, "omni_swap_size_mib": 204800})
+    out = tmp_path / "bundles"
+    collected = run_cli("collect", "-i", str(inv), "--engine", "ansible", "--out", str(out),
+                        "--known-hosts", str(sshd.known_hosts))
+    assert collected.code == 3
+    assert "omni-host: gone: unreachable: " in collected.stderr
+    manifest = json.loads((out / "loop" / "manifest.json").read_text())
+    assert manifest["transport"] == "ansible"
+    offline = run_cli("audit", "--bundle", str(out), "-i", str(inv), "--format", "json")
+    live = audit(sshd, inv, "loop")
+
+    def verdicts(doc: str) -> list:
+        return [(r["id"], r["status"], r["summary"]) for h in json.loads(doc)["hosts"]
+                for r in h["results"]]
+
+    assert verdicts(offline.stdout) == verdicts(live.stdout)
+    assert ("numa.nps1", "pass") in [v[:2] for v in verdicts(offline.stdout)]

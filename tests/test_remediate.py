@@ -17,9 +17,9 @@ import pytest
 from conftest import REPO, Sshd, free_port, run_cli
 
 from omni_host.model import CheckResult, Remediation, Severity, Status
+from omni_host.playbook import run_playbook
 from omni_host.remediate.flow import Step, outcomes
 from omni_host.remediate.plan import PlaybookRun, make_plan
-from omni_host.remediate.runner import run_playbook
 from omni_host.report import HostReport
 
 PY = {"ansible_python_interpreter": "/usr/bin/python3"}

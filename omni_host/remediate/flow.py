@@ -16,8 +16,8 @@ from omni_host.audit import HostPlan, audit_host, evaluate_bundle
 from omni_host.bundle import read_bundles
 from omni_host.errors import BundleError
 from omni_host.model import Status
+from omni_host.playbook import PlaybookOutcome, TaskOutcome, run_playbook
 from omni_host.remediate.plan import Plan, PlaybookRun
-from omni_host.remediate.runner import PlaybookOutcome, TaskOutcome, run_playbook
 from omni_host.report import HostReport
 from omni_host.resources import data_path
 from omni_host.store import latest_bundle_dir

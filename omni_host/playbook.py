@@ -92,6 +92,7 @@ def run_playbook(
     known_hosts: Path,
     extravars: dict[str, Any],
     on_task: Callable[[TaskOutcome], None] | None = None,
+    forks: int | None = None,
 ) -> PlaybookOutcome:
     """Run one playbook limited to ``hosts``; check mode adds ``--check --diff``."""
     import ansible_runner
@@ -128,6 +129,7 @@ def run_playbook(
             envvars=envvars,
             quiet=True,
             event_handler=handler,
+            forks=forks,
         )
     except Exception as exc:  # ansible-runner raises its own and plain exceptions alike
         raise RemediationError(f"{playbook.name}: ansible-runner failed to start: {exc}") from exc
