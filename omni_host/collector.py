@@ -8,8 +8,8 @@ installed.
 
 A plan is a list of ``{"id", "argv", "timeout_s", "fallback_for"}``. Probes run in parallel
 without a shell (``argv`` lists go straight to exec, so nothing is ever re-quoted); a probe with
-``fallback_for`` runs only when the probe it stands in for did not succeed, which keeps the
-fallback inside the same round trip. ``{python}`` as ``argv[0]`` is this interpreter.
+``fallback_for`` runs right after the probe it stands in for, and only when that one did not
+succeed, which keeps the fallback inside the same round trip. ``{python}`` as ``argv[0]`` is this interpreter.
 
 The result is one JSON document on stdout, framed by a marker line so that a login banner or
 shell noise printed before it cannot corrupt it.
@@ -146,29 +146,33 @@ def _succeeded(record):
 
 
 def collect(plan):
-    """Run every probe of the plan, primaries in parallel, then the fallbacks they need."""
+    """Run every probe of the plan: primaries in parallel, and each primary's fallbacks right
+    after it in the same thread, only when it did not succeed."""
     env = _env()
     results = {}
-    primaries = [p for p in plan if not p.get("fallback_for")]
-    fallbacks = [p for p in plan if p.get("fallback_for")]
+    fallbacks = {}
+    for probe in plan:
+        if probe.get("fallback_for"):
+            fallbacks.setdefault(probe["fallback_for"], []).append(probe)
 
     def worker(probe):
-        results[probe["id"]] = run_probe(probe, env)
+        record = run_probe(probe, env)
+        results[probe["id"]] = record
+        for fallback in fallbacks.get(probe["id"], []):
+            if _succeeded(record):
+                results[fallback["id"]] = {
+                    "id": fallback["id"], "argv": list(fallback["argv"]), "status": "skipped",
+                    "exit_code": None, "stdout": "", "stderr": "", "duration_s": 0.0,
+                    "reason": "not needed: %s succeeded" % probe["id"]}
+            else:
+                worker(fallback)
 
-    for batch in (primaries, None):
-        if batch is None:
-            batch = [p for p in fallbacks if not _succeeded(results.get(p["fallback_for"]))]
-        threads = [threading.Thread(target=worker, args=(p,)) for p in batch]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
-    for probe in fallbacks:
-        if probe["id"] not in results:
-            results[probe["id"]] = {
-                "id": probe["id"], "argv": list(probe["argv"]), "status": "skipped",
-                "exit_code": None, "stdout": "", "stderr": "", "duration_s": 0.0,
-                "reason": "not needed: %s succeeded" % probe["fallback_for"]}
+    threads = [threading.Thread(target=worker, args=(p,)) for p in plan
+               if not p.get("fallback_for")]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
     return [results[p["id"]] for p in plan]
 
 

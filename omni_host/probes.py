@@ -1,6 +1,8 @@
 """Every probe: an id, the command the collector runs, and the pure parser of its output.
 
-The commands are constants: nothing from an inventory is spliced into them. ``sh -c`` is used
+The commands are constants: nothing from an inventory is spliced into them. The Python
+helpers (pynvml, psutil, py-cpuinfo) stand in for the tool they mirror when it fails, so a
+healthy host pays for no extra interpreter. ``sh -c`` is used
 only where a glob or a pipeline is needed, with fixed text. ``{python}`` is the interpreter that
 runs the collector on the host, so psutil, pynvml and py-cpuinfo are found where it finds them.
 """
@@ -101,13 +103,15 @@ PROBES: tuple[Probe, ...] = (
     Probe("gpu.nvidia-smi", ("nvidia-smi", "-q", "-x"), nvidia.parse_nvidia_smi_xml, timeout_s=30),
     Probe("gpu.topo", ("nvidia-smi", "topo", "-m"), nvidia.parse_topo_matrix, timeout_s=30),
     Probe("gpu.p2p", ("nvidia-smi", "topo", "-p2p", "r"), nvidia.parse_topo_matrix, timeout_s=30),
-    Probe("gpu.pynvml", ("{python}", "-c", PYNVML_CODE), nvidia.parse_pynvml, timeout_s=30),
+    Probe("gpu.pynvml", ("{python}", "-c", PYNVML_CODE), nvidia.parse_pynvml, timeout_s=30,
+          fallback_for="gpu.nvidia-smi"),
     Probe("cpu.cpuinfo", ("cat", "/proc/cpuinfo"), cpu.parse_cpuinfo),
     Probe("cpu.pycpuinfo", ("{python}", "-c", PYCPUINFO_CODE), cpu.parse_pycpuinfo,
           timeout_s=20, fallback_for="cpu.cpuinfo"),
     Probe("mem.swaps", ("cat", "/proc/swaps"), memory.parse_proc_swaps),
     Probe("mem.meminfo", ("cat", "/proc/meminfo"), memory.parse_meminfo),
-    Probe("mem.psutil", ("{python}", "-c", PSUTIL_CODE), memory.parse_psutil),
+    Probe("mem.psutil", ("{python}", "-c", PSUTIL_CODE), memory.parse_psutil,
+          fallback_for="mem.meminfo"),
     Probe("fs.fstab", ("cat", "/etc/fstab"), memory.parse_fstab),
     Probe("docker.containers", ("sh", "-c", DOCKER_INSPECT), docker.parse_docker_inspect,
           timeout_s=20, redact="docker-inspect"),
