@@ -22,6 +22,7 @@ from omni_host.policy import Policy, policy_from_vars, reference_vars
 from omni_host.pool import PoolResult, run_pool
 from omni_host.probes import PROBES
 from omni_host.report import HostReport, Report
+from omni_host.sentinel import fact_summary, strategic
 from omni_host.transport.local import LocalTransport
 from omni_host.transport.ssh import SshOptions, SshTarget, SshTransport, resolve_target
 
@@ -87,8 +88,9 @@ def evaluate_bundle(bundle: Bundle, policy: Policy, *, address: str | None = Non
     results = tuple(run_checks(facts, policy))
     probes = {pid: {"outcome": p.outcome.value, "reason": p.reason}
               for pid, p in facts.probes.items()}
+    summary = fact_summary(facts)
     return HostReport(bundle.host, address, bundle.transport, True, None, duration_s, results,
-                      bundle, probes)
+                      bundle, probes, summary, tuple(strategic(summary)))
 
 
 def collect_host(plan: HostPlan, ssh: SshOptions, probe_timeout_s: float | None) -> Bundle:

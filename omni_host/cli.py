@@ -75,7 +75,12 @@ def build_parser() -> argparse.ArgumentParser:
     _add_target_args(audit)
     audit.add_argument("--bundle", type=Path, nargs="+", metavar="PATH",
                        help="audit collected bundles (directories or .tar.gz) instead of hosts")
-    audit.add_argument("--format", choices=("table", "json", "markdown"), default="table")
+    audit.add_argument("--format", default="table",
+                       choices=("table", "json", "markdown", "html", "junit", "prometheus"))
+    audit.add_argument("--output", type=Path, default=None,
+                       help="write the report to this file (atomically) instead of stdout")
+    audit.add_argument("--waivers", type=Path, default=None,
+                       help="waivers file (default: waivers.yml beside the inventory, if any)")
     audit.add_argument("--report-dir", type=Path, default=None,
                        help="where audits are stored (default: $XDG_DATA_HOME/omni-host/reports)")
     audit.add_argument("--no-store", action="store_true", help="do not store this audit")
@@ -87,9 +92,10 @@ def build_parser() -> argparse.ArgumentParser:
     collect.add_argument("--engine", choices=("ssh", "ansible"), default="ssh",
                          help="ssh: omni-host's own connections; ansible: playbooks/collect.yml "
                               "with Ansible's forks (large fleets, AWX)")
-    from omni_host import cli_remediate
+    from omni_host import cli_remediate, cli_report
 
     cli_remediate.add_parsers(sub)
+    cli_report.add_parsers(sub)
     return parser
 
 
@@ -143,21 +149,9 @@ def exit_code(report: Report) -> int:
 
     if report.unreachable:
         return EXIT_UNREACHABLE
-    bad = (Status.FAIL, Status.ERROR)
-    return EXIT_FAILED if any(r.status in bad for h in report.hosts for r in h.results) else EXIT_OK
-
-
-def _render(report: Report, fmt: str) -> None:
-    from omni_host import render
-
-    if fmt == "json":
-        render.render_json(report, sys.stdout)
-    elif fmt == "markdown":
-        render.render_markdown(report, sys.stdout)
-    else:
-        from rich.console import Console
-
-        render.render_table(report, Console(soft_wrap=False))
+    bad = (Status.FAIL.value, Status.ERROR.value)
+    failed = any(r.effective_status in bad for h in report.hosts for r in h.results)
+    return EXIT_FAILED if failed else EXIT_OK
 
 
 class Progress:
@@ -215,7 +209,11 @@ class Progress:
 
 
 def cmd_audit(args: argparse.Namespace) -> int:
+    import dataclasses
+
     from omni_host.audit import audit_many, make_report
+    from omni_host.cli_report import emit
+    from omni_host.history import cold_case, load_history
     from omni_host.store import default_report_dir, store_report
 
     started = time.time()
@@ -233,16 +231,42 @@ def cmd_audit(args: argparse.Namespace) -> int:
         finally:
             progress.close()
         hosts, source, interrupted = pooled.results, "live", pooled.interrupted
+    store_root = args.report_dir or default_report_dir()
+    hosts, notes = _waived(args, hosts)
+    history = load_history(store_root) if source == "live" else None
+    if history is not None:
+        hosts = [dataclasses.replace(h, cold_case=cold_case(history, h.to_dict()))
+                 if h.reachable else h for h in hosts]
     report = make_report(hosts, started_at=started, source=source, interrupted=interrupted,
                          inventory=str(args.inventory) if args.inventory else None)
+    doc = report.to_dict() | ({"waiver_notes": notes} if notes else {})
     for host in report.unreachable:
         _err(f"{host.host}: unreachable: {host.error}")
-    _render(report, args.format)
+    for note in notes:
+        _err(f"waiver: {note}")
+    emit(doc, args.format, args.output, history or load_history(store_root))
     code = EXIT_INTERRUPTED if interrupted else exit_code(report)
     if not args.no_store and source == "live":
-        path = store_report(report, args.report_dir or default_report_dir())
+        path = store_report(report, store_root,
+                            extra={"waiver_notes": notes} if notes else None)
         _err(f"{'partial (interrupted) ' if interrupted else ''}report stored in {path}")
     return code
+
+
+def _waived(args: argparse.Namespace, hosts: list) -> tuple[list, list[str]]:
+    import datetime as dt
+
+    from omni_host.checks import catalog
+    from omni_host.waivers import apply_waivers, load_waivers
+
+    path = args.waivers
+    if path is None and args.inventory is not None:
+        beside = (args.inventory if args.inventory.is_dir() else args.inventory.parent)
+        path = beside / "waivers.yml" if (beside / "waivers.yml").is_file() else None
+    if path is None:
+        return hosts, []
+    waivers = load_waivers(path, set(catalog()))
+    return apply_waivers(hosts, waivers, dt.date.today())
 
 
 def cmd_collect(args: argparse.Namespace) -> int:
@@ -296,10 +320,11 @@ def _collect_ansible(args: argparse.Namespace, plans: list) -> tuple[list, list[
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     from omni_host.cli_remediate import cmd_bootstrap, cmd_remediate
+    from omni_host.cli_report import cmd_report, cmd_schedule
     from omni_host.errors import OmniHostError
 
     handlers = {"audit": cmd_audit, "collect": cmd_collect, "remediate": cmd_remediate,
-                "bootstrap": cmd_bootstrap}
+                "bootstrap": cmd_bootstrap, "report": cmd_report, "schedule": cmd_schedule}
     try:
         return handlers[args.command](args)
     except OmniHostError as exc:

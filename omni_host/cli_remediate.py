@@ -185,6 +185,6 @@ def cmd_bootstrap(args: argparse.Namespace) -> int:
 
     from omni_host.render import render_table
 
-    render_table(report, Console(soft_wrap=False))
+    render_table(report.to_dict(), Console(soft_wrap=False))
     _err(f"baseline audit stored in {path}")
     return exit_code(report)

@@ -113,12 +113,20 @@ class CheckResult:
     evidence: tuple[Evidence, ...] = ()
     remediation: Remediation | None = None
     details: dict[str, Any] = field(default_factory=dict)
+    waiver: dict[str, Any] | None = None  # the waiver that accepts this finding, if any
+
+    @property
+    def effective_status(self) -> str:
+        """``waived`` for an accepted failure or warning; the status otherwise."""
+        waivable = (Status.FAIL, Status.WARN, Status.ERROR)
+        return "waived" if self.waiver and self.status in waivable else self.status.value
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "id": self.id,
             "title": self.title,
             "status": self.status.value,
+            "effective_status": self.effective_status,
             "severity": self.severity.value,
             "lessons": list(self.lessons),
             "summary": self.summary,
@@ -127,4 +135,5 @@ class CheckResult:
             "evidence": [e.to_dict() for e in self.evidence],
             "remediation": self.remediation.to_dict() if self.remediation else None,
             "details": self.details,
+            "waiver": self.waiver,
         }

@@ -1,108 +1,150 @@
-"""Renderers: views of a report, written to an injected console or stream. They count
-nothing that decides an exit code and set no global state."""
+"""Terminal, JSON and Markdown views of a report. Every view reads the report's JSON form
+(``Report.to_dict()``, the stored form), so a live audit and a stored one render alike. They
+count nothing that decides an exit code and set no global state; the table writes to an
+injected console. HTML, JUnit and Prometheus are in ``formats.py``."""
 
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, TextIO
-
-from omni_host.model import CheckResult, Status
-from omni_host.report import HostReport, Report
+from typing import TYPE_CHECKING, Any, TextIO
 
 if TYPE_CHECKING:  # rich is imported only by the table view: JSON and Markdown start faster
     from rich.console import Console
     from rich.table import Table
 
-STYLES = {Status.PASS: "green", Status.FAIL: "bold red", Status.WARN: "yellow",
-          Status.SKIP: "dim", Status.ERROR: "magenta"}
+STYLES = {"pass": "green", "fail": "bold red", "warn": "yellow", "skip": "dim",
+          "error": "magenta", "waived": "blue"}
+LAYER_TITLES = {"system": "System", "software": "Software"}
 
 
-def fix_text(result: CheckResult) -> str:
-    fix = result.remediation
-    if fix is None:
+def fix_text(result: dict[str, Any]) -> str:
+    fix = result.get("remediation")
+    if not fix:
         return ""
-    if fix.kind == "playbook":
-        return f"playbook {fix.playbook}"
-    return fix.steps[0] if fix.steps else "manual"
+    if fix["kind"] == "playbook":
+        return f"playbook {fix['playbook']}"
+    return fix["steps"][0] if fix.get("steps") else "manual"
 
 
-def unobserved(host: HostReport) -> list[str]:
+def status_of(result: dict[str, Any]) -> str:
+    return result.get("effective_status", result["status"])
+
+
+def unobserved(host: dict[str, Any]) -> list[str]:
     """Probes that yielded nothing, except fallbacks that were not needed."""
-    return [f"{pid} ({p['reason']})" for pid, p in host.probes.items()
+    return [f"{pid} ({p['reason']})" for pid, p in (host.get("probes") or {}).items()
             if p["outcome"] != "observed" and not p["reason"].startswith("not needed")]
 
 
-def render_json(report: Report, out: TextIO) -> None:
-    json.dump(report.to_dict(), out, indent=2)
+def summary_line(doc: dict[str, Any]) -> str:
+    s = doc["summary"]
+    waived = f", {s['waived']} waived" if s.get("waived") else ""
+    return (f"{s['hosts']} host(s), {s['unreachable']} unreachable: {s['pass']} pass, "
+            f"{s['fail']} fail, {s['warn']} warn, {s['skip']} skip, {s['error']} error{waived}"
+            + (" (INTERRUPTED: partial)" if doc.get("interrupted") else ""))
+
+
+def render_json(doc: dict[str, Any], out: TextIO) -> None:
+    json.dump(doc, out, indent=2)
     out.write("\n")
 
 
-def _host_table(host: HostReport) -> Table:
+def _finding(r: dict[str, Any]) -> str:
+    text = r["summary"]
+    if r.get("waiver"):
+        w = r["waiver"]
+        text += f" [waived by {w['approver']} until {w['expires']}: {w['justification']}]"
+    return text
+
+
+def _host_table(host: dict[str, Any]) -> Table:
     """Three columns so that it reads on an 80-column terminal: the check (id, severity,
     lessons), and the finding with its fix underneath."""
     from rich.table import Table
     from rich.text import Text
 
-    table = Table(title=f"{host.host} ({host.address or host.transport})", title_justify="left",
-                  expand=True, show_lines=True)
+    table = Table(title=f"{host['host']} ({host.get('address') or host['transport']})",
+                  title_justify="left", expand=True, show_lines=True)
     table.add_column("Status", no_wrap=True)
     table.add_column("Check", min_width=25)
     table.add_column("Finding and fix", ratio=3)
-    for r in host.results:
-        check = Text(r.id, style="bold")
-        check.append(f"\n{r.severity.value} {' '.join(r.lessons)}", style="dim")
-        finding = Text(r.summary)
+    for r in host["results"]:
+        check = Text(r["id"], style="bold")
+        check.append(f"\n{r['severity']} {' '.join(r['lessons'])}", style="dim")
+        finding = Text(_finding(r))
         fix = fix_text(r)
         if fix:
             finding.append(f"\nFix: {fix}", style="cyan")
-        table.add_row(Text(r.status.value.upper(), style=STYLES[r.status]), check, finding)
+        status = status_of(r)
+        table.add_row(Text(status.upper(), style=STYLES[status]), check, finding)
     return table
 
 
-def render_table(report: Report, console: Console) -> None:
+def strategic_lines(host: dict[str, Any]) -> list[str]:
+    return [f"{e['engine']}: {e['status']}" + (f" ({'; '.join(e['reasons'])})" if e["reasons"] else "")
+            for e in host.get("strategic") or []]
+
+
+def cold_case_lines(host: dict[str, Any]) -> list[str]:
+    cold = host.get("cold_case")
+    if not cold or not cold.get("previous"):
+        return []
+    items = [f"{c}: failed before, passes now" for c in cold["resurrected"]]
+    items += [f"{e}: was blocked, worth re-evaluating now" for e in cold["resurrected_engines"]]
+    return items or [f"nothing resurrected since {cold['previous']}"]
+
+
+def render_table(doc: dict[str, Any], console: Console) -> None:
     from rich.text import Text
 
-    for host in report.hosts:
-        if not host.reachable:
-            console.print(Text(f"{host.host} ({host.address}): UNREACHABLE: {host.error}",
-                               style="bold red"))
+    for host in doc["hosts"]:
+        if not host["reachable"]:
+            console.print(Text(f"{host['host']} ({host.get('address')}): UNREACHABLE: "
+                               f"{host['error']}", style="bold red"))
             continue
         console.print(_host_table(host))
         missing = unobserved(host)
         if missing:
             console.print(Text("Not observed: " + "; ".join(missing), style="dim"))
-    s = report.summary()
-    console.print(f"{s['hosts']} host(s), {s['unreachable']} unreachable: {s['pass']} pass, "
-                  f"{s['fail']} fail, {s['warn']} warn, {s['skip']} skip, {s['error']} error")
+        for title, lines in (("Strategic", strategic_lines(host)),
+                             ("Cold case", cold_case_lines(host))):
+            if lines:
+                console.print(Text(f"{title}: " + " | ".join(lines), style="dim"))
+    for note in doc.get("waiver_notes") or []:
+        console.print(Text(f"Waiver: {note}", style="yellow"))
+    console.print(summary_line(doc))
 
 
 def _md(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
 
-def render_markdown(report: Report, out: TextIO) -> None:
-    s = report.summary()
-    out.write("# omni-host audit\n\n")
-    out.write(f"{s['hosts']} host(s), {s['unreachable']} unreachable: {s['pass']} pass, "
-              f"{s['fail']} fail, {s['warn']} warn, {s['skip']} skip, {s['error']} error\n")
-    for host in report.hosts:
-        out.write(f"\n## {host.host} ({host.address or host.transport})\n\n")
-        if not host.reachable:
-            out.write(f"**Unreachable:** {_md(host.error or '')}\n")
+def render_markdown(doc: dict[str, Any], out: TextIO) -> None:
+    out.write("# omni-host audit\n\n" + summary_line(doc) + "\n")
+    for host in doc["hosts"]:
+        out.write(f"\n## {host['host']} ({host.get('address') or host['transport']})\n\n")
+        if not host["reachable"]:
+            out.write(f"**Unreachable:** {_md(host['error'] or '')}\n")
             continue
         missing = unobserved(host)
         if missing:
             out.write("Not observed: " + _md("; ".join(missing)) + "\n\n")
         out.write("| Status | Check | Severity | Lessons | Summary | Fix |\n")
         out.write("|---|---|---|---|---|---|\n")
-        for r in host.results:
-            out.write(f"| {r.status.value} | `{r.id}` | {r.severity.value} | "
-                      f"{', '.join(r.lessons)} | {_md(r.summary)} | {_md(fix_text(r))} |\n")
-        failing = [r for r in host.results if r.status in (Status.FAIL, Status.WARN, Status.ERROR)]
-        for r in failing:
-            out.write(f"\n### {r.status.value}: {r.id}: {r.title}\n\n{_md(r.summary)}\n")
-            for ev in r.evidence:
-                out.write(f"\nEvidence (`{ev.command}`):\n\n```\n")
-                out.write("\n".join(ev.lines) + "\n```\n")
-            if r.remediation and r.remediation.steps:
-                out.write("\nFix:\n\n" + "".join(f"1. {_md(step)}\n" for step in r.remediation.steps))
+        for r in host["results"]:
+            out.write(f"| {status_of(r)} | `{r['id']}` | {r['severity']} | "
+                      f"{', '.join(r['lessons'])} | {_md(_finding(r))} | {_md(fix_text(r))} |\n")
+        for title, lines in (("Strategic", strategic_lines(host)),
+                             ("Cold case", cold_case_lines(host))):
+            if lines:
+                out.write(f"\n**{title}:**\n\n" + "".join(f"- {_md(line)}\n" for line in lines))
+        for r in host["results"]:
+            if r["status"] not in ("fail", "warn", "error"):
+                continue
+            out.write(f"\n### {r['status']}: {r['id']}: {r['title']}\n\n{_md(r['summary'])}\n")
+            for ev in r["evidence"]:
+                out.write(f"\nEvidence (`{ev['command']}`):\n\n```\n")
+                out.write("\n".join(ev["lines"]) + "\n```\n")
+            fix = r.get("remediation")
+            if fix and fix.get("steps"):
+                out.write("\nFix:\n\n" + "".join(f"1. {_md(step)}\n" for step in fix["steps"]))

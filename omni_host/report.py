@@ -24,11 +24,14 @@ class HostReport:
     bundle: Bundle | None = field(default=None, compare=False)
     # probe id -> {"outcome", "reason"}: what could not be observed on this host, and why.
     probes: dict[str, dict[str, str]] = field(default_factory=dict)
+    facts: dict[str, Any] = field(default_factory=dict)  # sentinel.fact_summary
+    strategic: tuple[dict[str, Any], ...] = ()  # sentinel.strategic
+    cold_case: dict[str, Any] | None = None  # history.cold_cases, once the store is known
 
     def counts(self) -> dict[str, int]:
-        counts = {s.value: 0 for s in Status}
+        counts = {s.value: 0 for s in Status} | {"waived": 0}
         for r in self.results:
-            counts[r.status.value] += 1
+            counts[r.effective_status] += 1
         return counts
 
     def to_dict(self) -> dict[str, Any]:
@@ -42,6 +45,9 @@ class HostReport:
             "collected_at": self.bundle.collected_at if self.bundle else None,
             "counts": self.counts(),
             "probes": self.probes,
+            "facts": self.facts,
+            "strategic": list(self.strategic),
+            "cold_case": self.cold_case,
             "results": [r.to_dict() for r in self.results],
         }
 
@@ -60,7 +66,7 @@ class Report:
         return [h for h in self.hosts if not h.reachable]
 
     def summary(self) -> dict[str, int]:
-        total = {s.value: 0 for s in Status}
+        total = {s.value: 0 for s in Status} | {"waived": 0}
         for h in self.hosts:
             for k, v in h.counts().items():
                 total[k] += v

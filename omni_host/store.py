@@ -28,7 +28,9 @@ def store_report(report: Report, root: Path, *, extra: dict[str, Any] | None = N
     """Write the report and every host's bundle; returns the audit's directory. ``extra``
     joins the JSON (e.g. remediation outcomes); ``attach`` moves directories (e.g.
     ansible-runner artifacts) into the audit's directory under the given names."""
-    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(report.started_at))
+    # Milliseconds in the name: audits sort by time even when two start in the same second.
+    millis = int(report.started_at * 1000) % 1000
+    stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime(report.started_at)) + f"{millis:03d}Z"
     audit_id = f"{stamp}-{secrets.token_hex(3)}"
     tmp = root / f".tmp-{audit_id}"
     final = root / audit_id

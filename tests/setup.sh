@@ -12,6 +12,9 @@ command -v sudo >/dev/null || need+=(sudo)
 command -v dockerd >/dev/null || need+=(docker.io)
 [ -x /bin/busybox ] || need+=(busybox-static)
 command -v docker-compose >/dev/null || need+=(docker-compose)
+command -v chromium >/dev/null || need+=(chromium)        # renders the HTML report in a test
+command -v pdftotext >/dev/null || need+=(poppler-utils)  # reads back what Chromium printed
+command -v systemd-analyze >/dev/null || need+=(systemd)  # verifies the generated timer units
 if [ ${#need[@]} -gt 0 ]; then
   echo "setup: installing ${need[*]}"
   apt-get update -qq

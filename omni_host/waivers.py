@@ -1,0 +1,121 @@
+"""Waivers: an accepted finding, with who accepted it, why, and until when.
+
+The file is versioned YAML::
+
+    version: 1
+    waivers:
+      - check: swap.capacity          # a catalog id
+        hosts: "lab-*"                # an Ansible-style host glob (default: all)
+        justification: "lab boxes never load models beyond RAM"
+        approver: ops-lead
+        expires: 2027-03-31
+
+A waived result still runs and keeps its status; it is shown as waived and does not fail the
+audit. An expired waiver is flagged and not applied; a waiver whose check now passes is flagged
+as stale.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import fnmatch
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from omni_host.errors import InventoryError
+
+WAIVERS_SCHEMA = 1
+_REQUIRED = ("check", "justification", "approver", "expires")
+
+
+@dataclass(frozen=True)
+class Waiver:
+    check: str
+    hosts: str
+    justification: str
+    approver: str
+    expires: dt.date
+    line: int
+
+    def matches(self, host: str, check_id: str) -> bool:
+        return check_id == self.check and fnmatch.fnmatchcase(host, self.hosts)
+
+    def expired(self, today: dt.date) -> bool:
+        return today > self.expires
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"check": self.check, "hosts": self.hosts, "justification": self.justification,
+                "approver": self.approver, "expires": self.expires.isoformat(),
+                "line": self.line}
+
+
+def _date(value: Any, where: str) -> dt.date:
+    if isinstance(value, dt.date):
+        return value
+    try:
+        return dt.date.fromisoformat(str(value))
+    except ValueError:
+        raise InventoryError(f"{where}: expires {value!r} is not a date (YYYY-MM-DD)") from None
+
+
+def load_waivers(path: Path, known_checks: set[str]) -> tuple[Waiver, ...]:
+    """Parse and validate; every error names the file and the line of the waiver."""
+    try:
+        text = path.read_text(encoding="utf-8")
+        node = yaml.compose(text)
+    except OSError as exc:
+        raise InventoryError(f"{path}: cannot read ({exc.strerror})") from exc
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"{path}:{mark.line + 1}" if mark else str(path)
+        raise InventoryError(f"{where}: invalid YAML: {getattr(exc, 'problem', exc)}") from exc
+    doc = yaml.safe_load(text)
+    if not isinstance(doc, dict) or doc.get("version") != WAIVERS_SCHEMA:
+        raise InventoryError(f"{path}: a waivers file starts with 'version: {WAIVERS_SCHEMA}'")
+    entries = doc.get("waivers") or []
+    seq = next((v for k, v in node.value if k.value == "waivers"), None) if node else None
+    lines = [item.start_mark.line + 1 for item in seq.value] if seq is not None else []
+    waivers = []
+    for i, entry in enumerate(entries):
+        where = f"{path}:{lines[i] if i < len(lines) else '?'}"
+        if not isinstance(entry, dict):
+            raise InventoryError(f"{where}: a waiver is a mapping")
+        missing = [k for k in _REQUIRED if not str(entry.get(k) or "").strip()]
+        if missing:
+            raise InventoryError(f"{where}: waiver lacks {', '.join(missing)}")
+        if entry["check"] not in known_checks:
+            raise InventoryError(f"{where}: unknown check id {entry['check']!r}")
+        waivers.append(Waiver(str(entry["check"]), str(entry.get("hosts") or "*"),
+                              str(entry["justification"]).strip(), str(entry["approver"]),
+                              _date(entry["expires"], where), lines[i] if i < len(lines) else 0))
+    return tuple(waivers)
+
+
+def apply_waivers(hosts: list, waivers: tuple[Waiver, ...], today: dt.date) -> tuple[list, list[str]]:
+    """Results matched by a live waiver carry it (their status is unchanged); returns the
+    hosts and one note per expired waiver and per stale waiver (its check passes now)."""
+    import dataclasses
+
+    notes: list[str] = []
+    out = []
+    for host in hosts:
+        results = []
+        for r in host.results:
+            match = next((w for w in waivers if w.matches(host.host, r.id)), None)
+            if match is None:
+                results.append(r)
+                continue
+            where = f"{host.host}: {r.id} (waivers line {match.line})"
+            if match.expired(today):
+                notes.append(f"{where}: EXPIRED on {match.expires.isoformat()}, not applied")
+                results.append(r)
+            elif r.status.value in ("pass", "skip"):
+                notes.append(f"{where}: STALE: the check is {r.status.value} now; remove the waiver")
+                results.append(r)
+            else:
+                results.append(dataclasses.replace(r, waiver=match.to_dict()))
+        out.append(dataclasses.replace(host, results=tuple(results)))
+    return out, notes

@@ -1,0 +1,111 @@
+"""Report formats as their consumers read them: the HTML in a real headless Chromium, JUnit
+through junitparser, the Prometheus textfile through prometheus_client's parser."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+from conftest import REPO, run_cli
+from junitparser import Error, Failure, JUnitXml, Skipped
+from prometheus_client.parser import text_string_to_metric_families
+
+ARTIFACTS = REPO / "tests" / "artifacts"
+CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
+                  "--no-first-run", "--disable-background-networking",
+                  "--disable-component-update", "--disable-sync"]
+
+
+@pytest.fixture(scope="module")
+def two_audits(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A store with two audits of this machine: the second one adds a failure (swap policy)."""
+    root = tmp_path_factory.mktemp("store")
+    inv = root / "inv"
+    inv.mkdir()
+    (inv / "group_vars").mkdir()
+    (inv / "hosts.yml").write_text("all:\n  hosts:\n    thisbox:\n      ansible_connection: local\n")
+    (inv / "group_vars" / "all.yml").write_text("omni_numa_nodes: 1\nomni_swap_size_mib: 0\n")
+    reports = root / "reports"
+    assert run_cli("audit", "-i", str(inv), "--report-dir", str(reports)).code == 0
+    (inv / "group_vars" / "all.yml").write_text("omni_numa_nodes: 1\nomni_swap_size_mib: 4096\n")
+    assert run_cli("audit", "-i", str(inv), "--report-dir", str(reports)).code == 1
+    return reports
+
+
+def chromium(*args: str, user_dir: Path) -> subprocess.CompletedProcess:
+    exe = shutil.which("chromium")
+    if exe is None:
+        pytest.fail("chromium is not installed (run tests/setup.sh)")
+    return subprocess.run([exe, *CHROMIUM_FLAGS, f"--user-data-dir={user_dir}", *args],
+                          capture_output=True, text=True, timeout=120, check=False)
+
+
+def test_html_report_renders_in_chromium(two_audits: Path, tmp_path: Path) -> None:
+    html = tmp_path / "sentinel.html"
+    shown = run_cli("report", "show", "latest", "--format", "html", "--output", str(html),
+                    "--report-dir", str(two_audits))
+    assert shown.code == 0, shown.stderr
+    text = html.read_text()
+    assert "http://" not in text and "https://" not in text and "<script" not in text  # self-contained
+    pdf = tmp_path / "sentinel.pdf"
+    printed = chromium("--no-pdf-header-footer", f"--print-to-pdf={pdf}", html.as_uri(),
+                       user_dir=tmp_path / "ud1")
+    assert pdf.is_file(), printed.stderr[-2000:]
+    seen = subprocess.run(["pdftotext", "-layout", str(pdf), "-"], capture_output=True,
+                          text=True, check=True).stdout
+    for heading in ("omni-host Sentinel audit", "System", "Software", "Strategic", "Cold Case"):
+        assert heading in seen, heading
+    assert "FAIL" in seen and "swap.capacity" in seen  # the badge, upper-cased by CSS
+    assert "no active swap" in seen
+    assert "KTransformers" in seen and "vLLM" in seen
+    # the timeline: swap.capacity passed in the first audit and fails in the second
+    dom = chromium("--dump-dom", html.as_uri(), user_dir=tmp_path / "ud2").stdout
+    row = dom[dom.index("<code>swap.capacity</code>"):]
+    row = row[: row.index("</tr>")]
+    points = row.count('<span title="')
+    assert points == 2 and row.index(": pass") < row.index(": fail")
+    ARTIFACTS.mkdir(exist_ok=True)
+    shot = ARTIFACTS / "sentinel-report.png"
+    chromium(f"--screenshot={shot}", "--window-size=1280,1600", html.as_uri(),
+             user_dir=tmp_path / "ud3")
+    assert shot.is_file() and shot.stat().st_size > 10_000
+
+
+def test_junit_is_accepted_by_junitparser(two_audits: Path, tmp_path: Path) -> None:
+    out = tmp_path / "audit.xml"
+    assert run_cli("report", "show", "latest", "--format", "junit", "--output", str(out),
+                   "--report-dir", str(two_audits)).code == 0
+    xml = JUnitXml.fromfile(str(out))
+    (suite,) = list(xml)
+    assert suite.name == "thisbox"
+    cases = {case.name: case for case in suite}
+    assert any(isinstance(r, Failure) for r in cases["swap.capacity"].result)
+    assert cases["numa.nps1"].is_passed
+    assert any(isinstance(r, Skipped) for r in cases["containers.glibc-tunables"].result)
+    assert suite.failures == sum(1 for c in suite if any(isinstance(r, Failure) for r in c.result))
+    assert suite.tests == len(cases)
+    assert not any(isinstance(r, Error) for c in suite for r in c.result)
+
+
+def test_prometheus_textfile_parses(two_audits: Path, tmp_path: Path) -> None:
+    out = tmp_path / "omni_host.prom"
+    assert run_cli("report", "show", "latest", "--format", "prometheus", "--output", str(out),
+                   "--report-dir", str(two_audits)).code == 0
+    families = {f.name: f for f in text_string_to_metric_families(out.read_text())}
+    assert {"omni_host_reachable", "omni_host_check_status", "omni_host_check_failing",
+            "omni_host_audit_timestamp_seconds"} <= set(families)
+    failing = {s.labels["check"]: s.value for s in families["omni_host_check_failing"].samples}
+    assert failing["swap.capacity"] == 1 and failing["numa.nps1"] == 0
+    assert families["omni_host_reachable"].samples[0].value == 1
+
+
+def test_prometheus_output_is_written_atomically(tmp_path: Path) -> None:
+    out = tmp_path / "textfile" / "omni_host.prom"
+    out.parent.mkdir()
+    result = run_cli("audit", "--no-store", "--format", "prometheus", "--output", str(out))
+    assert result.code == 1 and out.is_file()
+    assert [p.name for p in out.parent.iterdir()] == ["omni_host.prom"]  # no temporary left
+    assert json.dumps(out.read_text())  # text, readable

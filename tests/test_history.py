@@ -1,0 +1,117 @@
+"""The report store over time: list, show, diff, recheck, cold cases; damaged and foreign
+reports; concurrent writers."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from conftest import REPO, Sshd, run_cli
+
+
+def audit(sshd: Sshd, inv: Path, report_dir: Path, *extra: str):
+    return run_cli("audit", "-i", str(inv), "--format", "json", "--report-dir", str(report_dir),
+                   "--known-hosts", str(sshd.known_hosts), "--ssh-config",
+                   str(sshd.workdir / "none"), *extra)
+
+
+def report(report_dir: Path, *args: str):
+    return run_cli("report", *args, "--report-dir", str(report_dir))
+
+
+def test_two_audits_with_the_swap_policy_changed_diff_names_it(sshd: Sshd, tmp_path: Path,
+                                                               report_dir: Path) -> None:
+    inv = sshd.inventory(tmp_path / "inv", {"loop": {}}, group_vars={"omni_swap_size_mib": 0})
+    assert audit(sshd, inv, report_dir).code == 0
+    sshd.inventory(tmp_path / "inv", {"loop": {}}, group_vars={"omni_swap_size_mib": 204800})
+    assert audit(sshd, inv, report_dir).code == 1
+    diff = report(report_dir, "diff")
+    assert diff.code == 0
+    assert "loop: " in diff.stdout and "new failures: swap.capacity" in diff.stdout
+    as_json = json.loads(report(report_dir, "diff", "--format", "json").stdout)
+    assert as_json[0]["new_failures"] == ["swap.capacity"] and as_json[0]["fixed"] == []
+
+    # and back: the fix is listed, and the cold case resurrects it
+    sshd.inventory(tmp_path / "inv", {"loop": {}}, group_vars={"omni_swap_size_mib": 0})
+    third = audit(sshd, inv, report_dir)
+    host = json.loads(third.stdout)["hosts"][0]
+    assert host["cold_case"]["resurrected"] == ["swap.capacity"]
+    diff = report(report_dir, "diff")
+    assert "fixed: swap.capacity" in diff.stdout and "resurrected: swap.capacity" in diff.stdout
+    listing = report(report_dir, "list")
+    assert len(listing.stdout.strip().splitlines()) == 3
+
+
+def test_diff_without_a_previous_audit_says_so(sshd: Sshd, tmp_path: Path, report_dir: Path) -> None:
+    inv = sshd.inventory(tmp_path / "inv", {"loop": {}})
+    audit(sshd, inv, report_dir)
+    result = report(report_dir, "diff")
+    assert result.code == 0
+    assert "loop: no previous audit of this host to compare with" in result.stdout
+
+
+def test_changed_facts_are_named(report_dir: Path) -> None:
+    # Two audits of the real GPU bundles under one host name: the GPU set and VRAM differ.
+    from helpers import gpu_bundle
+
+    from omni_host.audit import evaluate_bundle, make_report
+    from omni_host.policy import policy_from_vars
+    from omni_host.store import store_report
+
+    policy = policy_from_vars({}, "t")
+    for name, ts in (("h100-x1", 1.0), ("h200-x2", 2.0)):
+        bundle = gpu_bundle(name)
+        host = evaluate_bundle(bundle.__class__(**{**bundle.__dict__, "host": "gpubox"}), policy)
+        store_report(make_report([host], started_at=1795300000 + ts, source="live",
+                                 inventory=None), report_dir)
+    d = json.loads(report(report_dir, "diff", "--format", "json").stdout)[0]
+    assert d["changed_facts"]["gpus"]["before"][0]["name"] == "NVIDIA H100 80GB HBM3"
+    assert [g["name"] for g in d["changed_facts"]["gpus"]["after"]] == ["NVIDIA H200"] * 2
+    assert "nvlink" in d["changed_facts"]
+
+
+def test_corrupt_and_newer_reports_are_skipped_with_a_warning(sshd: Sshd, tmp_path: Path,
+                                                             report_dir: Path) -> None:
+    inv = sshd.inventory(tmp_path / "inv", {"loop": {}})
+    audit(sshd, inv, report_dir)
+    audit(sshd, inv, report_dir)
+    first, second = sorted(report_dir.iterdir())
+    text = (first / "report.json").read_text()
+    (first / "report.json").write_text(text[: len(text) // 2])  # truncated
+    future = report_dir / "29990101T000000Z-abcdef"
+    future.mkdir()
+    (future / "report.json").write_text(json.dumps({"schema_version": 99, "hosts": []}))
+    listing = report(report_dir, "list")
+    assert listing.code == 0
+    assert f"{first / 'report.json'}: corrupt or truncated report, skipped" in listing.stderr
+    assert "report schema 99 is newer than this omni-host reads (1)" in listing.stderr
+    assert listing.stdout.startswith(second.name)
+    assert report(report_dir, "show", "latest", "--format", "json").code == 0
+    assert report(report_dir, "diff").code == 0
+
+
+def test_two_audits_storing_at_once_are_both_kept(report_dir: Path) -> None:
+    procs = [subprocess.Popen([sys.executable, "-m", "omni_host.cli", "audit", "--format", "json",
+                               "--report-dir", str(report_dir)], stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL, cwd=REPO) for _ in range(2)]
+    assert [p.wait(timeout=60) for p in procs] == [1, 1]
+    stored = sorted(report_dir.iterdir())
+    assert len(stored) == 2
+    for d in stored:
+        assert json.loads((d / "report.json").read_text())["hosts"][0]["host"] == "localhost"
+
+
+def test_recheck_re_evaluates_stored_bundles_with_todays_policy(sshd: Sshd, tmp_path: Path,
+                                                                report_dir: Path) -> None:
+    inv = sshd.inventory(tmp_path / "inv", {"loop": {}}, group_vars={"omni_swap_size_mib": 0})
+    audit(sshd, inv, report_dir)
+    sshd.inventory(tmp_path / "inv", {"loop": {}}, group_vars={"omni_swap_size_mib": 1024})
+    result = run_cli("report", "recheck", "latest", "-i", str(inv), "--format", "json",
+                     "--report-dir", str(report_dir))
+    assert result.code == 0, result.stderr
+    doc = json.loads(result.stdout)
+    swap = next(r for r in doc["hosts"][0]["results"] if r["id"] == "swap.capacity")
+    assert swap["status"] == "fail" and doc["source"] == "recheck"
+    assert "recheck stored in" in result.stderr

@@ -1,0 +1,81 @@
+"""The Strategic layer on real GPU machines' facts, and the quarterly schedule's real units."""
+
+from __future__ import annotations
+
+import dataclasses
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+from conftest import run_cli, shared_fixture
+from helpers import gpu_bundle
+
+from omni_host.facts import facts_from_bundle
+from omni_host.sentinel import fact_summary, strategic
+
+
+def engines(bundle) -> dict[str, dict]:  # noqa: ANN001
+    return {e["engine"]: e for e in strategic(fact_summary(facts_from_bundle(bundle)))}
+
+
+def test_strategic_on_two_nvlinked_h200() -> None:
+    e = engines(gpu_bundle("h200-x2"))
+    assert e["vLLM"]["status"] == "re-evaluate"            # no Blackwell GPU here
+    assert e["NVIDIA Dynamo"]["status"] == "re-evaluate"   # symmetric VRAM
+    assert e["ik_llama.cpp"]["status"] == "blocked-upstream"  # NVLink + symmetric; MoE upstream
+    assert e["SGLang"]["status"] == "blocked"              # RAM+swap below 642 GiB
+    assert "RAM+swap" in e["SGLang"]["reasons"][0]
+    assert e["ExLlamaV3"]["status"] == "blocked-upstream"
+
+
+def test_strategic_on_a_real_blackwell_capture() -> None:
+    bundle = gpu_bundle("h100-x1")
+    results = dict(bundle.results)
+    results["gpu.nvidia-smi"] = dataclasses.replace(results["gpu.nvidia-smi"], stdout=shared_fixture(
+        "nvidia-smi/telegraf_rtx-pro-6000-maxq-blackwell_590.44.01_q-x.xml"))
+    e = engines(dataclasses.replace(bundle, results=results))
+    assert e["vLLM"]["status"] == "blocked"
+    assert "NVIDIA RTX PRO 6000 Blackwell Max-Q Workstation Edition" in e["vLLM"]["reasons"][0]
+    assert e["KTransformers"]["status"] == "blocked"
+
+
+def test_fact_summary_of_a_gpu_machine() -> None:
+    summary = fact_summary(facts_from_bundle(gpu_bundle("h200-x2")))
+    assert summary["numa_nodes"] == 1 and summary["nvlink"] is True
+    assert summary["driver_version"] == "580.159.04"
+    assert [g["vram_mib"] for g in summary["gpus"]] == [143771, 143771]
+    assert summary["swap_total_mib"] == 0
+
+
+@pytest.mark.parametrize(("flag", "files"), [
+    ("--system", ["etc/systemd/system/omni-host-audit.service",
+                  "etc/systemd/system/omni-host-audit.timer"]),
+    ("--cron", ["etc/cron.d/omni-host-audit"]),
+])
+def test_schedule_install_status_remove(tmp_path: Path, flag: str, files: list[str]) -> None:
+    root = tmp_path / "root"
+    args = ["--root", str(root), flag]
+    installed = run_cli("schedule", "install", "--quarterly", *args, "--", "-i",
+                        "/etc/omni-host/inventory", "all")
+    assert installed.code == 0, installed.stderr
+    for rel in files:
+        assert (root / rel).is_file()
+    text = "".join((root / rel).read_text() for rel in files)
+    assert "audit -i /etc/omni-host/inventory all" in text
+    if flag == "--system":
+        assert "OnCalendar=quarterly" in text and "Persistent=true" in text
+        assert "RandomizedDelaySec=" in text and "NO_COLOR=1" in text
+        if not shutil.which("systemd-analyze"):
+            pytest.fail("systemd-analyze is missing (run tests/setup.sh)")
+        verify = subprocess.run(["systemd-analyze", "verify", *(str(root / f) for f in files)],
+                                capture_output=True, text=True, check=False)
+        assert verify.returncode == 0, verify.stderr
+    else:
+        assert "0 0 1 1,4,7,10 *" in text
+    again = run_cli("schedule", "install", "--quarterly", *args)
+    assert again.code == 2 and "already installed" in again.stderr
+    status = run_cli("schedule", "status", *args)
+    assert "installed: " in status.stdout
+    removed = run_cli("schedule", "remove", *args)
+    assert removed.code == 0 and not any((root / rel).exists() for rel in files)

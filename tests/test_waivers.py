@@ -1,0 +1,88 @@
+"""Waivers: validated with the line of each error; applied, expired and stale."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from pathlib import Path
+
+import pytest
+from conftest import run_cli
+
+from omni_host.errors import InventoryError
+from omni_host.waivers import load_waivers
+
+CHECKS = {"swap.capacity", "gpu.driver-version"}
+GOOD = """version: 1
+waivers:
+  - check: swap.capacity
+    hosts: "local*"
+    justification: this dev VM never loads a model
+    approver: ops-lead
+    expires: {expires}
+"""
+
+
+def write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "waivers.yml"
+    path.write_text(text)
+    return path
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    (GOOD.replace("swap.capacity", "swap.size").format(expires="2099-01-01"),
+     r"waivers\.yml:3: unknown check id 'swap\.size'"),
+    (GOOD.format(expires="next spring"), r"waivers\.yml:3: expires 'next spring' is not a date"),
+    (GOOD.replace("    justification: this dev VM never loads a model\n", "").format(
+        expires="2099-01-01"), r"waivers\.yml:3: waiver lacks justification"),
+    ("waivers: []\n", "starts with 'version: 1'"),
+    ("version: 1\nwaivers:\n  - check: [\n", r"waivers\.yml:\d+: invalid YAML"),
+])
+def test_bad_waivers_name_the_line(tmp_path: Path, text: str, message: str) -> None:
+    with pytest.raises(InventoryError, match=message):
+        load_waivers(write(tmp_path, text), CHECKS)
+
+
+def test_second_entry_error_names_its_own_line(tmp_path: Path) -> None:
+    text = GOOD.format(expires="2099-01-01") + (
+        "  - check: gpu.driver-version\n    approver: x\n    expires: 2099-01-01\n")
+    with pytest.raises(InventoryError, match=r"waivers\.yml:8: waiver lacks justification"):
+        load_waivers(write(tmp_path, text), CHECKS)
+
+
+def swap(stdout: str) -> dict:
+    return next(r for r in json.loads(stdout)["hosts"][0]["results"] if r["id"] == "swap.capacity")
+
+
+def test_waived_failure_is_shown_and_does_not_fail(tmp_path: Path) -> None:
+    waivers = write(tmp_path, GOOD.format(expires="2099-01-01"))
+    # gpu checks still fail on this VM: waive them too to see exit 0
+    extra = ("  - check: gpu.driver-version\n    justification: no GPU in CI\n"
+             "    approver: ops-lead\n    expires: 2099-01-01\n"
+             "  - check: gpu.topology\n    justification: no GPU in CI\n"
+             "    approver: ops-lead\n    expires: 2099-01-01\n")
+    (tmp_path / "waivers.yml").write_text(waivers.read_text() + extra)
+    result = run_cli("audit", "--format", "json", "--no-store", "--waivers", str(waivers))
+    assert result.code == 0, result.stderr
+    r = swap(result.stdout)
+    assert r["status"] == "fail" and r["effective_status"] == "waived"  # the check still ran
+    assert r["waiver"]["approver"] == "ops-lead"
+    assert json.loads(result.stdout)["summary"]["waived"] == 3
+    table = run_cli("audit", "--no-store", "--waivers", str(waivers))
+    assert "WAIVED" in table.stdout and "waived by ops-lead" in table.stdout
+
+
+def test_expired_waiver_is_flagged_and_not_applied(tmp_path: Path) -> None:
+    waivers = write(tmp_path, GOOD.format(expires="2020-01-01"))
+    result = run_cli("audit", "--format", "json", "--no-store", "--waivers", str(waivers))
+    assert result.code == 1
+    assert swap(result.stdout)["effective_status"] == "fail"
+    assert "swap.capacity (waivers line 3): EXPIRED on 2020-01-01, not applied" in result.stderr
+
+
+def test_stale_waiver_is_flagged(tmp_path: Path) -> None:
+    text = GOOD.replace("swap.capacity", "numa.nps1").format(expires="2099-01-01")
+    waivers = write(tmp_path, text)
+    result = run_cli("audit", "--format", "json", "--no-store", "--waivers", str(waivers))
+    assert "numa.nps1 (waivers line 3): STALE: the check is pass now" in result.stderr
+    assert dt.date.today() < dt.date(2099, 1, 1)
