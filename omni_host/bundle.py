@@ -136,17 +136,31 @@ def _read_tar(path: Path) -> list[Bundle]:
         raise BundleError(f"{path}: unreadable archive ({exc})") from exc
 
 
+def _read_raw(path: Path) -> Bundle:
+    """A collector's raw output saved by ``playbooks/collect.yml`` as ``<host>.out``."""
+    from omni_host.collect import bundle_from_output
+    from omni_host.errors import TransportError
+
+    try:
+        return bundle_from_output(path.stem, "ansible", stdout=path.read_text(), stderr="",
+                                  exit_code=0, duration_s=0.0, started=path.stat().st_mtime)
+    except (OSError, TransportError) as exc:
+        raise BundleError(f"{path}: not a collector output ({exc})") from exc
+
+
 def read_bundles(path: Path) -> list[Bundle]:
-    """One path -> its bundles: a bundle dir, a dir of bundle dirs, or a .tar.gz of either."""
+    """One path -> its bundles: a bundle dir, a dir of bundle dirs, a .tar.gz of either, or
+    raw collector outputs (``<host>.out``) as ``playbooks/collect.yml`` saves them."""
     if path.is_file():
-        return _read_tar(path)
+        return [_read_raw(path)] if path.suffix == ".out" else _read_tar(path)
     if (path / "manifest.json").is_file():
         return [_from_files(lambda rel: (path / rel).read_bytes(), str(path))]
     if path.is_dir():
         found = sorted(p.parent for p in path.glob("*/manifest.json"))
         found_tars = sorted(path.glob("*.tar.gz"))
-        if not found and not found_tars:
-            raise BundleError(f"{path}: no bundle (manifest.json) found")
+        raws = sorted(path.glob("*.out"))
+        if not found and not found_tars and not raws:
+            raise BundleError(f"{path}: no bundle (manifest.json, .tar.gz or .out) found")
         bundles = [b for d in found for b in read_bundles(d)]
-        return bundles + [b for t in found_tars for b in _read_tar(t)]
+        return bundles + [b for t in found_tars for b in _read_tar(t)] + [_read_raw(r) for r in raws]
     raise BundleError(f"{path}: no such bundle")

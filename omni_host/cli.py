@@ -92,6 +92,9 @@ def build_parser() -> argparse.ArgumentParser:
     collect.add_argument("--engine", choices=("ssh", "ansible"), default="ssh",
                          help="ssh: omni-host's own connections; ansible: playbooks/collect.yml "
                               "with Ansible's forks (large fleets, AWX)")
+    payload = sub.add_parser("payload", help="print the collector payload (for "
+                             "ansible-playbook playbooks/collect.yml -e omni_payload=FILE)")
+    payload.add_argument("--probe-timeout", type=_positive, default=None, metavar="S")
     from omni_host import cli_remediate, cli_report
 
     cli_remediate.add_parsers(sub)
@@ -306,6 +309,14 @@ def cmd_collect(args: argparse.Namespace) -> int:
     return EXIT_UNREACHABLE if failed else EXIT_OK
 
 
+def cmd_payload(args: argparse.Namespace) -> int:
+    from omni_host.collect import payload
+    from omni_host.probes import PROBES
+
+    sys.stdout.write(payload(PROBES, args.probe_timeout))
+    return EXIT_OK
+
+
 def _collect_ansible(args: argparse.Namespace, plans: list) -> tuple[list, list[str]]:
     from omni_host.ansible_engine import collect_with_ansible
     from omni_host.errors import UsageError
@@ -324,7 +335,8 @@ def main(argv: list[str] | None = None) -> int:
     from omni_host.errors import OmniHostError
 
     handlers = {"audit": cmd_audit, "collect": cmd_collect, "remediate": cmd_remediate,
-                "bootstrap": cmd_bootstrap, "report": cmd_report, "schedule": cmd_schedule}
+                "bootstrap": cmd_bootstrap, "report": cmd_report, "schedule": cmd_schedule,
+                "payload": cmd_payload}
     try:
         return handlers[args.command](args)
     except OmniHostError as exc:

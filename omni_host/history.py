@@ -110,14 +110,24 @@ def diff_hosts(old: dict[str, Any], new: dict[str, Any],
 
 
 def cold_case(history: History, current: dict[str, Any]) -> dict[str, Any]:
-    """The Cold Case layer of a host's audit that is newer than everything in ``history``."""
+    """The Cold Case layer of a host's audit newer than everything in ``history``: every
+    check that failed and every engine that was blocked in an earlier audit, with its status
+    now; ``resurrected`` are those that pass (or may be re-evaluated) now."""
     entries = history.for_host(current["host"])
     if not entries:
-        return {"resurrected": [], "resurrected_engines": [], "previous": None}
+        return {"resurrected": [], "resurrected_engines": [], "previous": None, "items": []}
     (prev, old), earlier = entries[0], [h for _, h in entries[1:]]
     d = diff_hosts(old, current, earlier)
+    now = _statuses(current)
+    failed_ever = sorted({c for _, h in entries for c, s in _statuses(h).items() if s in BAD})
+    engines_now = {e["engine"]: e["status"] for e in current.get("strategic", [])}
+    blocked_ever = sorted({e["engine"] for _, h in entries for e in h.get("strategic", [])
+                           if e.get("status") in ("blocked", "blocked-upstream")})
+    items = [{"item": c, "was": "failed", "now": now.get(c, "not run")} for c in failed_ever]
+    items += [{"item": e, "was": "blocked", "now": engines_now.get(e, "not evaluated")}
+              for e in blocked_ever]
     return {"resurrected": d["resurrected"], "resurrected_engines": d["resurrected_engines"],
-            "previous": prev.id}
+            "previous": prev.id, "items": items}
 
 
 def timelines(history: History, doc: dict[str, Any]) -> dict[str, dict[str, list[tuple[str, str]]]]:

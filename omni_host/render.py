@@ -86,12 +86,16 @@ def strategic_lines(host: dict[str, Any]) -> list[str]:
 
 
 def cold_case_lines(host: dict[str, Any]) -> list[str]:
+    """Everything that failed or was blocked before, and what it is now."""
     cold = host.get("cold_case")
     if not cold or not cold.get("previous"):
         return []
-    items = [f"{c}: failed before, passes now" for c in cold["resurrected"]]
-    items += [f"{e}: was blocked, worth re-evaluating now" for e in cold["resurrected_engines"]]
-    return items or [f"nothing resurrected since {cold['previous']}"]
+    lines = []
+    for item in cold.get("items") or []:
+        back = item["now"] in ("pass", "re-evaluate")
+        lines.append(f"{item['item']}: {item['was']} before, {item['now']} now"
+                     + (" (RESURRECTED)" if back else ""))
+    return lines or [f"nothing failed or was blocked in earlier audits (last: {cold['previous']})"]
 
 
 def render_table(doc: dict[str, Any], console: Console) -> None:

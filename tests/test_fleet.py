@@ -4,6 +4,7 @@ refusing fleet each cost only themselves."""
 from __future__ import annotations
 
 import json
+import os
 import signal
 import socket
 import subprocess
@@ -200,3 +201,24 @@ def test_ansible_engine_collects_the_same_bundles(sshd: Sshd, tmp_path: Path) ->
 
     assert verdicts(offline.stdout) == verdicts(live.stdout)
     assert ("numa.nps1", "pass") in [v[:2] for v in verdicts(offline.stdout)]
+
+
+def test_plain_ansible_playbook_collect_then_audit_the_outputs(sshd: Sshd, tmp_path: Path) -> None:
+    inv = sshd.inventory(tmp_path / "inv", {"loop": {"ansible_python_interpreter": "/usr/bin/python3"}},
+                         group_vars={"omni_numa_nodes": 1})
+    payload = tmp_path / "payload.py"
+    made = run_cli("payload")
+    assert made.code == 0 and "def main(plan_json)" in made.stdout
+    payload.write_text(made.stdout)
+    out = tmp_path / "out"
+    out.mkdir()
+    env = dict(os.environ, ANSIBLE_SSH_COMMON_ARGS=f"-o UserKnownHostsFile={sshd.known_hosts}")
+    played = subprocess.run(
+        [str(Path(sys.executable).parent / "ansible-playbook"), "-i", str(inv),
+         str(REPO / "playbooks" / "collect.yml"), "-e", f"omni_payload={payload}",
+         "-e", f"omni_out={out}"], capture_output=True, text=True, env=env, check=False)
+    assert played.returncode == 0, played.stdout[-2000:]
+    assert (out / "loop.out").is_file()
+    result = run_cli("audit", "--bundle", str(out), "-i", str(inv), "--format", "json")
+    assert result.code == 0, result.stderr
+    assert hosts(result.stdout)["loop"]["results"][0]["status"] == "pass"
