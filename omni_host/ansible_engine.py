@@ -8,27 +8,33 @@ import tempfile
 import time
 from pathlib import Path
 
+from omni_host.audit import HostPlan
 from omni_host.bundle import Bundle
 from omni_host.collect import bundle_from_output, payload
 from omni_host.errors import TransportError
 from omni_host.playbook import run_playbook
-from omni_host.probes import PROBES
+from omni_host.probes import probes_for
 from omni_host.resources import data_path
 
 
-def collect_with_ansible(*, inventory: Path, hosts: list[str], known_hosts: Path, forks: int,
-                         probe_timeout_s: float | None) -> tuple[list[Bundle], list[str]]:
-    """Bundles of the hosts that answered, and one line per host that did not."""
+def collect_with_ansible(*, inventory: Path, plans: list[HostPlan], known_hosts: Path,
+                         forks: int, probe_timeout_s: float | None) -> tuple[list[Bundle], list[str]]:
+    """Bundles of the hosts that answered, and one line per host that did not. Each host gets
+    the payload of its own policy (its model paths, binaries, packages)."""
+    hosts = [p.name for p in plans]
     with tempfile.TemporaryDirectory(prefix="omni-ansible-collect-") as tmp:
         work = Path(tmp)
-        (work / "payload.py").write_text(payload(PROBES, probe_timeout_s))
+        (work / "payloads").mkdir()
+        for plan in plans:
+            (work / "payloads" / f"{plan.name}.py").write_text(
+                payload(probes_for(plan.policy), probe_timeout_s))
         (work / "out").mkdir()
         started = time.time()
         outcome = run_playbook(
             playbook=data_path("playbooks") / "collect.yml", inventory=inventory,
             hosts=tuple(hosts), check_mode=False, artifacts_dir=work / "runner",
             known_hosts=known_hosts, forks=forks,
-            extravars={"omni_payload": str(work / "payload.py"), "omni_out": str(work / "out")})
+            extravars={"omni_payload_dir": str(work / "payloads"), "omni_out": str(work / "out")})
         elapsed = time.time() - started
         bundles, errors = [], []
         for host in hosts:

@@ -20,7 +20,7 @@ from omni_host.facts import facts_from_bundle
 from omni_host.inventory import Inventory, InventoryHost
 from omni_host.policy import Policy, policy_from_vars, reference_vars
 from omni_host.pool import PoolResult, run_pool
-from omni_host.probes import PROBES
+from omni_host.probes import DYNAMIC, PROBES, probes_for
 from omni_host.report import HostReport, Report
 from omni_host.sentinel import fact_summary, strategic
 from omni_host.transport.local import LocalTransport
@@ -97,7 +97,7 @@ def collect_host(plan: HostPlan, ssh: SshOptions, probe_timeout_s: float | None)
     transport = LocalTransport() if plan.ssh is None else SshTransport(plan.ssh, ssh)
     try:
         return collect(plan.name, transport, become=plan.become, probe_timeout_s=probe_timeout_s,
-                       python=plan.python)
+                       python=plan.python, probes=probes_for(plan.policy))
     finally:
         transport.close()
 
@@ -119,7 +119,7 @@ def audit_host(plan: HostPlan, ssh: SshOptions, probe_timeout_s: float | None = 
 
 def host_deadline_s(ssh: SshOptions, probe_timeout_s: float | None) -> float:
     """How long one host may take in all: connecting (through one jump), then collecting."""
-    return 2 * ssh.connect_timeout_s + deadline_s(PROBES, probe_timeout_s) + 5.0
+    return 2 * ssh.connect_timeout_s + deadline_s((*PROBES, *DYNAMIC), probe_timeout_s) + 5.0
 
 
 def _failed(plan: HostPlan, error: str, elapsed: float) -> HostReport:

@@ -80,7 +80,8 @@ def build_parser() -> argparse.ArgumentParser:
     audit.add_argument("--output", type=Path, default=None,
                        help="write the report to this file (atomically) instead of stdout")
     audit.add_argument("--waivers", type=Path, default=None,
-                       help="waivers file (default: waivers.yml beside the inventory, if any)")
+                       help="waivers file (default: $OMNI_HOST_WAIVERS, else "
+                            "~/.config/omni-host/waivers.yml if it exists)")
     audit.add_argument("--report-dir", type=Path, default=None,
                        help="where audits are stored (default: $XDG_DATA_HOME/omni-host/reports)")
     audit.add_argument("--no-store", action="store_true", help="do not store this audit")
@@ -256,16 +257,25 @@ def cmd_audit(args: argparse.Namespace) -> int:
     return code
 
 
+def default_waivers() -> Path | None:
+    """$OMNI_HOST_WAIVERS, else $XDG_CONFIG_HOME/omni-host/waivers.yml when it exists. (Not
+    beside the inventory: Ansible would read it as an inventory source.)"""
+    import os
+
+    if os.environ.get("OMNI_HOST_WAIVERS"):
+        return Path(os.environ["OMNI_HOST_WAIVERS"])
+    config = Path(os.environ.get("XDG_CONFIG_HOME") or Path.home() / ".config")
+    path = config / "omni-host" / "waivers.yml"
+    return path if path.is_file() else None
+
+
 def _waived(args: argparse.Namespace, hosts: list) -> tuple[list, list[str]]:
     import datetime as dt
 
     from omni_host.checks import catalog
     from omni_host.waivers import apply_waivers, load_waivers
 
-    path = args.waivers
-    if path is None and args.inventory is not None:
-        beside = (args.inventory if args.inventory.is_dir() else args.inventory.parent)
-        path = beside / "waivers.yml" if (beside / "waivers.yml").is_file() else None
+    path = args.waivers or default_waivers()
     if path is None:
         return hosts, []
     waivers = load_waivers(path, set(catalog()))
@@ -323,7 +333,7 @@ def _collect_ansible(args: argparse.Namespace, plans: list) -> tuple[list, list[
 
     if args.inventory is None:
         raise UsageError("--engine ansible needs an inventory (-i)")
-    return collect_with_ansible(inventory=args.inventory, hosts=[p.name for p in plans],
+    return collect_with_ansible(inventory=args.inventory, plans=plans,
                                 known_hosts=args.known_hosts, forks=args.forks,
                                 probe_timeout_s=args.probe_timeout)
 

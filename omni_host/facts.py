@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from omni_host.bundle import Bundle
 from omni_host.model import Outcome, ProbeResult
-from omni_host.probes import PROBES, evaluate
+from omni_host.probes import PROBES_BY_ID, evaluate
 
 
 @dataclass(frozen=True)
@@ -28,4 +28,5 @@ class HostFacts:
 
 
 def facts_from_bundle(bundle: Bundle) -> HostFacts:
-    return HostFacts(bundle.host, {p.id: evaluate(p, bundle.results.get(p.id)) for p in PROBES})
+    return HostFacts(bundle.host, {p.id: evaluate(p, bundle.results.get(p.id))
+                                   for p in PROBES_BY_ID.values()})

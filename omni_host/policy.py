@@ -26,7 +26,11 @@ KNOWN_VARS = frozenset({
     "omni_zen5_tunables_containers", "omni_glibc_tunables", "omni_tunables_everywhere",
     "omni_compose_file", "omni_tunables_systemd_units", "omni_base_packages",
     "omni_gpu_driver_package", "omni_gpu_driver_version", "omni_allow_reboot",
+    "omni_llamacpp_binaries", "omni_models", "omni_disk_free", "omni_build_packages",
+    "omni_inference_containers",
 })
+_PACKAGE = re.compile(r"^[a-z0-9][a-z0-9+.-]+$")
+LOADERS = ("gguf", "full")
 
 
 def version_tuple(text: str) -> tuple[int, ...]:
@@ -51,6 +55,18 @@ class ExpectedGpu:
 
 
 @dataclass(frozen=True)
+class ExpectedModel:
+    path: str
+    loader: str  # "gguf" (streams, mmap) or "full" (loads every weight into RAM first)
+
+
+@dataclass(frozen=True)
+class DiskHeadroom:
+    path: str
+    min_free_gib: float
+
+
+@dataclass(frozen=True)
 class Policy:
     numa_nodes: int | None = None
     gpu_driver_min: str | None = None
@@ -61,6 +77,11 @@ class Policy:
     swap_max_used_pct: float = 50.0
     zen5_tunables_containers: tuple[str, ...] = ()
     tunables_everywhere: bool = False
+    llamacpp_binaries: tuple[str, ...] = ()
+    models: tuple[ExpectedModel, ...] = ()
+    disk_free: tuple[DiskHeadroom, ...] = ()
+    build_packages: tuple[str, ...] = ()
+    inference_containers: tuple[str, ...] | None = None
 
 
 def _fail(origin: str, var: str, msg: str) -> InventoryError:
@@ -101,6 +122,52 @@ def _gpus(origin: str, value: Any) -> tuple[ExpectedGpu, ...] | None:
     return tuple(gpus)
 
 
+def _abs_paths(origin: str, values: dict[str, Any], var: str) -> tuple[str, ...]:
+    value = values.get(var) or []
+    if not isinstance(value, list) or not all(isinstance(v, str) and v.startswith("/") for v in value):
+        raise _fail(origin, var, "must be a list of absolute paths")
+    return tuple(value)
+
+
+def _records(origin: str, values: dict[str, Any], var: str, keys: tuple[str, ...]) -> list[dict]:
+    value = values.get(var) or []
+    if not isinstance(value, list):
+        raise _fail(origin, var, f"must be a list of {{{', '.join(keys)}}}")
+    for i, item in enumerate(value):
+        if not isinstance(item, dict) or not isinstance(item.get("path"), str) \
+                or not item["path"].startswith("/"):
+            raise _fail(origin, f"{var}[{i}]", "needs an absolute 'path'")
+    return value
+
+
+def _catalog_vars(origin: str, values: dict[str, Any]) -> dict[str, Any]:
+    """The variables of the wider catalog (issue: the full check catalog)."""
+    models = []
+    for i, item in enumerate(_records(origin, values, "omni_models", ("path", "loader"))):
+        loader = item.get("loader", "gguf")
+        if loader not in LOADERS:
+            raise _fail(origin, f"omni_models[{i}].loader", f"must be one of {LOADERS}, got {loader!r}")
+        models.append(ExpectedModel(item["path"], loader))
+    disks = []
+    for i, item in enumerate(_records(origin, values, "omni_disk_free", ("path", "min_free_gib"))):
+        free = item.get("min_free_gib")
+        if isinstance(free, bool) or not isinstance(free, (int, float)) or free <= 0:
+            raise _fail(origin, f"omni_disk_free[{i}].min_free_gib", f"must be > 0, got {free!r}")
+        disks.append(DiskHeadroom(item["path"], float(free)))
+    packages = values.get("omni_build_packages") or []
+    if not isinstance(packages, list) or not all(isinstance(p, str) and _PACKAGE.match(p)
+                                                 for p in packages):
+        raise _fail(origin, "omni_build_packages", "must be a list of Debian package names")
+    inference = values.get("omni_inference_containers")
+    if inference is not None and (not isinstance(inference, list) or
+                                  not all(isinstance(c, str) and c for c in inference)):
+        raise _fail(origin, "omni_inference_containers", "must be a list of container names")
+    return {"llamacpp_binaries": _abs_paths(origin, values, "omni_llamacpp_binaries"),
+            "models": tuple(models), "disk_free": tuple(disks),
+            "build_packages": tuple(packages),
+            "inference_containers": tuple(inference) if inference is not None else None}
+
+
 def policy_from_vars(values: dict[str, Any], origin: str) -> Policy:
     """Validate the ``omni_*`` variables of one host; an unknown ``omni_`` name is an error
     (a typo would otherwise silently turn a check off)."""
@@ -136,6 +203,7 @@ def policy_from_vars(values: dict[str, Any], origin: str) -> Policy:
         swap_max_used_pct=float(pct),
         zen5_tunables_containers=tuple(containers),
         tunables_everywhere=bool(values.get("omni_tunables_everywhere", False)),
+        **_catalog_vars(origin, values),
     )
 
 

@@ -9,6 +9,7 @@ runs the collector on the host, so psutil, pynvml and py-cpuinfo are found where
 
 from __future__ import annotations
 
+import dataclasses
 import shlex
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -16,8 +17,10 @@ from typing import Any
 
 from omni_host.errors import ParseError
 from omni_host.model import CommandResult, Outcome, ProbeResult
-from omni_host.parsers import cpu, docker, memory, numa, nvidia, system
+from omni_host.parsers import build, cpu, docker, host, memory, numa, nvidia, system
 from omni_host.parsers import excerpt as _excerpt
+from omni_host.policy import Policy
+from omni_host.resources import resources_text
 
 # Helpers run with the host's python3; exit 3 means the module is not importable there.
 _IMPORT = ("import json,sys\ntry:\n import {mod}\n"
@@ -64,6 +67,26 @@ PYCPUINFO_CODE = _IMPORT.format(mod="cpuinfo") + "print(json.dumps(cpuinfo.get_c
 SYSFS_NODES = ("grep -H . /sys/devices/system/node/node*/cpulist; "
                "grep -H MemTotal /sys/devices/system/node/node*/meminfo")
 
+CUDA_PATH = 'PATH="$PATH:/usr/local/cuda/bin"; '
+NVCC = CUDA_PATH + "exec nvcc --version"
+GPU_QUERY_FIELDS = ("index,name,compute_cap,pcie.link.gen.current,pcie.link.gen.max,"
+                    "pcie.link.width.current,pcie.link.width.max,persistence_mode,"
+                    "ecc.errors.uncorrected.volatile.total")
+# dmesg is often root-only: say so (exit 126) rather than report no Xid.
+XID = ('log=$(dmesg 2>&1) || { echo "$log" | tail -1 >&2; exit 126; }; '
+       'printf "%s\\n" "$log" | grep -E "NVRM: Xid" | tail -50; exit 0')
+DOCKER_NETWORKS = ('ids=$(docker network ls -q) || exit $?; '
+                   'if [ -z "$ids" ]; then echo "[]"; else exec docker network inspect $ids; fi')
+# Per-file loops: each file's output follows a "== <path>" line; paths arrive as "$@".
+CUOBJDUMP = CUDA_PATH + ('command -v cuobjdump >/dev/null || exit 127; '
+                         'for f in "$@"; do echo "== $f"; cuobjdump --list-elf "$f" 2>&1; done; exit 0')
+READELF = ('command -v readelf >/dev/null || exit 127; '
+           'for f in "$@"; do echo "== $f"; readelf -d --dyn-syms -W "$f" 2>&1; done; exit 0')
+DF = 'for p in "$@"; do echo "== $p"; df -P -k "$p" 2>&1; done; exit 0'
+DPKG = ('command -v dpkg-query >/dev/null || exit 127; for p in "$@"; do '
+        's=$(dpkg-query -W -f \'${db:Status-Status}\' "$p" 2>/dev/null) || s=not-installed; '
+        'echo "$p $s"; done')
+
 DOCKER_INSPECT = ('ids=$(docker ps -q --no-trunc) || exit $?; '
                   'if [ -z "$ids" ]; then echo "[]"; else exec docker inspect $ids; fi')
 
@@ -76,12 +99,15 @@ class Probe:
     timeout_s: float = 10.0
     fallback_for: str | None = None
     redact: str | None = None
+    label: str | None = None  # how evidence names a scripted probe
 
     @property
     def command(self) -> str:
         """The command as a person would type it, for evidence lines."""
+        if self.label:
+            return self.label
         if self.argv[:2] == ("sh", "-c"):
-            return self.argv[2]
+            return self.argv[2] + (f" ({shlex.join(self.argv[4:])})" if len(self.argv) > 4 else "")
         if self.argv[0] == "{python}":
             return f"python3 -c <{self.id} helper>"
         return shlex.join(self.argv)
@@ -116,9 +142,47 @@ PROBES: tuple[Probe, ...] = (
     Probe("docker.containers", ("sh", "-c", DOCKER_INSPECT), docker.parse_docker_inspect,
           timeout_s=20, redact="docker-inspect"),
     Probe("system.kernel", ("uname", "-r"), system.parse_uname_r),
+    Probe("gpu.query", ("nvidia-smi", f"--query-gpu={GPU_QUERY_FIELDS}", "--format=csv,noheader"),
+          build.parse_gpu_query, timeout_s=30,
+          label="nvidia-smi --query-gpu=compute_cap,pcie.link.*,persistence_mode,ecc.*"),
+    Probe("gpu.xid", ("sh", "-c", XID), host.parse_xid, label="dmesg | grep 'NVRM: Xid'"),
+    Probe("cuda.nvcc", ("sh", "-c", NVCC), build.parse_nvcc_version, label="nvcc --version"),
+    Probe("docker.networks", ("sh", "-c", DOCKER_NETWORKS), docker.parse_docker_networks,
+          timeout_s=20),
 )
 
-PROBES_BY_ID = {p.id: p for p in PROBES}
+# Probes whose arguments come from the policy (paths, package names). They are appended to
+# the plan only when the policy names something for them; the values travel as argv, after
+# a fixed script, so no inventory value is ever parsed by a shell.
+_MODELS_HELPER = resources_text("helpers/gguf_models.py")
+DYNAMIC: tuple[Probe, ...] = (
+    Probe("llamacpp.cuobjdump", ("sh", "-c", CUOBJDUMP, "cuobjdump"), build.parse_cuobjdump,
+          timeout_s=60, label="cuobjdump --list-elf <omni_llamacpp_binaries>"),
+    Probe("llamacpp.readelf", ("sh", "-c", READELF, "readelf"), build.parse_readelf, timeout_s=30,
+          label="readelf -d --dyn-syms <omni_llamacpp_binaries>"),
+    Probe("model.files", ("{python}", "-c", _MODELS_HELPER), host.parse_models, timeout_s=120,
+          label="python3 gguf_models helper <omni_models> (headers only)"),
+    Probe("disk.df", ("sh", "-c", DF, "df"), host.parse_df, label="df -P -k <omni_disk_free paths>"),
+    Probe("packages.dpkg", ("sh", "-c", DPKG, "dpkg"), host.parse_dpkg,
+          label="dpkg-query -W <omni_build_packages>"),
+)
+
+PROBES_BY_ID = {p.id: p for p in (*PROBES, *DYNAMIC)}
+
+
+def probes_for(policy: Policy) -> tuple[Probe, ...]:
+    """The plan for one host: every static probe, plus the policy's paths and packages."""
+    args = {
+        "llamacpp.cuobjdump": list(policy.llamacpp_binaries),
+        "llamacpp.readelf": list(policy.llamacpp_binaries),
+        "model.files": (["--models", *(m.path for m in policy.models),
+                         "--llama", *policy.llamacpp_binaries] if policy.models else []),
+        "disk.df": [d.path for d in policy.disk_free],
+        "packages.dpkg": list(policy.build_packages),
+    }
+    extra = tuple(dataclasses.replace(p, argv=(*p.argv, *args[p.id]))
+                  for p in DYNAMIC if args[p.id])
+    return PROBES + extra
 
 
 def _first_line(text: str) -> str:
@@ -147,8 +211,9 @@ def _unavailable_reason(result: CommandResult) -> str | None:
 def evaluate(probe: Probe, result: CommandResult | None) -> ProbeResult:
     """A probe's outcome: observed (with a fact), unavailable (why) or unparseable (excerpt)."""
     if result is None:
-        return ProbeResult(probe.id, probe.command, Outcome.UNAVAILABLE,
-                           reason="not collected in this bundle")
+        reason = ("not requested by the policy" if probe in DYNAMIC else
+                  "not collected in this bundle")
+        return ProbeResult(probe.id, probe.command, Outcome.UNAVAILABLE, reason=reason)
     reason = _unavailable_reason(result)
     if reason is not None:
         return ProbeResult(probe.id, probe.command, Outcome.UNAVAILABLE, reason=reason)

@@ -33,7 +33,8 @@ def status_of(result: dict[str, Any]) -> str:
 def unobserved(host: dict[str, Any]) -> list[str]:
     """Probes that yielded nothing, except fallbacks that were not needed."""
     return [f"{pid} ({p['reason']})" for pid, p in (host.get("probes") or {}).items()
-            if p["outcome"] != "observed" and not p["reason"].startswith("not needed")]
+            if p["outcome"] != "observed"
+            and not p["reason"].startswith(("not needed", "not requested"))]
 
 
 def summary_line(doc: dict[str, Any]) -> str:

@@ -16,3 +16,8 @@ def data_path(name: str) -> Path:
     if packaged.is_dir():
         return packaged
     return _PACKAGE.parent / name
+
+
+def resources_text(rel: str) -> str:
+    """A text file of the omni_host package (e.g. a helper script sent to hosts)."""
+    return (_PACKAGE / rel).read_text(encoding="utf-8")

@@ -54,22 +54,29 @@ def swap(stdout: str) -> dict:
     return next(r for r in json.loads(stdout)["hosts"][0]["results"] if r["id"] == "swap.capacity")
 
 
+def local_inventory(tmp_path: Path) -> Path:
+    """This machine, expected to have 4 GiB of swap (it has none): swap.capacity fails."""
+    inv = tmp_path / "inv"
+    inv.mkdir()
+    (inv / "hosts.yml").write_text("all:\n  hosts:\n    localbox:\n      ansible_connection: local\n"
+                                   "  vars:\n    omni_numa_nodes: 1\n    omni_swap_size_mib: 4096\n")
+    return inv
+
+
 def test_waived_failure_is_shown_and_does_not_fail(tmp_path: Path) -> None:
     waivers = write(tmp_path, GOOD.format(expires="2099-01-01"))
-    # gpu checks still fail on this VM: waive them too to see exit 0
-    extra = ("  - check: gpu.driver-version\n    justification: no GPU in CI\n"
-             "    approver: ops-lead\n    expires: 2099-01-01\n"
-             "  - check: gpu.topology\n    justification: no GPU in CI\n"
-             "    approver: ops-lead\n    expires: 2099-01-01\n")
-    (tmp_path / "waivers.yml").write_text(waivers.read_text() + extra)
-    result = run_cli("audit", "--format", "json", "--no-store", "--waivers", str(waivers))
-    assert result.code == 0, result.stderr
+    inv = local_inventory(tmp_path)
+    result = run_cli("audit", "-i", str(inv), "--format", "json", "--no-store",
+                     "--waivers", str(waivers))
+    assert result.code == 0, result.stdout
     r = swap(result.stdout)
     assert r["status"] == "fail" and r["effective_status"] == "waived"  # the check still ran
     assert r["waiver"]["approver"] == "ops-lead"
-    assert json.loads(result.stdout)["summary"]["waived"] == 3
-    table = run_cli("audit", "--no-store", "--waivers", str(waivers))
-    assert "WAIVED" in table.stdout and "waived by ops-lead" in table.stdout
+    assert json.loads(result.stdout)["summary"]["waived"] == 1
+    without = run_cli("audit", "-i", str(inv), "--format", "json", "--no-store")
+    assert without.code == 1
+    table = run_cli("audit", "-i", str(inv), "--no-store", env={"OMNI_HOST_WAIVERS": str(waivers)})
+    assert table.code == 0 and "WAIVED" in table.stdout and "waived by ops-lead" in table.stdout
 
 
 def test_expired_waiver_is_flagged_and_not_applied(tmp_path: Path) -> None:

@@ -33,6 +33,7 @@ class CheckMeta:
     lessons: tuple[str, ...]
     rationale: str
     remediation: Remediation
+    references: tuple[str, ...] = ()
 
     def result(self, status: Status, summary: str, *, expected: Any = None, actual: Any = None,
                evidence: tuple[Evidence, ...] = (), details: dict[str, Any] | None = None,
@@ -73,12 +74,22 @@ def catalog() -> dict[str, CheckMeta]:
         fix = entry["remediation"]
         metas[cid] = CheckMeta(cid, entry["title"], Severity(entry["severity"]), entry["layer"],
                                tuple(entry["lessons"]), " ".join(entry["rationale"].split()),
-                               Remediation(fix["kind"], fix.get("playbook"), tuple(fix.get("steps", ()))))
+                               Remediation(fix["kind"], fix.get("playbook"), tuple(fix.get("steps", ()))),
+                               tuple(entry.get("references", ())))
     return metas
 
 
 def registry() -> dict[str, CheckFn]:
-    from omni_host.checks import containers, gpu, numa, swap  # noqa: F401 (registration)
+    from omni_host.checks import (  # noqa: F401 (registration)
+        build,
+        containers,
+        docker,
+        gpu,
+        host,
+        models,
+        numa,
+        swap,
+    )
 
     return dict(_REGISTRY)
 
