@@ -75,7 +75,8 @@ def test_waived_failure_is_shown_and_does_not_fail(tmp_path: Path) -> None:
     assert json.loads(result.stdout)["summary"]["waived"] == 1
     without = run_cli("audit", "-i", str(inv), "--format", "json", "--no-store")
     assert without.code == 1
-    table = run_cli("audit", "-i", str(inv), "--no-store", env={"OMNI_HOST_WAIVERS": str(waivers)})
+    table = run_cli("audit", "-i", str(inv), "--no-store", env={"OMNI_HOST_WAIVERS": str(waivers),
+                                                              "COLUMNS": "200"})
     assert table.code == 0 and "WAIVED" in table.stdout and "waived by ops-lead" in table.stdout
 
 
