@@ -27,7 +27,9 @@ def disk_free(facts: HostFacts, policy: Policy, meta: CheckMeta) -> CheckResult:
         free_gib = usage.avail_kib / 1024 ** 2
         lines.append(f"{want.path} (on {usage.mount}): {free_gib:,.1f} GiB free")
         if free_gib < want.min_free_gib:
-            bad.append(f"{want.path}: {free_gib:,.1f} GiB free, policy wants {want.min_free_gib:g}")
+            wanted = want.min_free_gib
+            wanted_text = f"{wanted:,.0f}" if wanted == int(wanted) else f"{wanted:,.1f}"
+            bad.append(f"{want.path}: {free_gib:,.1f} GiB free, policy wants {wanted_text} GiB")
     evidence = (Evidence(df.probe_id, df.command, tuple(lines)),)
     if bad:
         return meta.result(Status.FAIL, "; ".join(bad), actual=lines, evidence=evidence)

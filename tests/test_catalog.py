@@ -1,0 +1,371 @@
+"""The wider check catalog on real captures: build facts from an H100 (CUDA libraries built
+with and without VMM for sm_90 and sm_120), real GGUF files, real containers and networks, this
+machine's disks and packages."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+from conftest import FIXTURES, run_cli, shared_fixture
+from helpers import gpu_bundle
+
+from omni_host.audit import evaluate_bundle
+from omni_host.bundle import Bundle
+from omni_host.checks.docker import missing_tool
+from omni_host.model import CommandResult, Status
+from omni_host.parsers import build, host
+from omni_host.policy import policy_from_vars
+
+BUILD = FIXTURES / "captures" / "build-h100"
+HELPER = Path(__file__).resolve().parent.parent / "omni_host" / "helpers" / "gguf_models.py"
+
+
+def capture(name: str) -> str:
+    return (BUILD / name).read_text()
+
+
+def with_probe(bundle: Bundle, probe_id: str, stdout: str, argv: tuple[str, ...] = ("sh",)) -> Bundle:
+    results = dict(bundle.results)
+    results[probe_id] = CommandResult(probe_id, argv, "ran", 0, stdout, "", 0.01)
+    return dataclasses.replace(bundle, results=results)
+
+
+def verdict(bundle: Bundle, check_id: str, **policy_vars) -> object:
+    policy = policy_from_vars(policy_vars, "test policy")
+    return next(r for r in evaluate_bundle(bundle, policy).results if r.id == check_id)
+
+
+def looped(files: dict[str, str]) -> str:
+    """The probe's per-file loop framing ("== <path>") around each real capture."""
+    return "".join(f"== {path}\n{text}" for path, text in files.items())
+
+
+# --- parsers on the captures ------------------------------------------------------------------
+
+def test_gpu_query_capture() -> None:
+    (gpu,) = build.parse_gpu_query(capture("nvidia-smi-query-health.csv"))
+    assert (gpu.name, gpu.compute_cap, gpu.pcie_width_current, gpu.ecc_uncorrected) == \
+        ("NVIDIA H100 80GB HBM3", (9, 0), 16, 0)
+    assert gpu.persistence_mode is True
+
+
+@pytest.mark.parametrize(("text", "version"), [
+    (lambda: capture("nvcc-version.txt"), (13, 0)),
+    (lambda: shared_fixture("cuda/nvcc-version_13.2_wsl2-rtx5090.txt"), (13, 2)),
+    (lambda: (FIXTURES / "captures" / "nvcc-version_13.0_h200.txt").read_text(), (13, 0)),
+])
+def test_nvcc_captures(text, version) -> None:
+    assert build.parse_nvcc_version(text()).version == version
+
+
+@pytest.mark.parametrize(("lib", "archs", "vmm"), [
+    ("libvmm_sm90", ("sm_90",), True), ("libnovmm_sm90", ("sm_90",), False),
+    ("libvmm_sm120", ("sm_120",), True), ("libnovmm_sm120", ("sm_120",), False),
+])
+def test_cuobjdump_and_readelf_captures(lib: str, archs: tuple, vmm: bool) -> None:
+    path = f"/opt/llama.cpp/build/bin/{lib}.so"
+    elf = build.parse_cuobjdump(looped({path: capture(f"cuobjdump-list-elf_{lib}.txt")}))[path]
+    dyn = build.parse_readelf(looped({path: capture(f"readelf-d_{lib}.txt") +
+                                      capture(f"readelf-dyn-syms_{lib}.txt")}))[path]
+    assert elf.archs == archs and elf.error is None
+    assert dyn.vmm is vmm
+
+
+def test_cuobjdump_missing_file_capture() -> None:
+    facts = build.parse_cuobjdump(looped({"/nope": capture("cuobjdump-missing-file.txt")}))
+    assert "Could not open input file" in (facts["/nope"].error or "")
+
+
+# --- cuda.toolkit and llamacpp.build on the H100 bundle -------------------------------------
+
+H100_QUERY = capture("nvidia-smi-query-health.csv")
+# A Blackwell stand-in: the real H100 line with compute capability 12.0 (no sm_120 GPU is lent).
+CC12_QUERY = H100_QUERY.replace("NVIDIA H100 80GB HBM3, 9.0", "NVIDIA RTX PRO 6000 Blackwell, 12.0")
+
+
+def test_cuda_toolkit_on_hopper_passes() -> None:
+    bundle = with_probe(gpu_bundle("h100-x1"), "gpu.query", H100_QUERY)
+    bundle = with_probe(bundle, "cuda.nvcc", capture("nvcc-version.txt"))
+    result = verdict(bundle, "cuda.toolkit")
+    assert result.status is Status.PASS and "no GPU of compute capability 12.x" in result.summary
+
+
+@pytest.mark.parametrize(("nvcc", "status"), [
+    (lambda: shared_fixture("cuda/nvcc-version_13.2_wsl2-rtx5090.txt"), Status.PASS),
+    (lambda: capture("nvcc-version.txt").replace("release 13.0, V13.0.88", "release 12.1, V12.1.105"),
+     Status.FAIL),
+])
+def test_cuda_toolkit_for_compute_capability_12(nvcc, status) -> None:
+    bundle = with_probe(gpu_bundle("h100-x1"), "gpu.query", CC12_QUERY)
+    bundle = with_probe(bundle, "cuda.nvcc", nvcc())
+    result = verdict(bundle, "cuda.toolkit")
+    assert result.status is status, result.summary
+    if status is Status.FAIL:
+        assert "need CUDA >= 12.8 but the toolkit is CUDA 12.1.105" in result.summary
+
+
+@pytest.mark.parametrize(("lib", "status", "words"), [
+    ("libvmm_sm90", Status.PASS, "carry sm_90 and CUDA VMM"),
+    ("libnovmm_sm90", Status.FAIL, "built with CUDA VMM off"),
+    ("libvmm_sm120", Status.FAIL, "lacks sm_90 code"),
+])
+def test_llamacpp_build_on_the_h100(lib: str, status: Status, words: str) -> None:
+    path = f"/opt/llama.cpp/build/bin/{lib}.so"
+    bundle = with_probe(gpu_bundle("h100-x1"), "gpu.query", H100_QUERY)
+    bundle = with_probe(bundle, "llamacpp.cuobjdump",
+                        looped({path: capture(f"cuobjdump-list-elf_{lib}.txt")}))
+    bundle = with_probe(bundle, "llamacpp.readelf", looped(
+        {path: capture(f"readelf-d_{lib}.txt") + capture(f"readelf-dyn-syms_{lib}.txt")}))
+    result = verdict(bundle, "llamacpp.build", omni_llamacpp_binaries=[path])
+    assert result.status is status, result.summary
+    assert words in result.summary
+
+
+def test_llamacpp_build_without_cuobjdump_is_skipped() -> None:
+    bundle = gpu_bundle("h100-x1")
+    results = dict(bundle.results)
+    results["llamacpp.cuobjdump"] = CommandResult("llamacpp.cuobjdump", ("sh",), "ran", 127, "",
+                                                  "", 0.0)
+    result = verdict(dataclasses.replace(bundle, results=results), "llamacpp.build",
+                     omni_llamacpp_binaries=["/opt/x.so"])
+    assert result.status is Status.SKIP and "not installed" in result.summary
+
+
+# --- gpu.health and cpu.avx512 ------------------------------------------------------------------
+
+@pytest.mark.parametrize(("query", "status", "words"), [
+    (H100_QUERY, Status.PASS, "persistence on, full PCIe width"),
+    (H100_QUERY.replace("16, 16, Enabled, 0", "8, 16, Enabled, 0"), Status.WARN, "PCIe x8 of x16"),
+    (H100_QUERY.replace("Enabled, 0", "Enabled, 3"), Status.FAIL, "3 uncorrectable ECC"),
+])
+def test_gpu_health(query: str, status: Status, words: str) -> None:
+    bundle = with_probe(gpu_bundle("h100-x1"), "gpu.query", query)
+    bundle = with_probe(bundle, "gpu.xid", "")
+    result = verdict(bundle, "gpu.health")
+    assert result.status is status and words in result.summary
+
+
+def test_xid_lines_of_a_real_kernel_log_without_xid() -> None:
+    assert host.parse_xid(capture("dmesg-nvrm.txt")) == ()
+
+
+def test_cpu_avx512_on_zen5_capture() -> None:
+    bundle = with_probe(gpu_bundle("h100-x1"), "cpu.cpuinfo",
+                        shared_fixture("cpu/lscpu_ryzen9-9950x_zen5-fam26_pytorch-collect-env.txt"))
+    result = verdict(bundle, "cpu.avx512")
+    assert result.status is Status.PASS and "GLIBC_TUNABLES" in result.summary
+
+
+# --- models: real GGUF files written with the gguf library ----------------------------------
+
+def write_gguf(path: Path, arch: str) -> Path:
+    import gguf
+
+    writer = gguf.GGUFWriter(str(path), arch)
+    writer.add_block_count(2)
+    writer.add_array("tokenizer.ggml.tokens", ["<s>", "</s>", "hello"])
+    writer.add_tensor("token_embd.weight", np.zeros((8, 4), dtype=np.float32))
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    return path
+
+
+@pytest.fixture(scope="module")
+def llama_binary(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A compiled library carrying architecture names as C strings, as libllama.so does."""
+    work = tmp_path_factory.mktemp("llama")
+    src = work / "archs.c"
+    src.write_text('const char *LLM_ARCH_NAMES[] = {"llama", "qwen2", "deepseek2", 0};\n'
+                   "int n_archs(void) { return 3; }\n")
+    lib = work / "libllama.so"
+    subprocess.run(["gcc", "-shared", "-fPIC", "-O2", "-o", str(lib), str(src)], check=True)
+    return lib
+
+
+def run_helper(*args: str) -> host.ModelFacts:
+    out = subprocess.run([sys.executable, "-c", HELPER.read_text(), *args], capture_output=True,
+                         text=True, check=True).stdout
+    return host.parse_models(out)
+
+
+def model_bundle(tmp_path: Path, *args: str) -> Bundle:
+    out = subprocess.run([sys.executable, "-c", HELPER.read_text(), *args], capture_output=True,
+                         text=True, check=True).stdout
+    return with_probe(gpu_bundle("h100-x1"), "model.files", out)
+
+
+def test_gguf_header_and_split_sizes(tmp_path: Path, llama_binary: Path) -> None:
+    parts = [write_gguf(tmp_path / f"DeepSeek-Q4-0000{i}-of-00002.gguf", "deepseek2") for i in (1, 2)]
+    facts = run_helper("--models", str(parts[0]), "--llama", str(llama_binary))
+    (model,) = facts.models
+    assert model.architecture == "deepseek2" and model.files == 2
+    assert model.size_bytes == sum(p.stat().st_size for p in parts)
+    assert facts.binaries[str(llama_binary)] == {"deepseek2": True}
+
+
+@pytest.mark.parametrize(("arch", "status"), [("deepseek2", Status.PASS), ("deepseek3_2", Status.FAIL)])
+def test_model_architecture(tmp_path: Path, llama_binary: Path, arch: str, status: Status) -> None:
+    model = write_gguf(tmp_path / "model.gguf", arch)
+    bundle = model_bundle(tmp_path, "--models", str(model), "--llama", str(llama_binary))
+    result = verdict(bundle, "model.architecture", omni_models=[{"path": str(model)}],
+                     omni_llamacpp_binaries=[str(llama_binary)])
+    assert result.status is status, result.summary
+    if status is Status.FAIL:
+        assert "architecture deepseek3_2 is not supported by the installed llama.cpp" in result.summary
+
+
+@pytest.mark.parametrize(("damage", "words"), [
+    (lambda p: p.write_bytes(p.read_bytes()[:30]), "truncated GGUF header"),
+    (lambda p: p.write_bytes(b"GGML" + p.read_bytes()[4:]), "not a GGUF file (bad magic)"),
+    (lambda p: p.unlink(), "No such file or directory"),
+])
+def test_bad_model_files_are_named(tmp_path: Path, llama_binary: Path, damage, words: str) -> None:
+    model = write_gguf(tmp_path / "model.gguf", "deepseek2")
+    damage(model)
+    bundle = model_bundle(tmp_path, "--models", str(model), "--llama", str(llama_binary))
+    for check_id in ("model.architecture", "model.fit"):
+        result = verdict(bundle, check_id, omni_models=[{"path": str(model)}],
+                         omni_llamacpp_binaries=[str(llama_binary)])
+        assert result.status is Status.FAIL and words in result.summary, (check_id, result.summary)
+
+
+@pytest.mark.parametrize(("loader", "status"), [("full", Status.FAIL), ("gguf", Status.WARN)])
+def test_model_bigger_than_ram_and_swap(tmp_path: Path, loader: str, status: Status) -> None:
+    model = write_gguf(tmp_path / "huge.gguf", "deepseek2")
+    with open(model, "r+b") as fh:  # sparse: 642 GB on paper, nothing on disk
+        fh.truncate(642 * 10**9)
+    bundle = model_bundle(tmp_path, "--models", str(model))
+    result = verdict(bundle, "model.fit", omni_models=[{"path": str(model), "loader": loader}])
+    assert result.status is status, result.summary
+    assert "598 GiB, more than RAM+swap" in result.summary  # 642 GB = 598 GiB
+    if loader == "full":
+        assert "(F-022)" in result.summary
+
+
+def test_model_that_fits(tmp_path: Path) -> None:
+    model = write_gguf(tmp_path / "small.gguf", "llama")
+    bundle = model_bundle(tmp_path, "--models", str(model))
+    result = verdict(bundle, "model.fit", omni_models=[{"path": str(model), "loader": "full"}])
+    assert result.status is Status.PASS
+
+
+# --- disks and packages on this machine, through the real CLI ---------------------------------
+
+def local_audit(tmp_path: Path, **group_vars) -> dict:
+    import yaml
+
+    inv = tmp_path / "inv"
+    inv.mkdir(exist_ok=True)
+    (inv / "hosts.yml").write_text(yaml.safe_dump({"all": {"hosts": {"box": {
+        "ansible_connection": "local"}}, "vars": group_vars}}))
+    result = run_cli("audit", "-i", str(inv), "--format", "json", "--no-store")
+    return {r["id"]: r for r in json.loads(result.stdout)["hosts"][0]["results"]}
+
+
+def test_disk_free_on_this_machine(tmp_path: Path) -> None:
+    results = local_audit(tmp_path, omni_disk_free=[
+        {"path": "/", "min_free_gib": 1}, {"path": "/var", "min_free_gib": 10**6},
+        {"path": "/no/such/dir", "min_free_gib": 1}])
+    r = results["disk.free"]
+    assert r["status"] == "fail"
+    assert "/var: " in r["summary"] and "policy wants 1,000,000 GiB" in r["summary"]
+    assert "/no/such/dir: No such file or directory" in r["summary"]
+    assert local_audit(tmp_path, omni_disk_free=[{"path": "/", "min_free_gib": 1}])[
+        "disk.free"]["status"] == "pass"
+
+
+def test_build_packages_on_this_machine(tmp_path: Path) -> None:
+    results = local_audit(tmp_path, omni_build_packages=["numactl", "omni-host-no-such-package"])
+    assert results["packages.build-deps"]["status"] == "fail"
+    assert results["packages.build-deps"]["summary"] == "missing: omni-host-no-such-package"
+    assert results["packages.build-deps"]["remediation"]["playbook"] == "packages.yml"
+
+
+# --- docker: real containers and networks -----------------------------------------------------
+
+@pytest.fixture
+def stack(docker_image: str):
+    names = {"net": "omni-test-brain", "gpu": "omni-test-llm", "ok": "omni-test-llm-ok",
+             "hc": "omni-test-hc"}
+
+    def docker(*args: str) -> None:
+        subprocess.run(["docker", *args], check=True, capture_output=True)
+
+    for c in ("gpu", "ok", "hc"):
+        subprocess.run(["docker", "rm", "-f", names[c]], capture_output=True, check=False)
+    subprocess.run(["docker", "network", "rm", names["net"]], capture_output=True, check=False)
+    docker("network", "create", "--internal", names["net"])
+    sleep = ["sh", "-c", "sleep 300"]
+    docker("run", "-d", "--name", names["gpu"], "-e", "NVIDIA_VISIBLE_DEVICES=all", docker_image,
+           *sleep)
+    docker("run", "-d", "--name", names["ok"], "-e", "NVIDIA_VISIBLE_DEVICES=all", "--network",
+           names["net"], "--restart", "unless-stopped", docker_image, *sleep)
+    docker("run", "-d", "--name", names["hc"], "--health-cmd", "curl -f http://localhost:8080/",
+           "--health-interval", "1s", "--health-retries", "1", docker_image, *sleep)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        state = subprocess.run(["docker", "inspect", "-f", "{{.State.Health.Status}}", names["hc"]],
+                               capture_output=True, text=True, check=False).stdout.strip()
+        if state == "unhealthy":
+            break
+        time.sleep(0.5)
+    yield names
+    for c in ("gpu", "ok", "hc"):
+        subprocess.run(["docker", "rm", "-f", names[c]], capture_output=True, check=False)
+    subprocess.run(["docker", "network", "rm", names["net"]], capture_output=True, check=False)
+
+
+def test_docker_checks_on_real_containers(tmp_path: Path, stack: dict) -> None:
+    results = local_audit(tmp_path)
+    iso, restart = results["docker.isolation"], results["docker.restart-policy"]
+    assert iso["status"] == "fail" and f"{stack['gpu']} on non-internal network(s) bridge" in \
+        iso["summary"]
+    assert stack["ok"] not in iso["summary"]
+    assert restart["status"] == "fail" and stack["gpu"] in restart["summary"]
+    assert stack["ok"] not in restart["summary"]
+    hc = results["docker.healthchecks"]
+    assert hc["status"] == "fail"
+    assert f"{stack['hc']}: healthcheck (CMD-SHELL) calls curl, which the image lacks" in hc["summary"]
+    assert results["docker.gpu-runtime"]["status"] == "pass"
+    only_ok = local_audit(tmp_path, omni_inference_containers=[stack["ok"]])
+    assert only_ok["docker.isolation"]["status"] == "pass"
+    assert only_ok["docker.restart-policy"]["status"] == "pass"
+
+
+def test_gpu_container_under_gvisor_fails() -> None:
+    # runsc (gVisor) cannot be installed here: the real inspect capture with its runtime swapped.
+    docs = json.loads((FIXTURES / "captures" / "docker-inspect_vm-busybox-3containers_redacted.json")
+                      .read_text())
+    docs[0]["HostConfig"]["Runtime"] = "runsc"
+    docs[0]["Config"]["Env"].append("NVIDIA_VISIBLE_DEVICES=all")
+    bundle = with_probe(gpu_bundle("h100-x1"), "docker.containers", json.dumps(docs))
+    result = verdict(bundle, "docker.gpu-runtime")
+    assert result.status is Status.FAIL and "under gVisor (runsc)" in result.summary
+
+
+def test_inspect_lacking_fields_does_not_crash() -> None:
+    bundle = with_probe(gpu_bundle("h100-x1"), "docker.containers", json.dumps([{"Id": "abc"}]))
+    policy = policy_from_vars({}, "t")
+    statuses = {r.id: r.status for r in evaluate_bundle(bundle, policy).results
+                if r.id.startswith("docker.")}
+    assert Status.ERROR not in statuses.values()
+
+
+@pytest.mark.parametrize(("output", "tool"), [
+    ("/bin/sh: 1: curl: not found\n", "curl"),
+    ('OCI runtime exec failed: exec failed: unable to start container process: exec: "curl": '
+     'executable file not found in $PATH: unknown', "curl"),
+    ('exec: "/bin/sh": stat /bin/sh: no such file or directory', "/bin/sh"),
+    ("HTTP/1.1 200 OK", None),
+])
+def test_missing_tool_in_healthcheck_output(output: str, tool: str | None) -> None:
+    assert missing_tool(output) == tool
