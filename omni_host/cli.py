@@ -93,6 +93,15 @@ def build_parser() -> argparse.ArgumentParser:
     collect.add_argument("--engine", choices=("ssh", "ansible"), default="ssh",
                          help="ssh: omni-host's own connections; ansible: playbooks/collect.yml "
                               "with Ansible's forks (large fleets, AWX)")
+    checks = sub.add_parser("checks", help="the check catalog: list, explain ID|LESSON, doc")
+    csub = checks.add_subparsers(dest="checks_command", required=True)
+    csub.add_parser("list", help="every check with severity, layer and lessons")
+    explain = csub.add_parser("explain", help="what a check verifies, why, how, and the fix")
+    explain.add_argument("term", help="a check id (swap.capacity) or a lesson id (F-010)")
+    csub.add_parser("doc", help="print docs/checks.md")
+    init = sub.add_parser("init", help="record a known-good host's state as its host_vars")
+    _add_target_args(init)
+    init.add_argument("--force", action="store_true", help="overwrite existing host_vars")
     payload = sub.add_parser("payload", help="print the collector payload (for "
                              "ansible-playbook playbooks/collect.yml -e omni_payload=FILE)")
     payload.add_argument("--probe-timeout", type=_positive, default=None, metavar="S")
@@ -319,6 +328,57 @@ def cmd_collect(args: argparse.Namespace) -> int:
     return EXIT_UNREACHABLE if failed else EXIT_OK
 
 
+def cmd_checks(args: argparse.Namespace) -> int:
+    from omni_host import explain
+
+    if args.checks_command == "list":
+        sys.stdout.write("\n".join(explain.list_lines()) + "\n")
+    elif args.checks_command == "doc":
+        sys.stdout.write(explain.markdown())
+    else:
+        sys.stdout.write("\n".join(explain.explain(m) for m in explain.find(args.term)))
+    return EXIT_OK
+
+
+def cmd_init(args: argparse.Namespace) -> int:
+    """Collect one host, derive its omni_* variables, show the diff, write host_vars."""
+    import yaml
+
+    from omni_host.audit import collect_host
+    from omni_host.baseline import diff, merged_text, observed_vars
+    from omni_host.errors import TransportError, UsageError
+    from omni_host.facts import facts_from_bundle
+
+    if args.inventory is None or not args.inventory.is_dir() or not args.pattern:
+        raise UsageError("init needs an inventory directory (-i DIR) and one HOST")
+    plans = _plans(args)
+    if len(plans) != 1:
+        raise UsageError(f"init records one host; {args.pattern!r} matches {len(plans)}")
+    plan = plans[0]
+    try:
+        bundle = collect_host(plan, _ssh_options(args), args.probe_timeout)
+    except TransportError as exc:
+        _err(f"{plan.name}: unreachable: {exc}")
+        return EXIT_UNREACHABLE
+    target = args.inventory / "host_vars" / f"{plan.name}.yml"
+    old = target.read_text() if target.is_file() else ""
+    existing = (yaml.safe_load(old) or {}) if old else {}
+    new = merged_text(existing, observed_vars(facts_from_bundle(bundle)), plan.name)
+    if new == old:
+        sys.stdout.write(f"{target} already records this state\n")
+        return EXIT_OK
+    sys.stdout.write(diff(old, new, str(target)))
+    if old and not args.force:
+        _err(f"{target} exists: not overwritten (use --force to write the diff above)")
+        return EXIT_FAILED
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = target.with_name(f".{target.name}.tmp")
+    tmp.write_text(new)
+    tmp.replace(target)
+    _err(f"wrote {target}")
+    return EXIT_OK
+
+
 def cmd_payload(args: argparse.Namespace) -> int:
     from omni_host.collect import payload
     from omni_host.probes import PROBES
@@ -346,7 +406,7 @@ def main(argv: list[str] | None = None) -> int:
 
     handlers = {"audit": cmd_audit, "collect": cmd_collect, "remediate": cmd_remediate,
                 "bootstrap": cmd_bootstrap, "report": cmd_report, "schedule": cmd_schedule,
-                "payload": cmd_payload}
+                "payload": cmd_payload, "checks": cmd_checks, "init": cmd_init}
     try:
         return handlers[args.command](args)
     except OmniHostError as exc:

@@ -369,3 +369,74 @@ def test_inspect_lacking_fields_does_not_crash() -> None:
 ])
 def test_missing_tool_in_healthcheck_output(output: str, tool: str | None) -> None:
     assert missing_tool(output) == tool
+
+
+# --- checks list / explain / doc, and init ------------------------------------------------------
+
+def test_checks_explain_by_lesson_and_id() -> None:
+    by_lesson = run_cli("checks", "explain", "F-010")
+    assert by_lesson.code == 0
+    assert by_lesson.stdout.startswith("containers.glibc-tunables: Zen 5 containers mask all five")
+    for part in ("Why (the lesson):", "How it is decided:", "Fix: playbook glibc-tunables.yml"):
+        assert part in by_lesson.stdout
+    fit = run_cli("checks", "explain", "model.fit")
+    assert "F-020, F-022" in fit.stdout and "RAM+swap" in fit.stdout
+    unknown = run_cli("checks", "explain", "swap.cap")
+    assert unknown.code == 2 and "did you mean swap.capacity?" in unknown.stderr
+
+
+def test_checks_list_shows_every_catalog_entry_implemented() -> None:
+    import yaml
+
+    listed = run_cli("checks", "list").stdout.splitlines()
+    catalog = yaml.safe_load((FIXTURES.parent.parent / "checks" / "catalog.yaml").read_text())
+    assert [line.split()[0] for line in listed] == list(catalog)
+    assert not any("not implemented" in line for line in listed)
+
+
+def test_docs_checks_md_matches_the_catalog() -> None:
+    doc = (FIXTURES.parent.parent / "docs" / "checks.md").read_text()
+    assert doc == run_cli("checks", "doc").stdout, "run: omni-host checks doc > docs/checks.md"
+
+
+def test_init_round_trip(sshd, tmp_path: Path) -> None:
+    inv = sshd.inventory(tmp_path / "inv", {"loop": {}})
+    common = ["--known-hosts", str(sshd.known_hosts), "--ssh-config", str(tmp_path / "none")]
+    first = run_cli("init", "-i", str(inv), "loop", *common)
+    assert first.code == 0, first.stderr
+    recorded = (inv / "host_vars" / "loop.yml").read_text()
+    assert "omni_numa_nodes: 1" in recorded and "omni_swap_size_mib: 0" in recorded
+    assert "+omni_numa_nodes: 1" in first.stdout  # the diff was shown
+    audit = run_cli("audit", "-i", str(inv), "loop", "--format", "json", "--no-store", *common)
+    results = {r["id"]: r["status"] for r in json.loads(audit.stdout)["hosts"][0]["results"]}
+    assert results["numa.nps1"] == "pass" and results["swap.capacity"] == "pass"
+    (inv / "host_vars" / "loop.yml").write_text(recorded.replace("omni_numa_nodes: 1",
+                                                                 "omni_numa_nodes: 4"))
+    refused = run_cli("init", "-i", str(inv), "loop", *common)
+    assert refused.code == 1 and "not overwritten" in refused.stderr
+    assert "-omni_numa_nodes: 4" in refused.stdout and "+omni_numa_nodes: 1" in refused.stdout
+    forced = run_cli("init", "-i", str(inv), "loop", "--force", *common)
+    assert forced.code == 0 and "omni_numa_nodes: 1" in (inv / "host_vars" / "loop.yml").read_text()
+
+
+def test_init_unreachable_host(sshd, tmp_path: Path) -> None:
+    from conftest import free_port
+
+    inv = sshd.inventory(tmp_path / "inv", {"gone": {"ansible_port": free_port()}})
+    result = run_cli("init", "-i", str(inv), "gone", "--known-hosts", str(sshd.known_hosts))
+    assert result.code == 3 and "gone: unreachable:" in result.stderr
+    assert not (inv / "host_vars").exists()
+
+
+@pytest.mark.parametrize("machine", ["h100-x1", "h200-x2"])
+def test_init_of_the_gpu_machines_then_audit_passes_what_it_recorded(machine: str) -> None:
+    from omni_host.baseline import observed_vars
+    from omni_host.facts import facts_from_bundle
+
+    bundle = gpu_bundle(machine)
+    recorded = observed_vars(facts_from_bundle(bundle))
+    assert recorded["omni_gpu_driver_min"] == "580.159.04" and recorded["omni_numa_nodes"] == 1
+    results = {r.id: r.status for r in
+               evaluate_bundle(bundle, policy_from_vars(recorded, machine)).results}
+    for check_id in ("numa.nps1", "gpu.driver-version", "gpu.topology", "swap.capacity"):
+        assert results[check_id] is Status.PASS, check_id

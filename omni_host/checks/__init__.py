@@ -34,6 +34,7 @@ class CheckMeta:
     rationale: str
     remediation: Remediation
     references: tuple[str, ...] = ()
+    decided: str = ""
 
     def result(self, status: Status, summary: str, *, expected: Any = None, actual: Any = None,
                evidence: tuple[Evidence, ...] = (), details: dict[str, Any] | None = None,
@@ -75,7 +76,8 @@ def catalog() -> dict[str, CheckMeta]:
         metas[cid] = CheckMeta(cid, entry["title"], Severity(entry["severity"]), entry["layer"],
                                tuple(entry["lessons"]), " ".join(entry["rationale"].split()),
                                Remediation(fix["kind"], fix.get("playbook"), tuple(fix.get("steps", ()))),
-                               tuple(entry.get("references", ())))
+                               tuple(entry.get("references", ())),
+                               " ".join(str(entry.get("decided", "")).split()))
     return metas
 
 
