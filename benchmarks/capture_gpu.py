@@ -9,6 +9,7 @@ POLICY.json holds omni_* variables whose paths and packages add the policy's pro
 
 from __future__ import annotations
 
+import json
 import sys
 import time
 from pathlib import Path
@@ -16,8 +17,6 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from omni_host.bundle import write_archive  # noqa: E402
-import json  # noqa: E402
-
 from omni_host.collect import collect  # noqa: E402
 from omni_host.policy import policy_from_vars  # noqa: E402
 from omni_host.probes import probes_for  # noqa: E402

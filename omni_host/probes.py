@@ -140,7 +140,7 @@ PROBES: tuple[Probe, ...] = (
           fallback_for="mem.meminfo"),
     Probe("fs.fstab", ("cat", "/etc/fstab"), memory.parse_fstab),
     Probe("docker.containers", ("sh", "-c", DOCKER_INSPECT), docker.parse_docker_inspect,
-          timeout_s=20, redact="docker-inspect"),
+          timeout_s=20, redact="docker-inspect", label="docker inspect $(docker ps -q)"),
     Probe("system.kernel", ("uname", "-r"), system.parse_uname_r),
     Probe("gpu.query", ("nvidia-smi", f"--query-gpu={GPU_QUERY_FIELDS}", "--format=csv,noheader"),
           build.parse_gpu_query, timeout_s=30,
@@ -148,7 +148,7 @@ PROBES: tuple[Probe, ...] = (
     Probe("gpu.xid", ("sh", "-c", XID), host.parse_xid, label="dmesg | grep 'NVRM: Xid'"),
     Probe("cuda.nvcc", ("sh", "-c", NVCC), build.parse_nvcc_version, label="nvcc --version"),
     Probe("docker.networks", ("sh", "-c", DOCKER_NETWORKS), docker.parse_docker_networks,
-          timeout_s=20),
+          timeout_s=20, label="docker network inspect $(docker network ls -q)"),
 )
 
 # Probes whose arguments come from the policy (paths, package names). They are appended to

@@ -440,3 +440,26 @@ def test_init_of_the_gpu_machines_then_audit_passes_what_it_recorded(machine: st
                evaluate_bundle(bundle, policy_from_vars(recorded, machine)).results}
     for check_id in ("numa.nps1", "gpu.driver-version", "gpu.topology", "swap.capacity"):
         assert results[check_id] is Status.PASS, check_id
+
+
+FULL = FIXTURES / "bundles-full"
+
+
+@pytest.mark.parametrize(("machine", "gpus"), [("h100-x1-full", 1), ("h200-x2-full", 2)])
+def test_catalog_verdicts_collected_on_the_gpu_machines(machine: str, gpus: int) -> None:
+    """Bundles collected by the real collector on the lent machines, with a policy pointing at
+    a CUDA library (VMM on) built there for the machine's own architecture."""
+    from omni_host.bundle import read_bundles
+
+    (bundle,) = read_bundles(FULL / f"{machine}.tar.gz")
+    variables = json.loads((FULL / f"{machine}.policy.json").read_text())
+    results = {r.id: r for r in evaluate_bundle(bundle, policy_from_vars(variables, machine)).results}
+    expected = {"cuda.toolkit": Status.PASS, "llamacpp.build": Status.PASS,
+                "gpu.health": Status.PASS, "disk.free": Status.PASS,
+                "packages.build-deps": Status.PASS, "cpu.avx512": Status.PASS,
+                "docker.gpu-runtime": Status.SKIP}  # no docker on those machines
+    for check_id, status in expected.items():
+        assert results[check_id].status is status, (check_id, results[check_id].summary)
+    assert "carry sm_90 and CUDA VMM" in results["llamacpp.build"].summary
+    assert f"{gpus} GPU(s): persistence on" in results["gpu.health"].summary
+    assert "not installed" in results["docker.gpu-runtime"].summary
