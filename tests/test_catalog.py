@@ -463,3 +463,28 @@ def test_catalog_verdicts_collected_on_the_gpu_machines(machine: str, gpus: int)
     assert "carry sm_90 and CUDA VMM" in results["llamacpp.build"].summary
     assert f"{gpus} GPU(s): persistence on" in results["gpu.health"].summary
     assert "not installed" in results["docker.gpu-runtime"].summary
+
+
+def test_policy_probes_over_ssh_and_from_the_bundle(sshd, tmp_path: Path, llama_binary: Path) -> None:
+    """Paths and packages from the inventory reach the host as argv over SSH (a path with a
+    space and a quote included), and the bundle re-audits to the same verdicts."""
+    odd = tmp_path / "models dir 'q'"
+    odd.mkdir()
+    model = write_gguf(odd / "m.gguf", "deepseek2")
+    inv = sshd.inventory(tmp_path / "inv", {"loop": {}}, group_vars={
+        "omni_models": [{"path": str(model), "loader": "full"}],
+        "omni_llamacpp_binaries": [str(llama_binary)],
+        "omni_disk_free": [{"path": str(odd), "min_free_gib": 1}],
+        "omni_build_packages": ["numactl"]})
+    common = ["--known-hosts", str(sshd.known_hosts), "--ssh-config", str(tmp_path / "none")]
+    live = run_cli("audit", "-i", str(inv), "--format", "json", "--no-store", *common)
+    results = {r["id"]: r for r in json.loads(live.stdout)["hosts"][0]["results"]}
+    for check_id in ("model.fit", "model.architecture", "disk.free", "packages.build-deps"):
+        assert results[check_id]["status"] == "pass", (check_id, results[check_id]["summary"])
+    # this machine kind ships nvcc without cuobjdump: llamacpp.build is skipped with that reason
+    assert results["llamacpp.build"]["status"] == "skip"
+    out = tmp_path / "b.tar.gz"
+    assert run_cli("collect", "-i", str(inv), "--out", str(out), *common).code == 0
+    offline = run_cli("audit", "--bundle", str(out), "-i", str(inv), "--format", "json")
+    again = {r["id"]: r["status"] for r in json.loads(offline.stdout)["hosts"][0]["results"]}
+    assert again == {k: v["status"] for k, v in results.items()}
