@@ -106,19 +106,28 @@ def _preview_and_apply(args: argparse.Namespace, plan, store_root: Path):  # noq
     return artifacts, applied, EXIT_OK
 
 
-def cmd_remediate(args: argparse.Namespace) -> int:
-    from omni_host.audit import audit_many, make_report
-    from omni_host.remediate.flow import available_playbooks, current_findings, outcomes
-    from omni_host.remediate.plan import make_plan
-    from omni_host.store import default_report_dir, store_report
+def _prepare(args: argparse.Namespace) -> tuple[float, Path, list] | int:
+    """What remediate and bootstrap check before anything runs: an inventory, a way to
+    confirm, valid policies. Returns (start time, store, host plans) or an exit code."""
+    from omni_host.store import default_report_dir
 
     _inventory(args)
     if args.apply and not args.yes and not sys.stdin.isatty():
         _err("refusing to apply without a terminal to confirm on: add --yes")
         return EXIT_USAGE
-    started = time.time()
-    store_root = args.report_dir or default_report_dir()
-    host_plans = _plans(args)
+    return time.time(), args.report_dir or default_report_dir(), _plans(args)
+
+
+def cmd_remediate(args: argparse.Namespace) -> int:
+    from omni_host.audit import audit_many, make_report
+    from omni_host.remediate.flow import available_playbooks, current_findings, outcomes
+    from omni_host.remediate.plan import make_plan
+    from omni_host.store import store_report
+
+    prepared = _prepare(args)
+    if isinstance(prepared, int):
+        return prepared
+    started, store_root, host_plans = prepared
     ssh = _ssh_options(args)
     findings = current_findings(host_plans, store_root=store_root, ssh=ssh)
     for host in findings:
@@ -162,15 +171,12 @@ def cmd_bootstrap(args: argparse.Namespace) -> int:
     from omni_host.audit import audit_many, make_report
     from omni_host.cli import exit_code
     from omni_host.remediate.plan import Plan, PlaybookRun
-    from omni_host.store import default_report_dir, store_report
+    from omni_host.store import store_report
 
-    _inventory(args)
-    if args.apply and not args.yes and not sys.stdin.isatty():
-        _err("refusing to apply without a terminal to confirm on: add --yes")
-        return EXIT_USAGE
-    started = time.time()
-    store_root = args.report_dir or default_report_dir()
-    host_plans = _plans(args)
+    prepared = _prepare(args)
+    if isinstance(prepared, int):
+        return prepared
+    started, store_root, host_plans = prepared
     plan = Plan((PlaybookRun("site.yml", tuple(p.name for p in host_plans), ()),), ())
     artifacts, applied, code = _preview_and_apply(args, plan, store_root)
     if applied is None:

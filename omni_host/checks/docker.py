@@ -27,12 +27,19 @@ def _evidence(facts: HostFacts, lines: list[str]) -> tuple[Evidence, ...]:
     return (Evidence(probe.probe_id, probe.command, tuple(lines)),)
 
 
-def _inference(policy: Policy, containers: tuple[Container, ...]) -> list[Container]:
-    """The policy's inference containers, else every GPU container."""
+def _inference_targets(facts: HostFacts, policy: Policy,
+                       meta: CheckMeta) -> list[Container] | CheckResult:
+    """The running inference containers (the policy's, else every GPU container), or the
+    result that says why there is nothing to check."""
+    containers = _containers(facts, meta)
+    if isinstance(containers, CheckResult):
+        return containers
     running = [c for c in containers if c.running]
     if policy.inference_containers is None:
-        return [c for c in running if c.gpu]
-    return [c for c in running if any(c.matches(n) for n in policy.inference_containers)]
+        targets = [c for c in running if c.gpu]
+    else:
+        targets = [c for c in running if any(c.matches(n) for n in policy.inference_containers)]
+    return targets or meta.result(Status.SKIP, "no inference container running")
 
 
 @check("docker.gpu-runtime")
@@ -52,12 +59,9 @@ def gpu_runtime(facts: HostFacts, policy: Policy, meta: CheckMeta) -> CheckResul
 
 @check("docker.isolation")
 def isolation(facts: HostFacts, policy: Policy, meta: CheckMeta) -> CheckResult:
-    containers = _containers(facts, meta)
-    if isinstance(containers, CheckResult):
-        return containers
-    targets = _inference(policy, containers)
-    if not targets:
-        return meta.result(Status.SKIP, "no inference container running")
+    targets = _inference_targets(facts, policy, meta)
+    if isinstance(targets, CheckResult):
+        return targets
     nets = facts.get("docker.networks")
     if not nets.ok:
         return meta.not_evaluated(nets)
@@ -78,12 +82,9 @@ def isolation(facts: HostFacts, policy: Policy, meta: CheckMeta) -> CheckResult:
 
 @check("docker.restart-policy")
 def restart_policy(facts: HostFacts, policy: Policy, meta: CheckMeta) -> CheckResult:
-    containers = _containers(facts, meta)
-    if isinstance(containers, CheckResult):
-        return containers
-    targets = _inference(policy, containers)
-    if not targets:
-        return meta.result(Status.SKIP, "no inference container running")
+    targets = _inference_targets(facts, policy, meta)
+    if isinstance(targets, CheckResult):
+        return targets
     lines = [f"{c.name}: restart {c.restart_policy or 'no'}" for c in targets]
     bad = [c.name for c in targets if c.restart_policy not in RESTARTING]
     if bad:
