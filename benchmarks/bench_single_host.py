@@ -26,7 +26,9 @@ sys.path.insert(0, str(REPO / "tests"))
 
 from conftest import start_sshd  # noqa: E402  (the tests' real sshd launcher)
 
+from omni_host.checks import catalog  # noqa: E402
 from omni_host.policy import reference_vars  # noqa: E402
+from omni_host.probes import PROBES  # noqa: E402
 
 BIN = Path(sys.executable).parent
 
@@ -72,7 +74,8 @@ def main() -> None:
     o, a, h = (statistics.median(x) for x in (omni_s, ansible_s, help_s))
     print(f"| what (median of {args.runs}, loopback sshd) | seconds |")
     print("|---|---|")
-    print(f"| `omni-host audit` (full audit, 14 probes, 5 checks) | {o:.3f} |")
+    print(f"| `omni-host audit` (full audit: {len(PROBES)} probes, {len(catalog())} checks) "
+          f"| {o:.3f} |")
     print(f"| `ansible loop -m setup` (facts only) | {a:.3f} |")
     print(f"| ratio omni-host / ansible | {o / a:.2f} (ansible is {a / o:.1f}x slower) |")
     print(f"| `omni-host --help` | {h:.3f} |")

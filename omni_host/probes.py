@@ -75,8 +75,6 @@ GPU_QUERY_FIELDS = ("index,name,compute_cap,pcie.link.gen.current,pcie.link.gen.
 # dmesg is often root-only: say so (exit 126) rather than report no Xid.
 XID = ('log=$(dmesg 2>&1) || { echo "$log" | tail -1 >&2; exit 126; }; '
        'printf "%s\\n" "$log" | grep -E "NVRM: Xid" | tail -50; exit 0')
-DOCKER_NETWORKS = ('ids=$(docker network ls -q) || exit $?; '
-                   'if [ -z "$ids" ]; then echo "[]"; else exec docker network inspect $ids; fi')
 # Per-file loops: each file's output follows a "== <path>" line; paths arrive as "$@".
 CUOBJDUMP = CUDA_PATH + ('command -v cuobjdump >/dev/null || exit 127; '
                          'for f in "$@"; do echo "== $f"; cuobjdump --list-elf "$f" 2>&1; done; exit 0')
@@ -87,8 +85,6 @@ DPKG = ('command -v dpkg-query >/dev/null || exit 127; for p in "$@"; do '
         's=$(dpkg-query -W -f \'${db:Status-Status}\' "$p" 2>/dev/null) || s=not-installed; '
         'echo "$p $s"; done')
 
-DOCKER_INSPECT = ('ids=$(docker ps -q --no-trunc) || exit $?; '
-                  'if [ -z "$ids" ]; then echo "[]"; else exec docker inspect $ids; fi')
 
 
 @dataclass(frozen=True)
@@ -122,6 +118,8 @@ class Probe:
         return entry
 
 
+_DOCKER_API = resources_text("helpers/docker_api.py")
+
 PROBES: tuple[Probe, ...] = (
     Probe("numa.numactl", ("numactl", "--hardware"), numa.parse_numactl_hardware),
     Probe("numa.sysfs", ("sh", "-c", SYSFS_NODES), numa.parse_sysfs_nodes,
@@ -139,16 +137,18 @@ PROBES: tuple[Probe, ...] = (
     Probe("mem.psutil", ("{python}", "-c", PSUTIL_CODE), memory.parse_psutil,
           fallback_for="mem.meminfo"),
     Probe("fs.fstab", ("cat", "/etc/fstab"), memory.parse_fstab),
-    Probe("docker.containers", ("sh", "-c", DOCKER_INSPECT), docker.parse_docker_inspect,
-          timeout_s=20, redact="docker-inspect", label="docker inspect $(docker ps -q)"),
+    Probe("docker.containers", ("{python}", "-c", _DOCKER_API, "containers"),
+          docker.parse_docker_inspect, timeout_s=20, redact="docker-inspect",
+          label="docker inspect $(docker ps -q) (Docker API on its socket)"),
     Probe("system.kernel", ("uname", "-r"), system.parse_uname_r),
     Probe("gpu.query", ("nvidia-smi", f"--query-gpu={GPU_QUERY_FIELDS}", "--format=csv,noheader"),
           build.parse_gpu_query, timeout_s=30,
           label="nvidia-smi --query-gpu=compute_cap,pcie.link.*,persistence_mode,ecc.*"),
     Probe("gpu.xid", ("sh", "-c", XID), host.parse_xid, label="dmesg | grep 'NVRM: Xid'"),
     Probe("cuda.nvcc", ("sh", "-c", NVCC), build.parse_nvcc_version, label="nvcc --version"),
-    Probe("docker.networks", ("sh", "-c", DOCKER_NETWORKS), docker.parse_docker_networks,
-          timeout_s=20, label="docker network inspect $(docker network ls -q)"),
+    Probe("docker.networks", ("{python}", "-c", _DOCKER_API, "networks"),
+          docker.parse_docker_networks, timeout_s=20,
+          label="docker network ls (Docker API on its socket)"),
 )
 
 # Probes whose arguments come from the policy (paths, package names). They are appended to
