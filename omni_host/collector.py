@@ -104,6 +104,59 @@ def redact_docker_inspect(text):
 REDACTORS = {"docker-inspect": redact_docker_inspect}
 
 
+class _ThreadStreams(object):
+    """sys.stdout/sys.stderr that write to a per-thread buffer when one is registered, so
+    inline helpers running in parallel threads keep their outputs apart."""
+
+    def __init__(self, real):
+        self.real = real
+        self.buffers = {}
+
+    def write(self, text):
+        return self.buffers.get(threading.current_thread().ident, self.real).write(text)
+
+    def flush(self):
+        self.real.flush()
+
+
+def run_inline(probe, record, start):
+    """Run a pure-Python helper (``{python} -c CODE ARGS``) inside this interpreter: no new
+    interpreter to start on the host. Only for helpers of the standard library: a C extension
+    that crashes would take the whole collector with it, so those run as subprocesses."""
+    import io
+
+    code, args = probe["argv"][2], list(probe["argv"][3:])
+    out, err, result = io.StringIO(), io.StringIO(), {}
+
+    def target():
+        ident = threading.current_thread().ident
+        sys.stdout.buffers[ident], sys.stderr.buffers[ident] = out, err
+        try:
+            exec(compile(code, "<%s>" % probe["id"], "exec"),
+                 {"__name__": "__omni_inline__", "ARGS": args})
+            result["code"] = 0
+        except SystemExit as exc:
+            result["code"] = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+        except Exception as exc:  # a helper bug is that probe's error, not the collector's
+            err.write("%s: %s\n" % (type(exc).__name__, exc))
+            result["code"] = 1
+        finally:
+            sys.stdout.buffers.pop(ident, None)
+            sys.stderr.buffers.pop(ident, None)
+
+    thread = threading.Thread(target=target)
+    thread.daemon = True
+    thread.start()
+    thread.join(float(probe.get("timeout_s", 10)))
+    if thread.is_alive():
+        record.update(status="timeout", reason="timed out after %gs" % float(probe.get("timeout_s", 10)))
+    record["exit_code"] = result.get("code", -9)
+    record["stdout"] = out.getvalue()
+    record["stderr"] = err.getvalue()
+    record["duration_s"] = round(time.monotonic() - start, 4)
+    return record
+
+
 def run_probe(probe, env):
     """Run one probe; never raises. Returns the probe's result record."""
     argv = list(probe["argv"])
@@ -113,6 +166,12 @@ def run_probe(probe, env):
     record = {"id": probe["id"], "argv": argv, "status": "ran", "exit_code": None,
               "stdout": "", "stderr": "", "duration_s": 0.0, "reason": ""}
     start = time.monotonic()
+    if probe.get("inline"):
+        record = run_inline(probe, record, start)
+        redactor = REDACTORS.get(probe.get("redact", ""))
+        if redactor is not None:
+            record["stdout"] = redactor(record["stdout"])
+        return record
     try:
         proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, env=env, start_new_session=True)
@@ -178,6 +237,7 @@ def collect(plan):
 
 def main(plan_json):
     plan = json.loads(plan_json)
+    sys.stdout, sys.stderr = _ThreadStreams(sys.stdout), _ThreadStreams(sys.stderr)
     started = time.time()
     records = collect(plan)
     doc = {

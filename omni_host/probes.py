@@ -96,6 +96,7 @@ class Probe:
     fallback_for: str | None = None
     redact: str | None = None
     label: str | None = None  # how evidence names a scripted probe
+    inline: bool = False  # a stdlib-only Python helper the collector may run in-process
 
     @property
     def command(self) -> str:
@@ -115,6 +116,8 @@ class Probe:
             entry["fallback_for"] = self.fallback_for
         if self.redact:
             entry["redact"] = self.redact
+        if self.inline:
+            entry["inline"] = True
         return entry
 
 
@@ -138,7 +141,7 @@ PROBES: tuple[Probe, ...] = (
           fallback_for="mem.meminfo"),
     Probe("fs.fstab", ("cat", "/etc/fstab"), memory.parse_fstab),
     Probe("docker.containers", ("{python}", "-c", _DOCKER_API, "containers"),
-          docker.parse_docker_inspect, timeout_s=20, redact="docker-inspect",
+          docker.parse_docker_inspect, timeout_s=20, redact="docker-inspect", inline=True,
           label="docker inspect $(docker ps -q) (Docker API on its socket)"),
     Probe("system.kernel", ("uname", "-r"), system.parse_uname_r),
     Probe("gpu.query", ("nvidia-smi", f"--query-gpu={GPU_QUERY_FIELDS}", "--format=csv,noheader"),
@@ -147,7 +150,7 @@ PROBES: tuple[Probe, ...] = (
     Probe("gpu.xid", ("sh", "-c", XID), host.parse_xid, label="dmesg | grep 'NVRM: Xid'"),
     Probe("cuda.nvcc", ("sh", "-c", NVCC), build.parse_nvcc_version, label="nvcc --version"),
     Probe("docker.networks", ("{python}", "-c", _DOCKER_API, "networks"),
-          docker.parse_docker_networks, timeout_s=20,
+          docker.parse_docker_networks, timeout_s=20, inline=True,
           label="docker network ls (Docker API on its socket)"),
 )
 
