@@ -488,3 +488,11 @@ def test_policy_probes_over_ssh_and_from_the_bundle(sshd, tmp_path: Path, llama_
     offline = run_cli("audit", "--bundle", str(out), "-i", str(inv), "--format", "json")
     again = {r["id"]: r["status"] for r in json.loads(offline.stdout)["hosts"][0]["results"]}
     assert again == {k: v["status"] for k, v in results.items()}
+
+
+def test_gpu_health_falls_back_to_nvidia_smi_xml() -> None:
+    # The first H200 bundle predates the --query-gpu probe: health comes from -q -x.
+    result = verdict(gpu_bundle("h200-x2"), "gpu.health")
+    assert result.status is Status.PASS, result.summary
+    assert result.evidence[0].probe == "gpu.nvidia-smi"
+    assert "2 GPU(s): persistence on, full PCIe width, ECC counts not reported" in result.summary

@@ -80,22 +80,35 @@ def _gpu_problems(g: GpuQuery) -> tuple[list[str], list[str]]:
     return fails, warns
 
 
+def _from_inventory(facts: HostFacts) -> tuple[GpuQuery, ...] | None:
+    """The health fields nvidia-smi -q -x (or pynvml) also has, for drivers whose
+    --query-gpu lacks a field (ECC counts are then unknown)."""
+    inv = facts.first_observed("gpu.nvidia-smi", "gpu.pynvml")
+    if not inv.ok:
+        return None
+    return tuple(GpuQuery(g.index, g.name, None, g.pcie_gen_current, g.pcie_gen_max,
+                          g.pcie_width_current, g.pcie_width_max, g.persistence_mode, None)
+                 for g in inv.fact.gpus)
+
+
 @check("gpu.health")
 def gpu_health(facts: HostFacts, policy: Policy, meta: CheckMeta) -> CheckResult:
     query = facts.get("gpu.query")
-    if not query.ok:
+    gpus = query.fact if query.ok else _from_inventory(facts)
+    if gpus is None:
         if policy.gpus:
             return meta.result(Status.FAIL, f"policy expects GPUs: {query.why_not()}")
         return meta.not_evaluated(query)
     lines, fails, warns = [], [], []
-    for g in query.fact:
+    for g in gpus:
         lines.append(f"GPU{g.index} {g.name}: persistence {g.persistence_mode}, PCIe gen "
                      f"{g.pcie_gen_current}/{g.pcie_gen_max} x{g.pcie_width_current}/"
                      f"x{g.pcie_width_max}, uncorrectable ECC {g.ecc_uncorrected}")
         f, w = _gpu_problems(g)
         fails += f
         warns += w
-    evidence = [Evidence(query.probe_id, query.command, tuple(lines))]
+    source = query if query.ok else facts.first_observed("gpu.nvidia-smi", "gpu.pynvml")
+    evidence = [Evidence(source.probe_id, source.command, tuple(lines))]
     xid = facts.get("gpu.xid")
     if xid.ok and xid.fact:
         events = ", ".join(f"Xid {code} on {pci}" for pci, code in xid.fact[-5:])
@@ -109,6 +122,7 @@ def gpu_health(facts: HostFacts, policy: Policy, meta: CheckMeta) -> CheckResult
     if warns:
         return meta.result(Status.WARN, "; ".join(warns) + unread, actual=lines,
                            evidence=tuple(evidence))
-    return meta.result(Status.PASS, f"{len(lines)} GPU(s): persistence on, full PCIe width, no "
-                       f"uncorrectable ECC error, no Xid{unread}", actual=lines,
-                       evidence=tuple(evidence))
+    ecc = "ECC counts not reported" if any(g.ecc_uncorrected is None for g in gpus) else \
+        "no uncorrectable ECC error"
+    return meta.result(Status.PASS, f"{len(lines)} GPU(s): persistence on, full PCIe width, "
+                       f"{ecc}, no Xid{unread}", actual=lines, evidence=tuple(evidence))
