@@ -257,7 +257,7 @@ def cmd_audit(args: argparse.Namespace) -> int:
         _err(f"{host.host}: unreachable: {host.error}")
     for note in notes:
         _err(f"waiver: {note}")
-    emit(doc, args.format, args.output, history or load_history(store_root))
+    emit(doc, args.format, args.output, lambda: history or load_history(store_root))
     code = EXIT_INTERRUPTED if interrupted else exit_code(report)
     if not args.no_store and source == "live":
         path = store_report(report, store_root,

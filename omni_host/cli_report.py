@@ -6,10 +6,14 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from omni_host.cli import EXIT_OK, EXIT_USAGE, _err
+
+if TYPE_CHECKING:
+    from omni_host.history import History
 
 FORMATS = ("table", "json", "markdown", "html", "junit", "prometheus")
 
@@ -67,8 +71,10 @@ def write_output(text: str, output: Path | None) -> None:
         raise
 
 
-def emit(doc: dict[str, Any], fmt: str, output: Path | None, history) -> None:  # noqa: ANN001
-    """Render a report (its JSON form) in ``fmt``; ``history`` feeds the HTML timelines."""
+def emit(doc: dict[str, Any], fmt: str, output: Path | None,
+         history: Callable[[], History]) -> None:
+    """Render a report (its JSON form) in ``fmt``. ``history`` is called only for the HTML
+    timelines, so other formats never read the report store for it."""
     import io
 
     from omni_host import formats, render
@@ -88,7 +94,7 @@ def emit(doc: dict[str, Any], fmt: str, output: Path | None, history) -> None:  
         from omni_host.history import timelines
 
         layers = {cid: meta.layer for cid, meta in catalog().items()}
-        buf.write(formats.render_html(doc, layers, timelines(history, doc)))
+        buf.write(formats.render_html(doc, layers, timelines(history(), doc)))
     elif fmt == "junit":
         buf.write(formats.render_junit(doc))
     elif fmt == "prometheus":
@@ -124,7 +130,7 @@ def cmd_report(args: argparse.Namespace) -> int:
                              f"{' INTERRUPTED' if audit.doc.get('interrupted') else ''}\n")
         return EXIT_OK
     if args.report_command == "show":
-        emit(history.resolve(args.ref).doc, args.format, args.output, history)
+        emit(history.resolve(args.ref).doc, args.format, args.output, lambda: history)
         return EXIT_OK
     if args.report_command == "diff":
         return _diff(args, history)
@@ -204,7 +210,7 @@ def _recheck(args: argparse.Namespace, history) -> int:  # noqa: ANN001
     report = make_report(hosts, started_at=time.time(), source="recheck",
                          inventory=str(args.inventory) if args.inventory else None)
     doc = report.to_dict() | {"rechecked": audit.id}
-    emit(doc, args.format, args.output, history)
+    emit(doc, args.format, args.output, lambda: history)
     if not args.no_store:
         path = store_report(report, args.report_dir or default_report_dir(),
                             extra={"rechecked": audit.id})

@@ -11,7 +11,6 @@ from xml.etree import ElementTree as ET
 
 from omni_host.render import cold_case_lines, fix_text, status_of, summary_line
 
-# A check's layer comes from the catalog; the two others are sections of their own.
 COLORS = {"pass": "#2e7d32", "fail": "#c62828", "warn": "#ef6c00", "skip": "#9e9e9e",
           "error": "#6a1b9a", "waived": "#1565c0"}
 _CSS = """

@@ -14,7 +14,6 @@ if TYPE_CHECKING:  # rich is imported only by the table view: JSON and Markdown 
 
 STYLES = {"pass": "green", "fail": "bold red", "warn": "yellow", "skip": "dim",
           "error": "magenta", "waived": "blue"}
-LAYER_TITLES = {"system": "System", "software": "Software"}
 
 
 def fix_text(result: dict[str, Any]) -> str:

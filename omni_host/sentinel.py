@@ -12,7 +12,6 @@ import yaml
 from omni_host.facts import HostFacts
 from omni_host.resources import data_path
 
-LAYERS = ("system", "software", "strategic", "cold-case")
 ASYMMETRY_RATIO = 1.2
 
 
