@@ -20,16 +20,14 @@ import pytest
 
 REPO = Path(__file__).resolve().parent.parent
 FIXTURES = REPO / "tests" / "fixtures"
-SHARED_FIXTURES = REPO.parent / "shared" / "fixtures"
+PUBLIC_CAPTURES = FIXTURES / "public"  # captures from public sources: see fixtures/PROVENANCE.md
 GPU_BUNDLES = FIXTURES / "bundles"
 SSHD = shutil.which("sshd") or "/usr/sbin/sshd"
 
 
-def shared_fixture(rel: str) -> str:
-    path = SHARED_FIXTURES / rel
-    if not path.is_file():
-        pytest.fail(f"real capture {path} is missing: the tests need ../shared/fixtures beside the repo")
-    return path.read_text(encoding="utf-8")
+def public_capture(rel: str) -> str:
+    """A real capture from a public source, kept in the repo (``tests/fixtures/public/``)."""
+    return (PUBLIC_CAPTURES / rel).read_text(encoding="utf-8")
 
 
 def free_port() -> int:

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import FIXTURES, run_cli, shared_fixture
+from conftest import FIXTURES, run_cli, public_capture
 from helpers import gpu_bundle
 
 from omni_host.audit import evaluate_bundle
@@ -58,7 +58,7 @@ def test_gpu_query_capture() -> None:
 
 @pytest.mark.parametrize(("text", "version"), [
     (lambda: capture("nvcc-version.txt"), (13, 0)),
-    (lambda: shared_fixture("cuda/nvcc-version_13.2_wsl2-rtx5090.txt"), (13, 2)),
+    (lambda: public_capture("cuda/nvcc-version_13.2_wsl2-rtx5090.txt"), (13, 2)),
     (lambda: (FIXTURES / "captures" / "nvcc-version_13.0_h200.txt").read_text(), (13, 0)),
 ])
 def test_nvcc_captures(text, version) -> None:
@@ -98,7 +98,7 @@ def test_cuda_toolkit_on_hopper_passes() -> None:
 
 
 @pytest.mark.parametrize(("nvcc", "status"), [
-    (lambda: shared_fixture("cuda/nvcc-version_13.2_wsl2-rtx5090.txt"), Status.PASS),
+    (lambda: public_capture("cuda/nvcc-version_13.2_wsl2-rtx5090.txt"), Status.PASS),
     (lambda: capture("nvcc-version.txt").replace("release 13.0, V13.0.88", "release 12.1, V12.1.105"),
      Status.FAIL),
 ])
@@ -158,7 +158,7 @@ def test_xid_lines_of_a_real_kernel_log_without_xid() -> None:
 
 def test_cpu_avx512_on_zen5_capture() -> None:
     bundle = with_probe(gpu_bundle("h100-x1"), "cpu.cpuinfo",
-                        shared_fixture("cpu/lscpu_ryzen9-9950x_zen5-fam26_pytorch-collect-env.txt"))
+                        public_capture("cpu/lscpu_ryzen9-9950x_zen5-fam26_pytorch-collect-env.txt"))
     result = verdict(bundle, "cpu.avx512")
     assert result.status is Status.PASS and "GLIBC_TUNABLES" in result.summary
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
-from conftest import FIXTURES, shared_fixture
+from conftest import FIXTURES, public_capture
 from helpers import gpu_bundle
 
 from omni_host.audit import evaluate_bundle
@@ -47,7 +47,7 @@ def test_driver_version_on_gpu_machines(machine, minimum, recommended, status) -
 
 def test_driver_version_kernel_619_needs_580_126_09() -> None:
     bundle = with_output(gpu_bundle("h100-x1"), "gpu.nvidia-smi",
-                         shared_fixture("nvidia-smi/telegraf_4x-a100-sxm4-80gb_535.54.03_q-x.xml"))
+                         public_capture("nvidia-smi/telegraf_4x-a100-sxm4-80gb_535.54.03_q-x.xml"))
     bundle = with_output(bundle, "system.kernel", "6.19.2-generic\n")
     result = verdicts(bundle, omni_gpu_driver_min="535.0")["gpu.driver-version"]
     assert result.status is Status.FAIL
@@ -115,7 +115,7 @@ def test_topology_missing_second_gpu() -> None:
 
 def test_topology_asymmetric_split_from_a_real_blackwell_capture() -> None:
     # The real RTX PRO 6000 Blackwell capture (97887 MiB) as GPU set: one GPU, no split.
-    bundle = with_output(gpu_bundle("h100-x1"), "gpu.nvidia-smi", shared_fixture(
+    bundle = with_output(gpu_bundle("h100-x1"), "gpu.nvidia-smi", public_capture(
         "nvidia-smi/telegraf_rtx-pro-6000-maxq-blackwell_590.44.01_q-x.xml"))
     result = verdicts(bundle, omni_gpus=[{"model": "RTX PRO 6000 Blackwell", "vram_gib": 96}])
     assert result["gpu.topology"].status is Status.PASS
@@ -139,7 +139,7 @@ def test_tensor_split_is_proportional_and_sums_to_100(vram, split) -> None:
     ("numactl/epyc-9375f-2s-zen5-smtoff_2nodes.txt", 1, Status.FAIL),
 ])
 def test_nps1_on_real_captures(capture, expected, status) -> None:
-    bundle = with_output(gpu_bundle("h100-x1"), "numa.numactl", shared_fixture(capture))
+    bundle = with_output(gpu_bundle("h100-x1"), "numa.numactl", public_capture(capture))
     result = verdicts(bundle, omni_numa_nodes=expected)["numa.nps1"]
     assert result.status is status
     assert result.evidence[0].lines[0].startswith("available:")
@@ -199,7 +199,7 @@ INSPECT = (FIXTURES / "captures" / "docker-inspect_vm-busybox-3containers_redact
     ("qdrant", Status.FAIL, "qdrant: no GLIBC_TUNABLES"),
 ])
 def test_tunables_on_zen5_real_containers(container, status, words) -> None:
-    bundle = with_output(gpu_bundle("h100-x1"), "cpu.cpuinfo", shared_fixture(ZEN5))
+    bundle = with_output(gpu_bundle("h100-x1"), "cpu.cpuinfo", public_capture(ZEN5))
     bundle = with_output(bundle, "docker.containers", INSPECT)
     result = verdicts(bundle, omni_zen5_tunables_containers=[container])
     assert result["containers.glibc-tunables"].status is status
@@ -207,7 +207,7 @@ def test_tunables_on_zen5_real_containers(container, status, words) -> None:
 
 
 def test_tunables_container_not_running_fails() -> None:
-    bundle = with_output(gpu_bundle("h100-x1"), "cpu.cpuinfo", shared_fixture(ZEN5))
+    bundle = with_output(gpu_bundle("h100-x1"), "cpu.cpuinfo", public_capture(ZEN5))
     bundle = with_output(bundle, "docker.containers", "[]")
     result = verdicts(bundle, omni_zen5_tunables_containers=["memgraph"])["containers.glibc-tunables"]
     assert result.status is Status.FAIL
@@ -221,7 +221,7 @@ def test_tunables_not_applicable_on_intel() -> None:
 
 
 def test_tunables_skipped_when_docker_missing_on_zen5() -> None:
-    bundle = with_output(gpu_bundle("h100-x1"), "cpu.cpuinfo", shared_fixture(ZEN5))
+    bundle = with_output(gpu_bundle("h100-x1"), "cpu.cpuinfo", public_capture(ZEN5))
     result = verdicts(bundle, omni_zen5_tunables_containers=["memgraph"])["containers.glibc-tunables"]
     assert result.status is Status.SKIP
     assert "not installed" in result.summary  # the real capture: "sh: 1: docker: not found"

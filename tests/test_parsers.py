@@ -1,11 +1,11 @@
-"""Every parser on real captures: ../shared/fixtures and the bundles collected on the lent
+"""Every parser on real captures: tests/fixtures/public (public sources, see PROVENANCE.md) and the bundles collected on the lent
 NVIDIA machines (tests/fixtures/bundles). One parametrized test per probe, each capture with its
 expected fact; plus odd-but-real and garbage inputs."""
 
 from __future__ import annotations
 
 import pytest
-from conftest import FIXTURES, shared_fixture
+from conftest import FIXTURES, public_capture
 from helpers import raw
 
 from omni_host.errors import ParseError
@@ -21,8 +21,8 @@ NUMACTL = [
 
 
 @pytest.mark.parametrize(("capture", "nodes", "cpus0", "size0"), NUMACTL)
-def test_numactl_shared_captures(capture: str, nodes: int, cpus0: int, size0: int) -> None:
-    topo = numa.parse_numactl_hardware(shared_fixture(capture))
+def test_numactl_public_captures(capture: str, nodes: int, cpus0: int, size0: int) -> None:
+    topo = numa.parse_numactl_hardware(public_capture(capture))
     assert topo.node_count == nodes
     assert len(topo.nodes[0].cpus) == cpus0
     assert topo.nodes[0].size_mib == size0
@@ -31,7 +31,7 @@ def test_numactl_shared_captures(capture: str, nodes: int, cpus0: int, size0: in
 
 def test_numactl_memoryless_nodes_are_reported() -> None:
     topo = numa.parse_numactl_hardware(
-        shared_fixture("numactl/epyc-7551-2s_8nodes_memoryless_PARTIAL.txt"))
+        public_capture("numactl/epyc-7551-2s_8nodes_memoryless_PARTIAL.txt"))
     assert topo.memoryless_nodes == (0, 2, 3, 4, 6, 7)
 
 
@@ -59,9 +59,9 @@ XML = [
 
 
 @pytest.mark.parametrize(("capture", "driver", "cuda", "gpus"), XML)
-def test_nvidia_smi_xml_shared_captures(capture: str, driver: str, cuda: str | None,
+def test_nvidia_smi_xml_public_captures(capture: str, driver: str, cuda: str | None,
                                         gpus: list) -> None:
-    inv = nvidia.parse_nvidia_smi_xml(shared_fixture(capture))
+    inv = nvidia.parse_nvidia_smi_xml(public_capture(capture))
     assert inv.driver_version == driver
     if cuda is not None:
         assert inv.cuda_version == cuda
@@ -110,7 +110,7 @@ def test_nvidia_smi_xml_truncated_is_unparseable() -> None:
 ])
 def test_nvidia_smi_xml_rejects_other_formats(capture: str) -> None:
     with pytest.raises(ParseError):
-        nvidia.parse_nvidia_smi_xml(shared_fixture(capture))
+        nvidia.parse_nvidia_smi_xml(public_capture(capture))
 
 
 TOPO = [
@@ -124,9 +124,9 @@ TOPO = [
 
 
 @pytest.mark.parametrize(("capture", "count", "pair", "affinity"), TOPO)
-def test_topo_matrix_shared_captures(capture: str, count: int, pair: tuple | None,
+def test_topo_matrix_public_captures(capture: str, count: int, pair: tuple | None,
                                      affinity: str) -> None:
-    matrix = nvidia.parse_topo_matrix(shared_fixture(capture))
+    matrix = nvidia.parse_topo_matrix(public_capture(capture))
     assert len(matrix.gpus) == count
     assert matrix.cells[("GPU0", "GPU0")] == "X"
     if pair:
@@ -156,7 +156,7 @@ def test_topo_garbage_is_unparseable() -> None:
 
 CPUS = [
     # capture text getter, vendor, family, zen5, has avx512f
-    (lambda: shared_fixture("cpu/lscpu_ryzen9-9950x_zen5-fam26_pytorch-collect-env.txt"),
+    (lambda: public_capture("cpu/lscpu_ryzen9-9950x_zen5-fam26_pytorch-collect-env.txt"),
      "AuthenticAMD", 26, True, True),
     (lambda: raw("h100-x1", "cpu.cpuinfo"), "GenuineIntel", 6, False, None),
     (lambda: (FIXTURES / "captures" / "proc-cpuinfo_h200x2.txt").read_text(), "GenuineIntel", 6,

@@ -8,7 +8,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import run_cli, shared_fixture
+from conftest import run_cli, public_capture
 from helpers import gpu_bundle
 
 from omni_host.facts import facts_from_bundle
@@ -32,7 +32,7 @@ def test_strategic_on_two_nvlinked_h200() -> None:
 def test_strategic_on_a_real_blackwell_capture() -> None:
     bundle = gpu_bundle("h100-x1")
     results = dict(bundle.results)
-    results["gpu.nvidia-smi"] = dataclasses.replace(results["gpu.nvidia-smi"], stdout=shared_fixture(
+    results["gpu.nvidia-smi"] = dataclasses.replace(results["gpu.nvidia-smi"], stdout=public_capture(
         "nvidia-smi/telegraf_rtx-pro-6000-maxq-blackwell_590.44.01_q-x.xml"))
     e = engines(dataclasses.replace(bundle, results=results))
     assert e["vLLM"]["status"] == "blocked"
