@@ -26,9 +26,9 @@ sys.path.insert(0, str(REPO / "tests"))
 
 from conftest import start_sshd  # noqa: E402  (the tests' real sshd launcher)
 
-from omni_host.checks import catalog  # noqa: E402
-from omni_host.policy import reference_vars  # noqa: E402
-from omni_host.probes import PROBES  # noqa: E402
+from omni_host.evaluate.checks import catalog  # noqa: E402
+from omni_host.plan.policy import reference_vars  # noqa: E402
+from omni_host.probes.catalog import PROBES  # noqa: E402
 
 BIN = Path(sys.executable).parent
 

@@ -16,11 +16,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from omni_host.bundle import write_archive  # noqa: E402
-from omni_host.collect import collect  # noqa: E402
-from omni_host.policy import policy_from_vars  # noqa: E402
-from omni_host.probes import probes_for  # noqa: E402
-from omni_host.transport.local import LocalTransport  # noqa: E402
+from omni_host.collect.bundle import write_archive  # noqa: E402
+from omni_host.collect.run import collect  # noqa: E402
+from omni_host.collect.transport.local import LocalTransport  # noqa: E402
+from omni_host.plan.policy import policy_from_vars  # noqa: E402
+from omni_host.probes.catalog import probes_for  # noqa: E402
 
 
 def main() -> None:

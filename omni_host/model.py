@@ -1,4 +1,4 @@
-"""The small shared vocabulary: command results, probe outcomes, check results.
+"""The small shared vocabulary: command results, probe outcomes, check results, reports.
 
 Everything here is a frozen dataclass so that a bundle, once collected, cannot drift while the
 checks read it.
@@ -7,8 +7,14 @@ checks read it.
 from __future__ import annotations
 
 import enum
+import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+from omni_host import __version__
+
+if TYPE_CHECKING:  # the raw evidence a host report keeps (collect stage)
+    from omni_host.collect.bundle import Bundle
 
 
 @dataclass(frozen=True)
@@ -137,3 +143,87 @@ class CheckResult:
             "details": self.details,
             "waiver": self.waiver,
         }
+
+
+# -- reports ---------------------------------------------------------------------------------
+REPORT_SCHEMA = 1
+
+
+
+@dataclass(frozen=True)
+class HostReport:
+    host: str
+    address: str | None
+    transport: str
+    reachable: bool
+    error: str | None
+    duration_s: float
+    results: tuple[CheckResult, ...] = ()
+    bundle: Bundle | None = field(default=None, compare=False)
+    # probe id -> {"outcome", "reason"}: what could not be observed on this host, and why.
+    probes: dict[str, dict[str, str]] = field(default_factory=dict)
+    facts: dict[str, Any] = field(default_factory=dict)  # sentinel.fact_summary
+    strategic: tuple[dict[str, Any], ...] = ()  # sentinel.strategic
+    cold_case: dict[str, Any] | None = None  # history.cold_cases, once the store is known
+
+    def counts(self) -> dict[str, int]:
+        counts = {s.value: 0 for s in Status} | {"waived": 0}
+        for r in self.results:
+            counts[r.effective_status] += 1
+        return counts
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "host": self.host,
+            "address": self.address,
+            "transport": self.transport,
+            "reachable": self.reachable,
+            "error": self.error,
+            "duration_s": round(self.duration_s, 4),
+            "collected_at": self.bundle.collected_at if self.bundle else None,
+            "counts": self.counts(),
+            "probes": self.probes,
+            "facts": self.facts,
+            "strategic": list(self.strategic),
+            "cold_case": self.cold_case,
+            "results": [r.to_dict() for r in self.results],
+        }
+
+
+@dataclass(frozen=True)
+class Report:
+    started_at: float
+    finished_at: float
+    source: str  # "live" or "bundle"
+    inventory: str | None
+    hosts: tuple[HostReport, ...]
+    interrupted: bool = False
+
+    @property
+    def unreachable(self) -> list[HostReport]:
+        return [h for h in self.hosts if not h.reachable]
+
+    def summary(self) -> dict[str, int]:
+        total = {s.value: 0 for s in Status} | {"waived": 0}
+        for h in self.hosts:
+            for k, v in h.counts().items():
+                total[k] += v
+        return {"hosts": len(self.hosts), "unreachable": len(self.unreachable), **total}
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "schema_version": REPORT_SCHEMA,
+            "tool": {"name": "omni-host", "version": __version__},
+            "source": self.source,
+            "interrupted": self.interrupted,
+            "inventory": self.inventory,
+            "started_at": self.started_at,
+            "finished_at": self.finished_at,
+            "summary": self.summary(),
+            "hosts": [h.to_dict() for h in self.hosts],
+        }
+
+
+def make_report(hosts: list[HostReport], *, started_at: float, source: str,
+                inventory: str | None, interrupted: bool = False) -> Report:
+    return Report(started_at, time.time(), source, inventory, tuple(hosts), interrupted)

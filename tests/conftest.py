@@ -128,6 +128,32 @@ def sshd(tmp_path_factory: pytest.TempPathFactory):
     server.proc.wait(timeout=10)
 
 
+# Tests that talk to real servers or tools of this machine (sshd, dockerd, Chromium,
+# ansible-runner, systemd-analyze, root): the "system" tier. The rest is the fast tier,
+# `pytest -m "not system"`, the inner loop. A test using these fixtures is system by itself.
+SYSTEM_FIXTURES = frozenset({"sshd", "docker_image"})
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if SYSTEM_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.system)
+
+
+@pytest.fixture(autouse=True)
+def isolated_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Every test (and every CLI it runs) gets its own empty HOME and XDG directories: no
+    report store, waivers or config of the developer's account leaks in."""
+    home = tmp_path_factory.mktemp("home")
+    monkeypatch.setenv("HOME", str(home))
+    for var, sub in (("XDG_DATA_HOME", ".local/share"), ("XDG_CONFIG_HOME", ".config"),
+                     ("XDG_CACHE_HOME", ".cache"), ("XDG_STATE_HOME", ".local/state")):
+        monkeypatch.setenv(var, str(home / sub))
+    for var in ("OMNI_HOST_WAIVERS", "OMNI_HOST_REPORT_DIR", "ANSIBLE_INVENTORY", "ANSIBLE_CONFIG"):
+        monkeypatch.delenv(var, raising=False)
+    return home
+
+
 @dataclass
 class CliResult:
     code: int

@@ -5,7 +5,7 @@ from __future__ import annotations
 from functools import cache
 from pathlib import Path
 
-from omni_host.bundle import Bundle, read_bundles
+from omni_host.collect.bundle import Bundle, read_bundles
 
 BUNDLES = Path(__file__).resolve().parent / "fixtures" / "bundles"
 GPU_MACHINES = ("h100-x1", "h200-x2")

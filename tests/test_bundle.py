@@ -10,7 +10,7 @@ from pathlib import Path
 from conftest import run_cli
 from helpers import BUNDLES, gpu_bundle
 
-from omni_host.bundle import read_bundles, write_archive
+from omni_host.collect.bundle import read_bundles, write_archive
 
 
 def test_directory_and_archive_round_trip(tmp_path: Path) -> None:

@@ -13,18 +13,18 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import FIXTURES, run_cli, public_capture
+from conftest import FIXTURES, public_capture, run_cli
 from helpers import gpu_bundle
 
-from omni_host.audit import evaluate_bundle
-from omni_host.bundle import Bundle
-from omni_host.checks.docker import missing_tool
+from omni_host.collect.bundle import Bundle
+from omni_host.evaluate.audit import evaluate_bundle
+from omni_host.evaluate.checks.docker import missing_tool
 from omni_host.model import CommandResult, Status
-from omni_host.parsers import build, host
-from omni_host.policy import policy_from_vars
+from omni_host.plan.policy import policy_from_vars
+from omni_host.probes.parsers import build, host
 
 BUILD = FIXTURES / "captures" / "build-h100"
-HELPER = Path(__file__).resolve().parent.parent / "omni_host" / "helpers" / "gguf_models.py"
+HELPER = Path(__file__).resolve().parent.parent / "omni_host" / "remote" / "gguf_models.py"
 
 
 def capture(name: str) -> str:
@@ -430,8 +430,8 @@ def test_init_unreachable_host(sshd, tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("machine", ["h100-x1", "h200-x2"])
 def test_init_of_the_gpu_machines_then_audit_passes_what_it_recorded(machine: str) -> None:
-    from omni_host.baseline import observed_vars
-    from omni_host.facts import facts_from_bundle
+    from omni_host.evaluate.baseline import observed_vars
+    from omni_host.evaluate.facts import facts_from_bundle
 
     bundle = gpu_bundle(machine)
     recorded = observed_vars(facts_from_bundle(bundle))
@@ -449,7 +449,7 @@ FULL = FIXTURES / "bundles-full"
 def test_catalog_verdicts_collected_on_the_gpu_machines(machine: str, gpus: int) -> None:
     """Bundles collected by the real collector on the lent machines, with a policy pointing at
     a CUDA library (VMM on) built there for the machine's own architecture."""
-    from omni_host.bundle import read_bundles
+    from omni_host.collect.bundle import read_bundles
 
     (bundle,) = read_bundles(FULL / f"{machine}.tar.gz")
     variables = json.loads((FULL / f"{machine}.policy.json").read_text())

@@ -8,11 +8,11 @@ import pytest
 from conftest import FIXTURES, public_capture
 from helpers import gpu_bundle
 
-from omni_host.audit import evaluate_bundle
-from omni_host.bundle import Bundle
-from omni_host.checks.gpu import tensor_split
+from omni_host.collect.bundle import Bundle
+from omni_host.evaluate.audit import evaluate_bundle
+from omni_host.evaluate.checks.gpu import tensor_split
 from omni_host.model import CommandResult, Status
-from omni_host.policy import masked_hwcaps, policy_from_vars, reference_vars
+from omni_host.plan.policy import masked_hwcaps, policy_from_vars, reference_vars
 
 
 def verdicts(bundle: Bundle, **policy_vars) -> dict:

@@ -18,7 +18,7 @@ import pytest
 import yaml
 from conftest import REPO, Sshd, free_port, run_cli, start_sshd
 
-from omni_host.pool import run_pool
+from omni_host.collect.pool import run_pool
 
 
 @pytest.fixture

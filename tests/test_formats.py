@@ -43,6 +43,7 @@ def chromium(*args: str, user_dir: Path) -> subprocess.CompletedProcess:
                           capture_output=True, text=True, timeout=120, check=False)
 
 
+@pytest.mark.system  # headless Chromium
 def test_html_report_renders_in_chromium(two_audits: Path, tmp_path: Path) -> None:
     html = tmp_path / "sentinel.html"
     shown = run_cli("report", "show", "latest", "--format", "html", "--output", str(html),

@@ -56,9 +56,10 @@ def test_changed_facts_are_named(report_dir: Path) -> None:
     # Two audits of the real GPU bundles under one host name: the GPU set and VRAM differ.
     from helpers import gpu_bundle
 
-    from omni_host.audit import evaluate_bundle, make_report
-    from omni_host.policy import policy_from_vars
-    from omni_host.store import store_report
+    from omni_host.evaluate.audit import evaluate_bundle
+    from omni_host.model import make_report
+    from omni_host.plan.policy import policy_from_vars
+    from omni_host.report.store import store_report
 
     policy = policy_from_vars({}, "t")
     for name, ts in (("h100-x1", 1.0), ("h200-x2", 2.0)):

@@ -7,10 +7,10 @@ from pathlib import Path
 import pytest
 from conftest import REPO, run_cli
 
-from omni_host.audit import plan_inventory
 from omni_host.errors import InventoryError
-from omni_host.inventory import load_inventory
-from omni_host.policy import policy_from_vars
+from omni_host.plan.hosts import plan_inventory
+from omni_host.plan.inventory import load_inventory
+from omni_host.plan.policy import policy_from_vars
 
 FLEET = """
 all:
@@ -80,9 +80,9 @@ def test_unknown_pattern_names_it(fleet: Path) -> None:
 
 
 def test_connection_vars_become_ssh_targets(fleet: Path) -> None:
-    plans = {p.name: p for p in plan_inventory(load_inventory(fleet), "all", ssh_config=None)}
+    plans = {p.name: p for p in plan_inventory(load_inventory(fleet), "all")}
     assert plans["gpu01"].address == "ops@gpu01:2222"
-    assert plans["nas"].address == "10.0.0.5:22"
+    assert plans["nas"].address == "10.0.0.5"  # the port is the SSH config's, read at connect time
 
 
 def test_malformed_yaml_names_file_and_line(tmp_path: Path) -> None:
@@ -112,7 +112,7 @@ def test_invalid_policy_values(vars_: dict, message: str) -> None:
 
 
 def test_shipped_reference_inventory_is_valid() -> None:
-    plans = plan_inventory(load_inventory(REPO / "inventory"), "omni", ssh_config=None)
+    plans = plan_inventory(load_inventory(REPO / "inventory"), "omni")
     assert [p.name for p in plans] == ["omni"]
     policy = plans[0].policy
     assert policy.numa_nodes == 1 and policy.swap_size_mib == 204800

@@ -1,6 +1,6 @@
-"""Every parser on real captures: tests/fixtures/public (public sources, see PROVENANCE.md) and the bundles collected on the lent
-NVIDIA machines (tests/fixtures/bundles). One parametrized test per probe, each capture with its
-expected fact; plus odd-but-real and garbage inputs."""
+"""Every parser on real captures: tests/fixtures/public (public sources, see PROVENANCE.md)
+and the bundles collected on the lent NVIDIA machines (tests/fixtures/bundles). One parametrized
+test per probe, each capture with its expected fact; plus odd-but-real and garbage inputs."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from conftest import FIXTURES, public_capture
 from helpers import raw
 
 from omni_host.errors import ParseError
-from omni_host.parsers import cpu, memory, numa, nvidia, system
+from omni_host.probes.parsers import cpu, memory, numa, nvidia, system
 
 NUMACTL = [
     # capture, node count, cpus on node 0, size of node 0 (MiB)

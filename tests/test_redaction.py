@@ -6,8 +6,8 @@ import json
 
 from conftest import FIXTURES
 
-from omni_host.collector import redact_docker_inspect
-from omni_host.parsers.docker import parse_docker_inspect
+from omni_host.probes.parsers.docker import parse_docker_inspect
+from omni_host.remote.collector import redact_docker_inspect
 
 RAW = (FIXTURES / "captures" / "docker-inspect_vm-busybox-3containers_raw.json").read_text()
 SECRETS = ("hunter2", "s3cret", "topsecret")

@@ -16,11 +16,12 @@ from pathlib import Path
 import pytest
 from conftest import REPO, Sshd, free_port, run_cli
 
-from omni_host.model import CheckResult, Remediation, Severity, Status
-from omni_host.playbook import run_playbook
+from omni_host.collect.runner import run_playbook
+from omni_host.model import CheckResult, HostReport, Remediation, Severity, Status
 from omni_host.remediate.flow import Step, outcomes
 from omni_host.remediate.plan import PlaybookRun, make_plan
-from omni_host.report import HostReport
+
+pytestmark = pytest.mark.system  # real ansible-runner runs
 
 PY = {"ansible_python_interpreter": "/usr/bin/python3"}
 

@@ -8,11 +8,11 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import run_cli, public_capture
+from conftest import public_capture, run_cli
 from helpers import gpu_bundle
 
-from omni_host.facts import facts_from_bundle
-from omni_host.sentinel import fact_summary, strategic
+from omni_host.evaluate.facts import facts_from_bundle
+from omni_host.evaluate.sentinel import fact_summary, strategic
 
 
 def engines(bundle) -> dict[str, dict]:  # noqa: ANN001
@@ -48,6 +48,7 @@ def test_fact_summary_of_a_gpu_machine() -> None:
     assert summary["swap_total_mib"] == 0
 
 
+@pytest.mark.system  # systemd-analyze verify
 @pytest.mark.parametrize(("flag", "files"), [
     ("--system", ["etc/systemd/system/omni-host-audit.service",
                   "etc/systemd/system/omni-host-audit.timer"]),

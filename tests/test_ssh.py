@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from conftest import Sshd, free_port, keygen, run_cli
 
-from omni_host.policy import reference_vars
+from omni_host.plan.policy import reference_vars
 
 STATUSES = {"numa.nps1": "pass", "gpu.driver-version": "fail", "swap.capacity": "fail"}
 

@@ -10,7 +10,7 @@ import pytest
 from conftest import run_cli
 
 from omni_host.errors import InventoryError
-from omni_host.waivers import load_waivers
+from omni_host.plan.waivers import load_waivers
 
 CHECKS = {"swap.capacity", "gpu.driver-version"}
 GOOD = """version: 1

@@ -12,16 +12,15 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from omni_host.audit import HostPlan, audit_host, evaluate_bundle
-from omni_host.bundle import read_bundles
+from omni_host.collect.bundle import read_bundles
+from omni_host.collect.runner import PlaybookOutcome, TaskOutcome, run_playbook
+from omni_host.collect.transport.ssh import SshOptions
 from omni_host.errors import BundleError
-from omni_host.model import Status
-from omni_host.playbook import PlaybookOutcome, TaskOutcome, run_playbook
+from omni_host.evaluate.audit import HostPlan, audit_host, evaluate_bundle
+from omni_host.model import HostReport, Status
 from omni_host.remediate.plan import Plan, PlaybookRun
-from omni_host.report import HostReport
+from omni_host.report.store import latest_bundle_dir
 from omni_host.resources import data_path
-from omni_host.store import latest_bundle_dir
-from omni_host.transport.ssh import SshOptions
 
 
 def available_playbooks() -> frozenset[str]:

@@ -9,8 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from omni_host.model import CheckResult, Status
-from omni_host.report import HostReport
+from omni_host.model import CheckResult, HostReport, Status
 
 NEEDS_REBOOT = frozenset({"nvidia-driver.yml"})
 FIXABLE = (Status.FAIL, Status.WARN)

@@ -1,0 +1,110 @@
+"""The audit use case: hosts (live or from bundles) -> host reports -> waivers -> Cold Case ->
+one report, stored when it was live. The CLI calls ``audit_live`` or ``audit_bundles``, then
+``finish``, and prints what it returns."""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from omni_host.collect.bundle import read_bundles
+from omni_host.collect.transport.base import SshOptions
+from omni_host.errors import InventoryError
+from omni_host.evaluate.audit import audit_many, evaluate_bundle
+from omni_host.evaluate.checks import catalog
+from omni_host.model import HostReport, Report, make_report
+from omni_host.plan.hosts import HostPlan, local_plan, plan_host
+from omni_host.plan.inventory import Inventory
+from omni_host.plan.waivers import apply_waivers, load_waivers
+from omni_host.report.history import History, cold_case, load_history
+from omni_host.report.store import store_report
+
+
+@dataclass(frozen=True)
+class Hosts:
+    """Host reports of one run, and how they were obtained."""
+
+    reports: list[HostReport]
+    source: str  # "live" or "bundle"
+    started_at: float
+    interrupted: bool = False
+
+
+@dataclass(frozen=True)
+class AuditRun:
+    report: Report
+    doc: dict[str, Any]  # the report's JSON form, with the waiver notes
+    waiver_notes: list[str]
+    history: History | None  # loaded for live audits (Cold Case), else None
+
+
+def audit_live(plans: list[HostPlan], ssh: SshOptions, *, forks: int,
+               probe_timeout_s: float | None, host_timeout_s: float | None,
+               on_start: Callable[[HostPlan], None] | None = None,
+               on_done: Callable[[HostPlan, HostReport], None] | None = None) -> Hosts:
+    started = time.time()
+    pooled = audit_many(plans, ssh, forks=forks, probe_timeout_s=probe_timeout_s,
+                        host_timeout_s=host_timeout_s, on_start=on_start, on_done=on_done)
+    return Hosts(list(pooled.results), "live", started, pooled.interrupted)
+
+
+def audit_bundles(paths: list[Path], inventory: Inventory | None) -> Hosts:
+    started = time.time()
+    reports = []
+    for path in paths:
+        for bundle in read_bundles(path):
+            if inventory is None:
+                policy = local_plan().policy
+            elif bundle.host in inventory.hosts:
+                host = inventory.hosts[bundle.host]
+                policy = plan_host(host.name, host.vars, origin=inventory.source).policy
+            else:
+                raise InventoryError(f"{path}: bundle host {bundle.host!r} is not in "
+                                     f"{inventory.source}")
+            reports.append(evaluate_bundle(bundle, policy, address=f"bundle {path}"))
+    return Hosts(reports, "bundle", started)
+
+
+def default_waivers() -> Path | None:
+    """$OMNI_HOST_WAIVERS, else $XDG_CONFIG_HOME/omni-host/waivers.yml when it exists. (Not
+    beside the inventory: Ansible would read it as an inventory source.)"""
+    if os.environ.get("OMNI_HOST_WAIVERS"):
+        return Path(os.environ["OMNI_HOST_WAIVERS"])
+    config = Path(os.environ.get("XDG_CONFIG_HOME") or Path.home() / ".config")
+    path = config / "omni-host" / "waivers.yml"
+    return path if path.is_file() else None
+
+
+def _waived(hosts: list[HostReport], path: Path | None) -> tuple[list[HostReport], list[str]]:
+    path = path or default_waivers()
+    if path is None:
+        return hosts, []
+    waivers = load_waivers(path, set(catalog()))
+    return apply_waivers(hosts, waivers, dt.date.today())
+
+
+def finish(hosts: Hosts, *, inventory: str | None, waivers: Path | None,
+           store_root: Path) -> AuditRun:
+    """Waivers, the Cold Case layer (live audits: against the stored history) and the
+    report."""
+    reports, notes = _waived(hosts.reports, waivers)
+    history = load_history(store_root) if hosts.source == "live" else None
+    if history is not None:
+        reports = [dataclasses.replace(h, cold_case=cold_case(history, h.to_dict()))
+                   if h.reachable else h for h in reports]
+    report = make_report(reports, started_at=hosts.started_at, source=hosts.source,
+                         interrupted=hosts.interrupted, inventory=inventory)
+    doc = report.to_dict() | ({"waiver_notes": notes} if notes else {})
+    return AuditRun(report, doc, notes, history)
+
+
+def keep(run: AuditRun, store_root: Path) -> Path:
+    """Store a run's report and bundles; returns the audit's directory."""
+    extra = {"waiver_notes": run.waiver_notes} if run.waiver_notes else None
+    return store_report(run.report, store_root, extra=extra)

@@ -1,0 +1,50 @@
+"""The command line: the only package that prints, prompts or exits.
+
+Exit codes: 0 nothing failed; 1 a check failed (or could not be evaluated: error); 2 usage,
+inventory or report-store error; 3 a host could not be audited (outranks 1); 130 interrupted.
+
+Heavy imports (paramiko, rich, yaml, ansible) happen inside the commands so ``--help`` stays
+fast. One module per command group; ``common`` holds what they share.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from omni_host import __version__
+from omni_host.cli import audit, catalog, remediate, report
+from omni_host.cli.common import EXIT_INTERRUPTED, EXIT_USAGE, err
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="omni-host",
+        description="Audit LLM inference hosts against the lessons they were built on.")
+    parser.add_argument("--version", action="version", version=f"omni-host {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True)
+    for group in (audit, catalog, remediate, report):
+        group.add_parsers(sub)
+    return parser
+
+
+HANDLERS = {"audit": audit.cmd_audit, "collect": audit.cmd_collect,
+            "remediate": remediate.cmd_remediate, "bootstrap": remediate.cmd_bootstrap,
+            "report": report.cmd_report, "schedule": report.cmd_schedule,
+            "payload": catalog.cmd_payload, "checks": catalog.cmd_checks, "init": catalog.cmd_init}
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    from omni_host.errors import OmniHostError
+
+    try:
+        return HANDLERS[args.command](args)
+    except OmniHostError as exc:
+        err(str(exc))
+        return EXIT_USAGE
+    except OSError as exc:
+        err(f"{exc.filename or ''}: {exc.strerror or exc}".lstrip(": "))
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        err("interrupted")
+        return EXIT_INTERRUPTED

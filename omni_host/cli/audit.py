@@ -1,0 +1,184 @@
+"""The ``audit`` and ``collect`` commands (part of the CLI: these print)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import threading
+from pathlib import Path
+
+from omni_host.cli.common import (
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    EXIT_UNREACHABLE,
+    FORMATS,
+    add_target_args,
+    emit,
+    err,
+    exit_code,
+    load_inventory_arg,
+    plans,
+    ssh_options,
+)
+
+
+def add_parsers(sub: argparse._SubParsersAction) -> None:
+    audit = sub.add_parser("audit", help="audit hosts (live over SSH/locally, or from bundles)")
+    add_target_args(audit)
+    audit.add_argument("--bundle", type=Path, nargs="+", metavar="PATH",
+                       help="audit collected bundles (directories or .tar.gz) instead of hosts")
+    audit.add_argument("--format", default="table",
+                       choices=FORMATS)
+    audit.add_argument("--output", type=Path, default=None,
+                       help="write the report to this file (atomically) instead of stdout")
+    audit.add_argument("--waivers", type=Path, default=None,
+                       help="waivers file (default: $OMNI_HOST_WAIVERS, else "
+                            "~/.config/omni-host/waivers.yml if it exists)")
+    audit.add_argument("--report-dir", type=Path, default=None,
+                       help="where audits are stored (default: $XDG_DATA_HOME/omni-host/reports)")
+    audit.add_argument("--no-store", action="store_true", help="do not store this audit")
+
+    collect = sub.add_parser("collect", help="collect bundles from hosts without evaluating")
+    add_target_args(collect)
+    collect.add_argument("--out", type=Path, required=True,
+                         help="a directory (one bundle per host) or a .tar.gz file")
+    collect.add_argument("--engine", choices=("ssh", "ansible"), default="ssh",
+                         help="ssh: omni-host's own connections; ansible: playbooks/collect.yml "
+                              "with Ansible's forks (large fleets, AWX)")
+
+
+class Progress:
+    """One line per host while a fleet is audited: a live rich display on a terminal, plain
+    lines on stderr otherwise. Silent for a single host."""
+
+    def __init__(self, names: list[str]) -> None:
+        self.enabled = len(names) > 1
+        self.live = None
+        self.state = dict.fromkeys(names, "waiting")
+        self.finished = 0
+        self.lock = threading.Lock()
+        if self.enabled and sys.stderr.isatty():
+            from rich.console import Console
+            from rich.live import Live
+
+            self.live = Live(self._table(), console=Console(stderr=True), transient=True,
+                             refresh_per_second=8)
+            self.live.start()
+
+    def _table(self):  # noqa: ANN202 (a rich renderable)
+        from rich.table import Table
+
+        table = Table.grid(padding=(0, 2))
+        for name, state in self.state.items():
+            table.add_row(name, state)
+        return table
+
+    def _set(self, name: str, state: str, line: bool) -> None:
+        if not self.enabled:
+            return
+        with self.lock:
+            self.state[name] = state
+            if self.live is not None:
+                self.live.update(self._table())
+            elif line:
+                self.finished += 1
+                sys.stderr.write(f"[{self.finished}/{len(self.state)}] {name}: {state}\n")
+
+    def start(self, plan) -> None:  # noqa: ANN001 (HostPlan)
+        self._set(plan.name, "auditing...", line=False)
+
+    def done(self, plan, host) -> None:  # noqa: ANN001 (HostPlan, HostReport)
+        if not host.reachable:
+            state = f"unreachable ({host.duration_s:.1f}s): {host.error}"
+        else:
+            counts = host.counts()
+            state = f"done ({host.duration_s:.1f}s): " + ", ".join(
+                f"{n} {k}" for k, n in counts.items() if n)
+        self._set(plan.name, state, line=True)
+
+    def close(self) -> None:
+        if self.live is not None:
+            self.live.stop()
+
+
+def cmd_audit(args: argparse.Namespace) -> int:
+    from omni_host.app import audit
+    from omni_host.report.history import load_history
+    from omni_host.report.store import default_report_dir
+
+    if args.bundle:
+        hosts = audit.audit_bundles(args.bundle, load_inventory_arg(args))
+    else:
+        host_plans = plans(args)
+        progress = Progress([p.name for p in host_plans])
+        try:
+            hosts = audit.audit_live(host_plans, ssh_options(args), forks=args.forks,
+                                     probe_timeout_s=args.probe_timeout,
+                                     host_timeout_s=args.host_timeout,
+                                     on_start=progress.start, on_done=progress.done)
+        finally:
+            progress.close()
+    store_root = args.report_dir or default_report_dir()
+    run = audit.finish(hosts, inventory=str(args.inventory) if args.inventory else None,
+                       waivers=args.waivers, store_root=store_root)
+    for host in run.report.unreachable:
+        err(f"{host.host}: unreachable: {host.error}")
+    for note in run.waiver_notes:
+        err(f"waiver: {note}")
+    emit(run.doc, args.format, args.output, lambda: run.history or load_history(store_root))
+    code = EXIT_INTERRUPTED if hosts.interrupted else exit_code(run.report)
+    if not args.no_store and hosts.source == "live":
+        path = audit.keep(run, store_root)
+        err(f"{'partial (interrupted) ' if hosts.interrupted else ''}report stored in {path}")
+    return code
+
+
+def cmd_collect(args: argparse.Namespace) -> int:
+    from omni_host.collect.bundle import Bundle, write_archive
+    from omni_host.collect.pool import run_pool
+    from omni_host.collect.run import collect_host, host_deadline_s
+    from omni_host.errors import TransportError
+    from omni_host.plan.hosts import HostPlan
+
+    host_plans = plans(args)
+    out: Path = args.out
+    tar = out.name.endswith((".tar.gz", ".tgz"))
+    ssh = ssh_options(args)
+
+    def one(plan: HostPlan) -> Bundle | str:
+        try:
+            return collect_host(plan, ssh, args.probe_timeout)
+        except TransportError as exc:
+            return f"{plan.name}: unreachable: {exc}"
+
+    deadline = args.host_timeout or host_deadline_s(ssh, args.probe_timeout)
+    if args.engine == "ansible":
+        bundles, failed = _collect_ansible(args, host_plans)
+    else:
+        outcomes = run_pool(host_plans, one, forks=args.forks, deadline_s=deadline,
+                            late=lambda p, t: f"{p.name}: unreachable: no answer within {deadline:g}s",
+                            cancelled=lambda p: f"{p.name}: interrupted").results
+        bundles = [o for o in outcomes if not isinstance(o, str)]
+        failed = [o for o in outcomes if isinstance(o, str)]
+    for message in failed:
+        err(message)
+    if tar:
+        write_archive(bundles, out)
+        err(f"{len(bundles)} bundle(s) written to {out}")
+    else:
+        for bundle in bundles:
+            err(f"{bundle.host}: bundle written to {bundle.write_dir(out)}")
+    return EXIT_UNREACHABLE if failed else EXIT_OK
+
+
+def _collect_ansible(args: argparse.Namespace, host_plans: list) -> tuple[list, list[str]]:
+    from omni_host.collect.ansible_engine import collect_with_ansible
+    from omni_host.errors import UsageError
+
+    if args.inventory is None:
+        raise UsageError("--engine ansible needs an inventory (-i)")
+    return collect_with_ansible(inventory=args.inventory, plans=host_plans,
+                                known_hosts=args.known_hosts, forks=args.forks,
+                                probe_timeout_s=args.probe_timeout)
+
+

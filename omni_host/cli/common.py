@@ -1,0 +1,153 @@
+"""What every command group shares: exit codes, the target arguments, host plans, error
+lines and the one place a report is rendered to its destination. Part of the CLI: it prints."""
+
+from __future__ import annotations
+
+import argparse
+import io
+import os
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from omni_host.collect.transport.base import SshOptions
+    from omni_host.model import Report
+    from omni_host.plan.hosts import HostPlan
+    from omni_host.report.history import History
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_UNREACHABLE, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
+FORMATS = ("table", "json", "markdown", "html", "junit", "prometheus")
+
+
+def err(message: str) -> None:
+    sys.stderr.write(f"omni-host: {message}\n")
+
+
+def out(line: str = "") -> None:
+    sys.stdout.write(line + "\n")
+    sys.stdout.flush()
+
+
+def positive(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be positive: {text!r}")
+    return value
+
+
+def forks(text: str) -> int:
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"--forks needs a whole number >= 1, got {text!r}")
+    return int(text)
+
+
+def add_target_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("pattern", nargs="?", default=None,
+                   help="Ansible host pattern (all, a group, a host; default: all)")
+    p.add_argument("-i", "--inventory", type=Path,
+                   help="Ansible YAML inventory file or directory (default: this machine with "
+                        "the built-in reference policy)")
+    p.add_argument("--ssh-config", type=Path, default=Path("~/.ssh/config").expanduser(),
+                   help="OpenSSH client config to honour (default: ~/.ssh/config)")
+    p.add_argument("--known-hosts", type=Path, default=Path("~/.ssh/known_hosts").expanduser(),
+                   help="known_hosts file used to verify host keys (default: ~/.ssh/known_hosts)")
+    p.add_argument("--accept-new-host-key", action="store_true",
+                   help="accept and record the key of a host not yet in known_hosts "
+                        "(a changed key is always refused)")
+    p.add_argument("--connect-timeout", type=positive, default=10.0, metavar="S",
+                   help="SSH connect/auth timeout in seconds (default: 10)")
+    p.add_argument("--probe-timeout", type=positive, default=None, metavar="S",
+                   help="time limit for every probe on the host (default: per probe, 10-30 s)")
+    p.add_argument("--forks", type=forks, default=5, metavar="N",
+                   help="hosts audited in parallel (default: 5, as Ansible)")
+    p.add_argument("--host-timeout", type=positive, default=None, metavar="S",
+                   help="give up on a host after S seconds in all (default: connect and probe "
+                        "limits added up)")
+
+
+def ssh_options(args: argparse.Namespace) -> SshOptions:
+    from omni_host.collect.transport.base import SshOptions
+
+    return SshOptions(known_hosts=args.known_hosts, ssh_config=args.ssh_config,
+                      accept_new=args.accept_new_host_key, connect_timeout_s=args.connect_timeout)
+
+
+def load_inventory_arg(args: argparse.Namespace):  # noqa: ANN201 (Inventory | None)
+    from omni_host.plan.inventory import load_inventory
+
+    return load_inventory(args.inventory) if args.inventory else None
+
+
+def plans(args: argparse.Namespace) -> list[HostPlan]:
+    from omni_host.errors import UsageError
+    from omni_host.plan.hosts import local_plan, plan_inventory
+
+    inv = load_inventory_arg(args)
+    if inv is None:
+        if args.pattern not in (None, "localhost", "all"):
+            raise UsageError(f"host pattern {args.pattern!r} needs an inventory (-i)")
+        return [local_plan()]
+    return plan_inventory(inv, args.pattern or "all")
+
+
+def exit_code(report: Report) -> int:
+    from omni_host.model import Status
+
+    if report.unreachable:
+        return EXIT_UNREACHABLE
+    bad = (Status.FAIL.value, Status.ERROR.value)
+    failed = any(r.effective_status in bad for h in report.hosts for r in h.results)
+    return EXIT_FAILED if failed else EXIT_OK
+
+
+def write_output(text: str, output: Path | None) -> None:
+    """To stdout, or atomically to a file (a textfile collector never reads half a file)."""
+    if output is None:
+        sys.stdout.write(text)
+        return
+    tmp = output.with_name(f".{output.name}.tmp-{os.getpid()}")
+    try:
+        tmp.write_text(text, encoding="utf-8")
+        os.replace(tmp, output)
+    except OSError:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def emit(doc: dict[str, Any], fmt: str, output: Path | None,
+         history: Callable[[], History]) -> None:
+    """Render a report (its JSON form) in ``fmt``. ``history`` is called only for the HTML
+    timelines, so other formats never read the report store for it."""
+    from omni_host.report import formats
+    from omni_host.report import text as render
+
+    if fmt == "table" and output is None:
+        from rich.console import Console
+
+        render.render_table(doc, Console(soft_wrap=False))
+        return
+    buf = io.StringIO()
+    if fmt == "json":
+        render.render_json(doc, buf)
+    elif fmt == "markdown":
+        render.render_markdown(doc, buf)
+    elif fmt == "html":
+        from omni_host.evaluate.checks import catalog
+        from omni_host.report.history import timelines
+
+        layers = {cid: meta.layer for cid, meta in catalog().items()}
+        buf.write(formats.render_html(doc, layers, timelines(history(), doc)))
+    elif fmt == "junit":
+        buf.write(formats.render_junit(doc))
+    elif fmt == "prometheus":
+        buf.write(formats.render_prometheus(doc))
+    else:  # table into a file: plain text
+        from rich.console import Console
+
+        render.render_table(doc, Console(file=buf, width=100, no_color=True))
+    write_output(buf.getvalue(), output)

@@ -1,0 +1,194 @@
+"""The ``remediate`` and ``bootstrap`` commands (part of the CLI: they print and prompt).
+
+Preview first, always: every playbook runs in check mode with diffs and the changes are shown
+per host and task. ``--apply`` then asks for confirmation on a terminal (``--yes`` skips it and
+is required without one), runs for real, re-audits the touched hosts and stores the outcome.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import sys
+import time
+from pathlib import Path
+
+from omni_host.cli.common import (
+    EXIT_FAILED,
+    EXIT_OK,
+    EXIT_UNREACHABLE,
+    EXIT_USAGE,
+    add_target_args,
+    err,
+    exit_code,
+    out,
+    plans,
+    ssh_options,
+)
+
+
+def add_parsers(sub: argparse._SubParsersAction) -> None:
+    rem = sub.add_parser("remediate", help="fix failed findings with Ansible (preview first)")
+    add_target_args(rem)
+    rem.add_argument("--check", dest="only", action="append", default=[], metavar="ID",
+                     help="only this check id (repeatable)")
+    _add_apply_args(rem)
+    boot = sub.add_parser("bootstrap", help="bring a fresh host to its expected state, then audit")
+    add_target_args(boot)
+    _add_apply_args(boot)
+
+
+def _add_apply_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--apply", action="store_true", help="make the changes (default: preview only)")
+    p.add_argument("--yes", action="store_true", help="do not ask for confirmation")
+    p.add_argument("--allow-reboot", action="store_true",
+                   help="allow playbooks that need a reboot (NVIDIA driver); never reboots itself")
+    p.add_argument("--report-dir", type=Path, default=None, help="the report store")
+
+
+def _show_task(task) -> None:  # noqa: ANN001 (TaskOutcome, imported lazily)
+    if task.status in ("changed", "failed", "unreachable"):
+        out(f"    {task.host}: {task.status.upper()}: {task.task}"
+             + (f": {task.message}" if task.message and task.status != "changed" else ""))
+        for line in task.diff.splitlines():
+            out(f"        {line}")
+
+
+def _confirm(args: argparse.Namespace) -> bool:
+    if args.yes:
+        return True
+    if not sys.stdin.isatty():
+        err("refusing to apply without a terminal to confirm on: add --yes")
+        return False
+    answer = input("Apply these changes? [y/N] ").strip().lower()
+    return answer in ("y", "yes")
+
+
+def _inventory(args: argparse.Namespace) -> Path:
+    from omni_host.errors import UsageError
+
+    if args.inventory is None:
+        raise UsageError(f"{args.command} needs an inventory (-i): the playbooks read it too")
+    return args.inventory
+
+
+def _preview_and_apply(args: argparse.Namespace, plan, store_root: Path):  # noqa: ANN001
+    """Returns (artifacts dir, apply steps or None when nothing was applied, exit code)."""
+    from omni_host.remediate.flow import artifacts_dir, execute, hosts_ok
+
+    artifacts = artifacts_dir(store_root)
+    common = {"inventory": _inventory(args), "allow_reboot": args.allow_reboot,
+              "known_hosts": args.known_hosts, "artifacts_root": artifacts}
+    out("Preview (ansible check mode, nothing is changed):")
+    preview = execute(plan, check_mode=True, on_task=_show_task, **common)
+    all_hosts = tuple(dict.fromkeys(h for run in plan.runs for h in run.hosts))
+    good = hosts_ok(preview, all_hosts)
+    for step in preview:
+        for host in step.run.hosts:
+            failure = step.outcome.failure(host)
+            would = len(step.outcome.changed(host))
+            state = f"FAILED at '{failure.task}': {failure.message}" if failure else \
+                f"{would} task(s) would change"
+            out(f"  {step.run.playbook} on {host}: {state}")
+    if not args.apply:
+        out("Nothing was changed. Run again with --apply to make these changes.")
+        return artifacts, None, EXIT_OK if len(good) == len(all_hosts) else EXIT_FAILED
+    if not good:
+        err("no host passed its preview: nothing applied")
+        return artifacts, None, EXIT_FAILED
+    if not _confirm(args):
+        return artifacts, None, EXIT_USAGE
+    out("Applying:")
+    applied = execute(plan, check_mode=False, hosts=good, on_task=_show_task, **common)
+    return artifacts, applied, EXIT_OK
+
+
+def _prepare(args: argparse.Namespace) -> tuple[float, Path, list] | int:
+    """What remediate and bootstrap check before anything runs: an inventory, a way to
+    confirm, valid policies. Returns (start time, store, host plans) or an exit code."""
+    from omni_host.report.store import default_report_dir
+
+    _inventory(args)
+    if args.apply and not args.yes and not sys.stdin.isatty():
+        err("refusing to apply without a terminal to confirm on: add --yes")
+        return EXIT_USAGE
+    return time.time(), args.report_dir or default_report_dir(), plans(args)
+
+
+def cmd_remediate(args: argparse.Namespace) -> int:
+    from omni_host.evaluate.audit import audit_many
+    from omni_host.model import make_report
+    from omni_host.remediate.flow import available_playbooks, current_findings, outcomes
+    from omni_host.remediate.plan import make_plan
+    from omni_host.report.store import store_report
+
+    prepared = _prepare(args)
+    if isinstance(prepared, int):
+        return prepared
+    started, store_root, host_plans = prepared
+    ssh = ssh_options(args)
+    findings = current_findings(host_plans, store_root=store_root, ssh=ssh)
+    for host in findings:
+        if not host.reachable:
+            err(f"{host.host}: unreachable: {host.error}")
+    plan = make_plan([h for h in findings if h.reachable], only=frozenset(args.only),
+                     allow_reboot=args.allow_reboot, available=available_playbooks())
+    for step in plan.manual:
+        out(f"MANUAL {step.host}: {step.check} ({', '.join(step.lessons)}): {step.summary}")
+        for line in step.steps:
+            out(f"    - {line}")
+    for line in plan.refused:
+        err(line)
+    if plan.empty:
+        out("Nothing to remediate with a playbook.")
+        code = EXIT_USAGE if plan.refused else EXIT_OK
+        return EXIT_UNREACHABLE if any(not h.reachable for h in findings) else code
+    for run in plan.runs:
+        out(f"PLAN {run.playbook}: {', '.join(run.hosts)} ({', '.join(run.checks)})")
+    artifacts, applied, code = _preview_and_apply(args, plan, store_root)
+    if applied is None:
+        shutil.rmtree(artifacts, ignore_errors=True)  # a preview leaves nothing behind
+        return code
+    touched = {h for step in applied for h in step.run.hosts}
+    after = audit_many([p for p in host_plans if p.name in touched], ssh, forks=args.forks).results
+    records = outcomes(plan, applied, after)
+    for rec in records:
+        out(f"{rec['outcome'].upper():14} {rec['host']}: {rec['check']} "
+             f"({rec['before']} -> {rec['after']}): {rec['detail']}")
+    report = make_report(after, started_at=started, source="remediation",
+                         inventory=str(args.inventory))
+    path = store_report(report, store_root, extra={"remediation": records},
+                        attach={"ansible": artifacts})
+    err(f"report stored in {path}")
+    if any(r["outcome"] == "error" for r in records) or report.unreachable:
+        return EXIT_UNREACHABLE
+    return EXIT_OK if all(r["outcome"] == "fixed" for r in records) else EXIT_FAILED
+
+
+def cmd_bootstrap(args: argparse.Namespace) -> int:
+    from omni_host.evaluate.audit import audit_many
+    from omni_host.model import make_report
+    from omni_host.remediate.plan import Plan, PlaybookRun
+    from omni_host.report.store import store_report
+
+    prepared = _prepare(args)
+    if isinstance(prepared, int):
+        return prepared
+    started, store_root, host_plans = prepared
+    plan = Plan((PlaybookRun("site.yml", tuple(p.name for p in host_plans), ()),), ())
+    artifacts, applied, code = _preview_and_apply(args, plan, store_root)
+    if applied is None:
+        shutil.rmtree(artifacts, ignore_errors=True)  # a preview leaves nothing behind
+        return code
+    after = audit_many(host_plans, ssh_options(args), forks=args.forks).results
+    report = make_report(after, started_at=started, source="bootstrap",
+                         inventory=str(args.inventory))
+    path = store_report(report, store_root, extra={"baseline": True},
+                        attach={"ansible": artifacts})
+    from rich.console import Console
+
+    from omni_host.report.text import render_table
+
+    render_table(report.to_dict(), Console(soft_wrap=False))
+    err(f"baseline audit stored in {path}")
+    return exit_code(report)

@@ -1,0 +1,204 @@
+"""The ``report`` and ``schedule`` commands, and the output of every audit in any format (part
+of the CLI: these print)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from omni_host.cli.common import EXIT_OK, EXIT_USAGE, FORMATS, emit, err, write_output
+
+if TYPE_CHECKING:
+    pass
+
+def add_parsers(sub: argparse._SubParsersAction) -> None:
+    report = sub.add_parser("report", help="stored audits: list, show, diff, recheck")
+    rsub = report.add_subparsers(dest="report_command", required=True)
+    for name, helptext in (("list", "stored audits, newest first"),
+                           ("show", "one stored audit in any format"),
+                           ("diff", "what changed between two audits (default: each host's "
+                                    "latest against its previous)"),
+                           ("recheck", "re-evaluate a stored audit's bundles with today's checks")):
+        p = rsub.add_parser(name, help=helptext)
+        p.add_argument("--report-dir", type=Path, default=None)
+        if name in ("show", "recheck"):
+            p.add_argument("ref", nargs="?", default="latest", help="audit id (or prefix) or latest")
+        if name == "diff":
+            p.add_argument("a", nargs="?", default=None, help="older audit (id or prefix)")
+            p.add_argument("b", nargs="?", default=None, help="newer audit (id or prefix)")
+        if name in ("show", "recheck", "diff"):
+            p.add_argument("--format", choices=FORMATS if name != "diff" else ("table", "json"),
+                           default="table")
+            p.add_argument("--output", type=Path, default=None, help="write to this file")
+        if name == "recheck":
+            p.add_argument("-i", "--inventory", type=Path,
+                           help="judge with this inventory's policy (default: built-in)")
+            p.add_argument("--no-store", action="store_true")
+    sched = sub.add_parser("schedule", help="the unattended quarterly audit (systemd or cron)")
+    ssub = sched.add_subparsers(dest="schedule_command", required=True)
+    for name in ("install", "status", "remove"):
+        p = ssub.add_parser(name)
+        p.add_argument("--user", action="store_true", help="a systemd user timer")
+        p.add_argument("--system", action="store_true", help="a systemd system timer (root)")
+        p.add_argument("--cron", action="store_true", help="a cron entry instead of systemd")
+        p.add_argument("--root", type=Path, default=Path("/"), help=argparse.SUPPRESS)
+        if name == "install":
+            p.add_argument("--quarterly", action="store_true", required=True,
+                           help="every quarter (the Sentinel cadence of S-013)")
+            p.add_argument("--force", action="store_true", help="replace an existing schedule")
+            p.add_argument("audit_args", nargs=argparse.REMAINDER,
+                           help="after --: arguments for the audit (e.g. -- -i /etc/omni all)")
+
+
+def _history(args: argparse.Namespace):  # noqa: ANN202
+    from omni_host.report.history import load_history
+    from omni_host.report.store import default_report_dir
+
+    history = load_history(args.report_dir or default_report_dir())
+    for warning in history.warnings:
+        err(f"warning: {warning}")
+    return history
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    history = _history(args)
+    if args.report_command == "list":
+        if not history.audits:
+            sys.stdout.write("no stored audit\n")
+        for audit in history.audits:
+            s = audit.doc.get("summary", {})
+            hosts = ", ".join(h.get("host", "?") for h in audit.doc.get("hosts", []))
+            sys.stdout.write(f"{audit.id}  {audit.doc.get('source', '?'):11} {hosts:30} "
+                             f"{s.get('pass', 0)} pass {s.get('fail', 0)} fail "
+                             f"{s.get('warn', 0)} warn {s.get('unreachable', 0)} unreachable"
+                             f"{' INTERRUPTED' if audit.doc.get('interrupted') else ''}\n")
+        return EXIT_OK
+    if args.report_command == "show":
+        emit(history.resolve(args.ref).doc, args.format, args.output, lambda: history)
+        return EXIT_OK
+    if args.report_command == "diff":
+        return _diff(args, history)
+    return _recheck(args, history)
+
+
+def _diff(args: argparse.Namespace, history) -> int:  # noqa: ANN001
+    import json
+
+    from omni_host.report.history import diff_hosts
+
+    pairs: list[tuple[str, Any, Any, list]] = []
+    if args.a and args.b:
+        old, new = history.resolve(args.a), history.resolve(args.b)
+        for host in new.host_names():
+            before = old.host(host)
+            pairs.append((host, old if before else None, new, []))
+    else:
+        newest = history.resolve(args.a) if args.a else None
+        hosts = newest.host_names() if newest else sorted(
+            {h for a in history.audits for h in a.host_names()})
+        for host in hosts:
+            entries = history.for_host(host)
+            if newest is not None:
+                entries = [e for e in entries if e[0].started_at <= newest.started_at]
+            pairs.append((host, entries[1][0] if len(entries) > 1 else None,
+                          entries[0][0] if entries else None, [h for _, h in entries[2:]]))
+    out = []
+    for host, old, new, earlier in pairs:
+        if old is None or new is None:
+            out.append({"host": host, "previous": None,
+                        "note": "no previous audit of this host to compare with"})
+            continue
+        d = diff_hosts(old.host(host), new.host(host), earlier)
+        out.append({"host": host, "previous": old.id, "latest": new.id, **d})
+    text = json.dumps(out, indent=2) + "\n" if args.format == "json" else _diff_text(out)
+    write_output(text, args.output)
+    return EXIT_OK
+
+
+def _diff_text(diffs: list[dict[str, Any]]) -> str:
+    lines = []
+    for d in diffs:
+        if d.get("previous") is None:
+            lines.append(f"{d['host']}: {d['note']}")
+            continue
+        lines.append(f"{d['host']}: {d['previous']} -> {d['latest']}")
+        for key, title in (("new_failures", "new failures"), ("fixed", "fixed"),
+                           ("still_failing", "still failing"), ("resurrected", "resurrected"),
+                           ("resurrected_engines", "engines worth re-evaluating")):
+            if d[key]:
+                lines.append(f"  {title}: {', '.join(d[key])}")
+        for fact, change in d["changed_facts"].items():
+            lines.append(f"  changed {fact}: {change['before']} -> {change['after']}")
+        if not any(d[k] for k in ("new_failures", "fixed", "still_failing", "resurrected",
+                                  "resurrected_engines", "changed_facts")):
+            lines.append("  no change")
+    return "\n".join(lines) + "\n"
+
+
+def _recheck(args: argparse.Namespace, history) -> int:  # noqa: ANN001
+    import time
+
+    from omni_host.collect.bundle import read_bundles
+    from omni_host.evaluate.audit import evaluate_bundle
+    from omni_host.model import make_report
+    from omni_host.plan.hosts import local_plan, plan_host
+    from omni_host.plan.inventory import load_inventory
+    from omni_host.report.store import default_report_dir, store_report
+
+    audit = history.resolve(args.ref)
+    inv = load_inventory(args.inventory) if args.inventory else None
+    hosts = []
+    bundles_dir = audit.path / "bundles"
+    for bundle in read_bundles(bundles_dir) if bundles_dir.is_dir() else []:
+        entry = inv.hosts.get(bundle.host) if inv else None
+        policy = plan_host(entry.name, entry.vars, origin=inv.source).policy \
+            if inv and entry else local_plan().policy
+        hosts.append(evaluate_bundle(bundle, policy, address=f"recheck of {audit.id}"))
+    report = make_report(hosts, started_at=time.time(), source="recheck",
+                         inventory=str(args.inventory) if args.inventory else None)
+    doc = report.to_dict() | {"rechecked": audit.id}
+    emit(doc, args.format, args.output, lambda: history)
+    if not args.no_store:
+        path = store_report(report, args.report_dir or default_report_dir(),
+                            extra={"rechecked": audit.id})
+        err(f"recheck stored in {path}")
+    return EXIT_OK
+
+
+def cmd_schedule(args: argparse.Namespace) -> int:
+    import getpass
+    import shutil as sh
+
+    from omni_host.app import schedule
+
+    kind = "cron" if args.cron else schedule.pick_kind(user=args.user, system=args.system)
+    target = schedule.ScheduleTarget(kind, args.root)
+    if args.schedule_command == "install":
+        extra = [a for a in args.audit_args if a != "--"]
+        exe = sh.which("omni-host") or str(Path(sys.executable).parent / "omni-host")
+        paths = schedule.install(target, schedule.audit_command(exe, extra), force=args.force,
+                                 run_as=getpass.getuser())
+        ok, message = schedule.verify(paths)
+        for p in paths:
+            sys.stdout.write(f"wrote {p}\n")
+        if not ok:
+            err(f"systemd-analyze verify: {message}")
+            return EXIT_USAGE
+        enable = {"systemd-user": f"systemctl --user enable --now {schedule.NAME}.timer",
+                  "systemd-system": f"systemctl enable --now {schedule.NAME}.timer"}.get(kind)
+        if enable:
+            sys.stdout.write(f"enable it with: {enable}\n")
+        return EXIT_OK
+    if args.schedule_command == "remove":
+        removed = schedule.remove(target)
+        for p in removed:
+            sys.stdout.write(f"removed {p}\n")
+        if not removed:
+            sys.stdout.write(f"no {kind} schedule installed\n")
+        return EXIT_OK
+    installed = [p for p in target.files() if p.exists()]
+    sys.stdout.write(("installed: " + ", ".join(map(str, installed)) if installed else
+                      f"no {kind} schedule installed") + "\n")
+    return EXIT_OK

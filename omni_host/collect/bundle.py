@@ -1,0 +1,196 @@
+"""Bundles: the raw outputs of one host's collection, kept so any audit can be replayed.
+
+On disk a bundle is a directory (or the same tree in a ``.tar.gz``)::
+
+    <host>/manifest.json          schema, host, when, how, and one record per probe
+    <host>/probes/<id>.stdout     raw standard output of the probe
+    <host>/probes/<id>.stderr     raw standard error (only when not empty)
+
+``docs/bundle-format.md`` documents the manifest fields.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import re
+import tarfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from omni_host.errors import BundleError, TransportError
+from omni_host.model import CommandResult
+from omni_host.remote.collector import MARKER
+
+BUNDLE_SCHEMA = 1
+_SAFE = re.compile(r"[^A-Za-z0-9._-]")
+
+
+def safe_name(name: str) -> str:
+    """A host or probe name made safe as one path component."""
+    cleaned = _SAFE.sub("_", name).lstrip(".")
+    return cleaned or "_"
+
+
+@dataclass(frozen=True)
+class Bundle:
+    host: str
+    collected_at: float
+    transport: str
+    meta: dict[str, Any]
+    results: dict[str, CommandResult]
+
+    # -- writing ---------------------------------------------------------------------------
+    def files(self) -> dict[str, bytes]:
+        """Relative path -> content, the one description both writers use."""
+        records = []
+        files: dict[str, bytes] = {}
+        for probe_id, res in self.results.items():
+            stem = f"probes/{safe_name(probe_id)}"
+            record = {"id": probe_id, "argv": list(res.argv), "status": res.status,
+                      "exit_code": res.exit_code, "duration_s": res.duration_s,
+                      "reason": res.reason, "stdout": f"{stem}.stdout", "stderr": None}
+            files[f"{stem}.stdout"] = res.stdout.encode()
+            if res.stderr:
+                record["stderr"] = f"{stem}.stderr"
+                files[f"{stem}.stderr"] = res.stderr.encode()
+            records.append(record)
+        manifest = {"schema_version": BUNDLE_SCHEMA, "kind": "omni-host-bundle", "host": self.host,
+                    "collected_at": self.collected_at, "transport": self.transport,
+                    "collector": self.meta, "probes": records}
+        files["manifest.json"] = json.dumps(manifest, indent=2).encode()
+        return files
+
+    def write_dir(self, parent: Path) -> Path:
+        root = parent / safe_name(self.host)
+        for rel, data in self.files().items():
+            path = root / rel
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(data)
+        return root
+
+
+def write_archive(bundles: list[Bundle], path: Path) -> Path:
+    """All bundles in one .tar.gz, written beside the target and renamed into place."""
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    try:
+        with tarfile.open(tmp, "w:gz") as tar:
+            for bundle in bundles:
+                top = safe_name(bundle.host)
+                for rel, data in sorted(bundle.files().items()):
+                    info = tarfile.TarInfo(f"{top}/{rel}")
+                    info.size, info.mtime = len(data), int(bundle.collected_at)
+                    tar.addfile(info, io.BytesIO(data))
+        os.replace(tmp, path)
+    except OSError:
+        tmp.unlink(missing_ok=True)
+        raise
+    return path
+
+
+def _from_files(read: Any, origin: str) -> Bundle:
+    try:
+        manifest = json.loads(read("manifest.json"))
+    except (KeyError, FileNotFoundError) as exc:
+        raise BundleError(f"{origin}: no manifest.json") from exc
+    except ValueError as exc:
+        raise BundleError(f"{origin}: manifest.json is not valid JSON ({exc})") from exc
+    if manifest.get("kind") != "omni-host-bundle":
+        raise BundleError(f"{origin}: not an omni-host bundle")
+    if manifest.get("schema_version") != BUNDLE_SCHEMA:
+        raise BundleError(f"{origin}: bundle schema {manifest.get('schema_version')} is not "
+                          f"supported (this omni-host reads schema {BUNDLE_SCHEMA})")
+    results = {}
+    try:
+        for rec in manifest["probes"]:
+            stdout = read(rec["stdout"]).decode()
+            stderr = read(rec["stderr"]).decode() if rec.get("stderr") else ""
+            results[rec["id"]] = CommandResult(rec["id"], tuple(rec["argv"]), rec["status"],
+                                               rec["exit_code"], stdout, stderr,
+                                               float(rec["duration_s"]), rec.get("reason", ""))
+        return Bundle(manifest["host"], float(manifest["collected_at"]), manifest["transport"],
+                      manifest.get("collector", {}), results)
+    except (KeyError, TypeError, ValueError, FileNotFoundError) as exc:
+        raise BundleError(f"{origin}: incomplete bundle ({type(exc).__name__}: {exc})") from exc
+
+
+def _read_tar(path: Path) -> list[Bundle]:
+    try:
+        with tarfile.open(path, "r:gz") as tar:
+            members = {m.name: m for m in tar.getmembers() if m.isfile()}
+            tops = sorted({name.split("/", 1)[0] for name in members if name.endswith("/manifest.json")})
+
+            def reader(top: str) -> Any:
+                def read(rel: str) -> bytes:
+                    member = members[f"{top}/{rel}"]
+                    fh = tar.extractfile(member)
+                    assert fh is not None
+                    return fh.read()
+                return read
+
+            if not tops:
+                raise BundleError(f"{path}: no manifest.json in archive")
+            return [_from_files(reader(top), f"{path}:{top}") for top in tops]
+    except (tarfile.TarError, EOFError, OSError) as exc:
+        raise BundleError(f"{path}: unreadable archive ({exc})") from exc
+
+
+def _read_raw(path: Path) -> Bundle:
+    """A collector's raw output saved by ``playbooks/collect.yml`` as ``<host>.out``."""
+    try:
+        return bundle_from_output(path.stem, "ansible", stdout=path.read_text(), stderr="",
+                                  exit_code=0, duration_s=0.0, started=path.stat().st_mtime)
+    except (OSError, TransportError) as exc:
+        raise BundleError(f"{path}: not a collector output ({exc})") from exc
+
+
+def read_bundles(path: Path) -> list[Bundle]:
+    """One path -> its bundles: a bundle dir, a dir of bundle dirs, a .tar.gz of either, or
+    raw collector outputs (``<host>.out``) as ``playbooks/collect.yml`` saves them."""
+    if path.is_file():
+        return [_read_raw(path)] if path.suffix == ".out" else _read_tar(path)
+    if (path / "manifest.json").is_file():
+        return [_from_files(lambda rel: (path / rel).read_bytes(), str(path))]
+    if path.is_dir():
+        found = sorted(p.parent for p in path.glob("*/manifest.json"))
+        found_tars = sorted(path.glob("*.tar.gz"))
+        raws = sorted(path.glob("*.out"))
+        if not found and not found_tars and not raws:
+            raise BundleError(f"{path}: no bundle (manifest.json, .tar.gz or .out) found")
+        bundles = [b for d in found for b in read_bundles(d)]
+        return bundles + [b for t in found_tars for b in _read_tar(t)] + [_read_raw(r) for r in raws]
+    raise BundleError(f"{path}: no such bundle")
+
+
+def _diagnose(code: int, stderr: str) -> str:
+    text = stderr.strip().splitlines()
+    last = text[-1] if text else ""
+    if code == 127 or "python3: not found" in stderr or "No such file" in last:
+        return "python3 is not installed on the host (the agentless audit needs it; " \
+            "set ansible_python_interpreter if it lives elsewhere)"
+    if "sudo" in stderr and ("password" in stderr or "not allowed" in stderr):
+        return f"become needs passwordless sudo: {last}"
+    return f"collector failed (exit {code}): {last or 'no output'}"
+
+
+def bundle_from_output(host: str, transport: str, *, stdout: str, stderr: str, exit_code: int,
+                       duration_s: float, started: float) -> Bundle:
+    """The collector's output (whichever engine carried it) -> a bundle, or TransportError."""
+    head, sep, body = stdout.partition(MARKER + "\n")
+    if not sep:
+        raise TransportError(_diagnose(exit_code, stderr or head))
+    try:
+        doc = json.loads(body)
+        records = doc.pop("probes")
+        results = {
+            r["id"]: CommandResult(r["id"], tuple(r["argv"]), r["status"], r["exit_code"],
+                                   r["stdout"], r["stderr"], float(r["duration_s"]), r["reason"])
+            for r in records
+        }
+    except (ValueError, KeyError, TypeError) as exc:
+        raise TransportError(f"collector output was cut off or corrupted ({exc})") from exc
+    doc["round_trip_s"] = round(duration_s, 4)
+    return Bundle(host=host, collected_at=started, transport=transport, meta=doc,
+                  results=results)

@@ -1,0 +1,82 @@
+"""Collection: ship the collector and the probe plan to a host in one round trip.
+
+The same payload (``collector.py`` + one ``main(plan)`` line) runs over every engine: a local
+subprocess, an SSH channel, or Ansible's ``script`` module. Only the transport differs.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from functools import lru_cache
+from importlib import resources
+
+from omni_host.collect.bundle import Bundle, bundle_from_output
+from omni_host.collect.transport.base import SshOptions, Transport
+from omni_host.plan.hosts import DEFAULT_PYTHON, HostPlan
+from omni_host.probes.catalog import DYNAMIC, PROBES, Probe, probes_for
+
+# Room for the fallbacks that run after the primaries, and for the connection itself.
+_SLACK_S = 15.0
+
+
+@lru_cache(maxsize=1)
+def collector_source() -> str:
+    return resources.files("omni_host.remote").joinpath("collector.py").read_text(encoding="utf-8")
+
+
+def payload(probes: tuple[Probe, ...], probe_timeout_s: float | None = None) -> str:
+    plan = json.dumps([p.plan_entry(probe_timeout_s) for p in probes])
+    return f"{collector_source()}\nmain({plan!r})\n"
+
+
+def deadline_s(probes: tuple[Probe, ...], probe_timeout_s: float | None = None) -> float:
+    """The host's whole deadline: the slowest primary, then the slowest fallback, plus slack."""
+    def limit(p: Probe) -> float:
+        return probe_timeout_s or p.timeout_s
+
+    longest = max(limit(p) for p in probes if not p.fallback_for)
+    longest_fallback = max((limit(p) for p in probes if p.fallback_for), default=0.0)
+    return longest + longest_fallback + _SLACK_S
+
+
+def collect(
+    host: str,
+    transport: Transport,
+    *,
+    become: bool = False,
+    probes: tuple[Probe, ...] = PROBES,
+    probe_timeout_s: float | None = None,
+    python: str = DEFAULT_PYTHON,
+) -> Bundle:
+    """Run every probe on ``host`` through ``transport``; raises TransportError when the host
+    cannot be reached or the collector itself cannot run. ``python`` is the host's
+    interpreter (Ansible's ``ansible_python_interpreter``; default: python3 on its PATH)."""
+    started = time.time()
+    raw = transport.run((python, "-"), stdin=payload(probes, probe_timeout_s),
+                        timeout_s=deadline_s(probes, probe_timeout_s), sudo=become)
+    return bundle_from_output(host, transport.name, stdout=raw.stdout, stderr=raw.stderr,
+                              exit_code=raw.exit_code, duration_s=raw.duration_s,
+                              started=started)
+
+
+def collect_host(plan: HostPlan, ssh: SshOptions, probe_timeout_s: float | None) -> Bundle:
+    """One host's bundle through its transport (local, or SSH imported only when needed)."""
+    if plan.ssh is None:
+        from omni_host.collect.transport.local import LocalTransport
+
+        transport: Transport = LocalTransport()
+    else:
+        from omni_host.collect.transport.ssh import SshTransport
+
+        transport = SshTransport(plan.name, plan.ssh, ssh)
+    try:
+        return collect(plan.name, transport, become=plan.become, probe_timeout_s=probe_timeout_s,
+                       python=plan.python, probes=probes_for(plan.policy))
+    finally:
+        transport.close()
+
+
+def host_deadline_s(ssh: SshOptions, probe_timeout_s: float | None) -> float:
+    """How long one host may take in all: connecting (through one jump), then collecting."""
+    return 2 * ssh.connect_timeout_s + deadline_s((*PROBES, *DYNAMIC), probe_timeout_s) + 5.0

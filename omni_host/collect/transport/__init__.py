@@ -1,0 +1,9 @@
+"""Transports carry the collector to a host and bring its output back.
+
+The interface is deliberately small (see ``base.Transport``): one call runs one command with
+a stdin payload. Arguments are quoted in exactly one place, ``base.command_line``.
+"""
+
+from omni_host.collect.transport.base import RawRun, Transport, command_line
+
+__all__ = ["RawRun", "Transport", "command_line"]

@@ -1,0 +1,52 @@
+"""The transport interface and the one place where a command line is quoted."""
+
+from __future__ import annotations
+
+import shlex
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+
+@dataclass(frozen=True)
+class RawRun:
+    """What came back from one command on a host."""
+
+    exit_code: int
+    stdout: str
+    stderr: str
+    duration_s: float
+
+
+class Transport(Protocol):
+    """Runs one command on one host. A non-zero exit is data; a lost connection raises
+    ``TransportError``."""
+
+    name: str
+
+    def run(self, argv: tuple[str, ...], *, stdin: str, timeout_s: float, sudo: bool) -> RawRun:
+        ...
+
+    def close(self) -> None:
+        ...
+
+
+def command_line(argv: tuple[str, ...], *, sudo: bool) -> str:
+    """The shell line for ``argv``: every word quoted, ``sudo -n`` (never prompt) when asked,
+    and ``LC_ALL=C`` so that tools print the format the parsers know."""
+    words = ("sudo", "-n", "--", *argv) if sudo else argv
+    return "LC_ALL=C " + shlex.join(words)
+
+
+@dataclass(frozen=True)
+class SshOptions:
+    """How to connect; validated once, shared by every host of a run."""
+
+    known_hosts: Path
+    ssh_config: Path | None
+    accept_new: bool = False
+    connect_timeout_s: float = 10.0
+
+    def __post_init__(self) -> None:
+        if self.connect_timeout_s <= 0:
+            raise ValueError("connect timeout must be positive")

@@ -1,0 +1,225 @@
+"""The SSH transport (paramiko): one connection per host, known_hosts verified.
+
+Host keys are checked against the user's known_hosts (and ``UserKnownHostsFile`` from the SSH
+config). An unknown key is refused unless the caller asked for ``accept_new`` (OpenSSH's
+``StrictHostKeyChecking=accept-new``), in which case it is appended to the known_hosts file. A
+*changed* key is always refused. ``ProxyJump`` is honoured by tunnelling through each jump host
+in turn, each verified the same way.
+"""
+
+from __future__ import annotations
+
+import os
+import select
+import socket
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import paramiko
+from paramiko.ssh_exception import NoValidConnectionsError
+
+from omni_host.collect.transport.base import RawRun, SshOptions, command_line
+from omni_host.errors import TransportError
+from omni_host.plan.hosts import SshEndpoint
+
+
+@dataclass(frozen=True)
+class SshTarget:
+    """Where and as whom to connect, after the inventory and ~/.ssh/config are merged."""
+
+    label: str
+    hostname: str
+    port: int
+    user: str | None
+    key_files: tuple[str, ...] = ()
+    proxy_jump: str | None = None
+    known_hosts_files: tuple[str, ...] = ()
+
+
+def resolve_target(
+    label: str,
+    *,
+    host: str | None,
+    port: int | None,
+    user: str | None,
+    key_file: str | None,
+    ssh_config: Path | None,
+) -> SshTarget:
+    """Merge inventory values (which win, as in Ansible) with the SSH config entry."""
+    alias = host or label
+    conf: dict = {}
+    if ssh_config is not None and ssh_config.is_file():
+        try:
+            conf = paramiko.SSHConfig.from_path(str(ssh_config)).lookup(alias)
+        except Exception as exc:  # paramiko raises bare exceptions on bad config
+            raise TransportError(f"{label}: cannot read SSH config {ssh_config}: {exc}") from exc
+    keys = (key_file,) if key_file else tuple(conf.get("identityfile", ()))
+    known = tuple(os.path.expanduser(p) for p in conf.get("userknownhostsfile", "").split() if p)
+    jump = conf.get("proxyjump")
+    return SshTarget(
+        label=label,
+        hostname=conf.get("hostname", alias),
+        port=int(port or conf.get("port", 22)),
+        user=user or conf.get("user"),
+        key_files=tuple(os.path.expanduser(k) for k in keys),
+        proxy_jump=None if jump in (None, "none") else jump,
+        known_hosts_files=known,
+    )
+
+
+class _AcceptNew(paramiko.MissingHostKeyPolicy):
+    """Accept an unknown key and append it to known_hosts (never touches existing lines)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def missing_host_key(self, client, hostname, key) -> None:  # noqa: ANN001 (paramiko API)
+        entry = f"{hostname} {key.get_name()} {key.get_base64()}\n"
+        self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        with open(self.path, "a", encoding="ascii") as fh:
+            fh.write(entry)
+        client.get_host_keys().add(hostname, key.get_name(), key)
+
+
+class _RejectUnknown(paramiko.MissingHostKeyPolicy):
+    def missing_host_key(self, client, hostname, key) -> None:  # noqa: ANN001 (paramiko API)
+        raise TransportError(
+            f"host key for {hostname} is not in known_hosts ({key.get_name()}); "
+            "verify it and add it, or pass --accept-new-host-key"
+        )
+
+
+def _parse_jump(spec: str) -> tuple[str | None, str, int | None]:
+    user, _, rest = spec.rpartition("@")
+    host, _, port = rest.partition(":")
+    return (user or None), host, (int(port) if port else None)
+
+
+class SshTransport:
+    """One paramiko connection to one host, opened lazily and closed by ``close``. The
+    inventory's values win over the SSH config's, as in Ansible; the config is read when the
+    connection opens, so an unreadable one costs that host, not the run."""
+
+    name = "ssh"
+
+    def __init__(self, label: str, endpoint: SshEndpoint, options: SshOptions) -> None:
+        self.label = label
+        self.endpoint = endpoint
+        self.options = options
+        self._clients: list[paramiko.SSHClient] = []
+        self._target: SshTarget | None = None
+
+    @property
+    def target(self) -> SshTarget:
+        if self._target is None:
+            e = self.endpoint
+            self._target = resolve_target(self.label, host=e.alias, port=e.port, user=e.user,
+                                          key_file=e.key_file, ssh_config=self.options.ssh_config)
+        return self._target
+
+    def _client(self) -> paramiko.SSHClient:
+        client = paramiko.SSHClient()
+        for path in (self.options.known_hosts, *map(Path, self.target.known_hosts_files)):
+            if path.is_file():
+                client.load_system_host_keys(str(path))
+        policy = _AcceptNew(self.options.known_hosts) if self.options.accept_new else _RejectUnknown()
+        client.set_missing_host_key_policy(policy)
+        return client
+
+    def _connect_one(self, target: SshTarget, sock: paramiko.Channel | None) -> paramiko.SSHClient:
+        client = self._client()
+        where = f"{target.hostname}:{target.port}"
+        try:
+            client.connect(
+                target.hostname,
+                port=target.port,
+                username=target.user,
+                key_filename=list(target.key_files) or None,
+                timeout=self.options.connect_timeout_s,
+                banner_timeout=self.options.connect_timeout_s,
+                auth_timeout=self.options.connect_timeout_s,
+                sock=sock,
+                allow_agent=True,
+                look_for_keys=not target.key_files,
+            )
+        except TransportError:
+            client.close()
+            raise
+        except paramiko.BadHostKeyException as exc:
+            client.close()
+            raise TransportError(
+                f"host key for {where} has CHANGED (got {exc.key.get_name()}): refusing to "
+                "connect; if the change is expected, remove the old key from known_hosts"
+            ) from exc
+        except paramiko.AuthenticationException as exc:
+            client.close()
+            raise TransportError(f"authentication to {where} as {target.user} failed") from exc
+        except TimeoutError as exc:
+            client.close()
+            raise TransportError(f"connection to {where} timed out") from exc
+        except NoValidConnectionsError as exc:
+            client.close()
+            reasons = sorted({e.strerror or str(e) for e in exc.errors.values()})
+            raise TransportError(f"cannot connect to {where}: {'; '.join(reasons)}") from exc
+        except socket.gaierror as exc:
+            client.close()
+            raise TransportError(f"cannot resolve {target.hostname}: {exc.strerror}") from exc
+        except (OSError, paramiko.SSHException, EOFError) as exc:
+            client.close()
+            raise TransportError(f"cannot connect to {where}: {exc or type(exc).__name__}") from exc
+        self._clients.append(client)
+        return client
+
+    def _connect(self) -> paramiko.SSHClient:
+        sock = None
+        if self.target.proxy_jump:
+            for spec in self.target.proxy_jump.split(","):
+                user, host, port = _parse_jump(spec.strip())
+                jump = resolve_target(host, host=None, port=port, user=user, key_file=None,
+                                      ssh_config=self.options.ssh_config)
+                jump_client = self._connect_one(jump, sock)
+                try:
+                    sock = jump_client.get_transport().open_channel(  # type: ignore[union-attr]
+                        "direct-tcpip", (self.target.hostname, self.target.port), ("127.0.0.1", 0)
+                    )
+                except (paramiko.SSHException, OSError) as exc:
+                    raise TransportError(f"jump host {host} cannot reach "
+                                         f"{self.target.hostname}:{self.target.port}: {exc}") from exc
+        return self._connect_one(self.target, sock)
+
+    def run(self, argv: tuple[str, ...], *, stdin: str, timeout_s: float, sudo: bool) -> RawRun:
+        client = self._clients[-1] if self._clients else self._connect()
+        start = time.monotonic()
+        deadline = start + timeout_s
+        try:
+            chan = client.get_transport().open_session()  # type: ignore[union-attr]
+            chan.exec_command(command_line(argv, sudo=sudo))
+            chan.sendall(stdin.encode())
+            chan.shutdown_write()
+            out, err = bytearray(), bytearray()
+            while True:
+                while chan.recv_ready():
+                    out += chan.recv(65536)
+                while chan.recv_stderr_ready():
+                    err += chan.recv_stderr(65536)
+                if chan.exit_status_ready() and not chan.recv_ready() and not chan.recv_stderr_ready():
+                    break
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    chan.close()
+                    raise TransportError(f"command did not finish in {timeout_s:g}s")
+                select.select([chan], [], [], min(remaining, 1.0))
+            code = chan.recv_exit_status()
+            if code == -1:  # the channel closed without an exit status: the session died
+                raise TransportError("connection lost: the session ended before the collector "
+                                     "finished")
+        except (paramiko.SSHException, OSError, EOFError) as exc:
+            raise TransportError(f"connection lost: {exc or type(exc).__name__}") from exc
+        return RawRun(code, out.decode("utf-8", "replace"), err.decode("utf-8", "replace"),
+                      time.monotonic() - start)
+
+    def close(self) -> None:
+        for client in reversed(self._clients):
+            client.close()
+        self._clients.clear()

@@ -1,0 +1,2 @@
+"""Evaluate: bundles -> facts -> checks (pure functions of facts and policy) -> host reports,
+with the Sentinel layers (fact summary, Strategic)."""

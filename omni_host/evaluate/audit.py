@@ -1,0 +1,67 @@
+"""The audit flow: targets -> collect (one round trip) -> facts -> checks -> host reports.
+
+Collecting and evaluating are separate: a live audit evaluates the very bundle it collected,
+through the same ``evaluate_bundle`` an offline ``--bundle`` audit uses, so both give the same
+verdicts. One host's failure is that host's result, never the end of the run.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+from omni_host.collect.bundle import Bundle
+from omni_host.collect.pool import PoolResult, run_pool
+from omni_host.collect.run import collect_host, host_deadline_s
+from omni_host.collect.transport.base import SshOptions
+from omni_host.errors import TransportError
+from omni_host.evaluate.checks import run_checks
+from omni_host.evaluate.facts import facts_from_bundle
+from omni_host.evaluate.sentinel import fact_summary, strategic
+from omni_host.model import HostReport
+from omni_host.plan.hosts import HostPlan
+from omni_host.plan.policy import Policy
+
+
+def evaluate_bundle(bundle: Bundle, policy: Policy, *, address: str | None = None,
+                    duration_s: float = 0.0) -> HostReport:
+    facts = facts_from_bundle(bundle)
+    results = tuple(run_checks(facts, policy))
+    probes = {pid: {"outcome": p.outcome.value, "reason": p.reason}
+              for pid, p in facts.probes.items()}
+    summary = fact_summary(facts)
+    return HostReport(bundle.host, address, bundle.transport, True, None, duration_s, results,
+                      bundle, probes, summary, tuple(strategic(summary)))
+
+
+def audit_host(plan: HostPlan, ssh: SshOptions, probe_timeout_s: float | None = None) -> HostReport:
+    start = time.monotonic()
+    try:
+        bundle = collect_host(plan, ssh, probe_timeout_s)
+    except TransportError as exc:
+        error = str(exc)
+    except Exception as exc:  # a bug must cost this host its audit, not the fleet its run
+        error = f"internal error while collecting: {type(exc).__name__}: {exc}"
+    else:
+        return evaluate_bundle(bundle, plan.policy, address=plan.address,
+                               duration_s=time.monotonic() - start)
+    return _failed(plan, error, time.monotonic() - start)
+
+
+def _failed(plan: HostPlan, error: str, elapsed: float) -> HostReport:
+    return HostReport(plan.name, plan.address, plan.transport, False, error, elapsed)
+
+
+def audit_many(plans: list[HostPlan], ssh: SshOptions, *, forks: int,
+               probe_timeout_s: float | None = None, host_timeout_s: float | None = None,
+               on_start: Callable[[HostPlan], None] | None = None,
+               on_done: Callable[[HostPlan, HostReport], None] | None = None,
+               ) -> PoolResult[HostReport]:
+    """Audit hosts in a bounded pool; a host past its deadline is reported unreachable with
+    the reason, and Ctrl-C returns what finished (the rest marked interrupted)."""
+    deadline = host_timeout_s or host_deadline_s(ssh, probe_timeout_s)
+    return run_pool(
+        plans, lambda p: audit_host(p, ssh, probe_timeout_s), forks=forks, deadline_s=deadline,
+        late=lambda p, t: _failed(p, f"no answer within the host deadline of {deadline:g}s", t),
+        cancelled=lambda p: _failed(p, "interrupted before this host finished", 0.0),
+        on_start=on_start, on_done=on_done)

@@ -1,0 +1,101 @@
+"""Host plans: what to audit on each host, and how to reach it, before any host is touched.
+
+A plan holds the inventory's connection values as Ansible resolved them; the SSH transport
+merges them with ``~/.ssh/config`` when it connects (so planning never imports paramiko).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from omni_host.errors import InventoryError
+from omni_host.plan.inventory import Inventory
+from omni_host.plan.policy import Policy, policy_from_vars, reference_vars
+
+DEFAULT_PYTHON = "python3"
+
+
+@dataclass(frozen=True)
+class SshEndpoint:
+    """Where and as whom to connect, as the inventory says; None = ask the SSH config."""
+
+    alias: str  # ansible_host, else the inventory name: the SSH config's Host to look up
+    port: int | None = None
+    user: str | None = None
+    key_file: str | None = None
+
+    @property
+    def address(self) -> str:
+        user = f"{self.user}@" if self.user else ""
+        return f"{user}{self.alias}" + (f":{self.port}" if self.port else "")
+
+
+@dataclass(frozen=True)
+class HostPlan:
+    """One host to audit: how to reach it and what it should look like."""
+
+    name: str
+    policy: Policy
+    become: bool
+    ssh: SshEndpoint | None  # None = this machine, through the local transport
+    python: str = DEFAULT_PYTHON
+
+    @property
+    def address(self) -> str:
+        return "local" if self.ssh is None else self.ssh.address
+
+    @property
+    def transport(self) -> str:
+        return "local" if self.ssh is None else "ssh"
+
+
+def _bool(value: object) -> bool:
+    return value if isinstance(value, bool) else str(value).lower() in ("1", "yes", "true", "on")
+
+
+def _first(hv: dict[str, Any], *names: str) -> Any:
+    """The first of Ansible's aliases that is set (``ansible_host`` before ``ansible_ssh_host``)."""
+    return next((hv[n] for n in names if hv.get(n) is not None), None)
+
+
+def _text(origin: str, var: str, value: Any) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, (str, int)) or isinstance(value, bool):
+        raise InventoryError(f"{origin}: {var} must be a string, got {type(value).__name__}")
+    return str(value)
+
+
+def plan_host(name: str, hv: dict[str, Any], *, origin: str) -> HostPlan:
+    """Validate a host's policy and connection variables (``hv``: its resolved variables)."""
+    policy = policy_from_vars(hv, f"{origin}: host {name}")
+    become = _bool(hv.get("ansible_become", False))
+    python = str(hv.get("ansible_python_interpreter") or DEFAULT_PYTHON)
+    if python.startswith("auto"):  # Ansible's discovery modes: python3 on the PATH
+        python = DEFAULT_PYTHON
+    if hv.get("ansible_connection") == "local":
+        return HostPlan(name, policy, become, None, python)
+    where = f"{origin}: host {name}"
+    port = _first(hv, "ansible_port", "ansible_ssh_port")
+    if port is not None and (isinstance(port, bool) or not str(port).isdigit()
+                             or not 0 < int(port) < 65536):
+        raise InventoryError(f"{where}: ansible_port {port!r} is not a port")
+    host = _text(where, "ansible_host", _first(hv, "ansible_host", "ansible_ssh_host"))
+    endpoint = SshEndpoint(
+        alias=host or name,
+        port=int(port) if port is not None else None,
+        user=_text(where, "ansible_user", _first(hv, "ansible_user", "ansible_ssh_user")),
+        key_file=_text(where, "ansible_ssh_private_key_file",
+                       _first(hv, "ansible_ssh_private_key_file", "ansible_private_key_file")),
+    )
+    return HostPlan(name, policy, become, endpoint, python)
+
+
+def local_plan() -> HostPlan:
+    """This machine against the built-in reference policy."""
+    return HostPlan("localhost", policy_from_vars(reference_vars(), "built-in policy"), False, None)
+
+
+def plan_inventory(inv: Inventory, pattern: str) -> list[HostPlan]:
+    return [plan_host(h.name, h.vars, origin=inv.source) for h in inv.select(pattern)]

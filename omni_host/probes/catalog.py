@@ -1,0 +1,228 @@
+"""Every probe: an id, the command the collector runs, and the pure parser of its output.
+
+The commands are constants: nothing from an inventory is spliced into them. The Python
+helpers (pynvml, psutil, py-cpuinfo) stand in for the tool they mirror when it fails, so a
+healthy host pays for no extra interpreter. ``sh -c`` is used
+only where a glob or a pipeline is needed, with fixed text. ``{python}`` is the interpreter that
+runs the collector on the host, so psutil, pynvml and py-cpuinfo are found where it finds them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import shlex
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from omni_host.errors import ParseError
+from omni_host.model import CommandResult, Outcome, ProbeResult
+from omni_host.plan.policy import Policy
+from omni_host.probes.parsers import build, cpu, docker, host, memory, numa, nvidia, system
+from omni_host.probes.parsers import excerpt as _excerpt
+from omni_host.resources import resources_text
+
+# Helpers run with the host's python3; exit 3 means the module is not importable there.
+_IMPORT = ("import json,sys\ntry:\n import {mod}\n"
+           "except ImportError as e:\n sys.stderr.write('%s\\n' % e); sys.exit(3)\n")
+
+PSUTIL_CODE = _IMPORT.format(mod="psutil") + (
+    "v=psutil.virtual_memory(); s=psutil.swap_memory()\n"
+    "print(json.dumps({'mem_total': v.total, 'mem_available': v.available,"
+    " 'swap_total': s.total, 'swap_free': s.free}))\n"
+)
+
+PYNVML_CODE = _IMPORT.format(mod="pynvml") + """
+def q(f, *a):
+    try:
+        return f(*a)
+    except pynvml.NVMLError:
+        return None
+try:
+    pynvml.nvmlInit()
+except pynvml.NVMLError as e:
+    sys.stderr.write('NVML: %s\\n' % e); sys.exit(4)
+def s(v):
+    return v.decode() if isinstance(v, bytes) else v
+gpus = []
+for i in range(pynvml.nvmlDeviceGetCount()):
+    h = pynvml.nvmlDeviceGetHandleByIndex(i)
+    pci = q(pynvml.nvmlDeviceGetPciInfo, h)
+    pm = q(pynvml.nvmlDeviceGetPersistenceMode, h)
+    gpus.append({'index': i, 'name': s(pynvml.nvmlDeviceGetName(h)),
+        'uuid': s(q(pynvml.nvmlDeviceGetUUID, h)),
+        'pci_bus_id': s(pci.busId) if pci else None,
+        'memory_total_bytes': pynvml.nvmlDeviceGetMemoryInfo(h).total,
+        'persistence_mode': None if pm is None else pm == 1,
+        'pcie_gen_current': q(pynvml.nvmlDeviceGetCurrPcieLinkGeneration, h),
+        'pcie_gen_max': q(pynvml.nvmlDeviceGetMaxPcieLinkGeneration, h),
+        'pcie_width_current': q(pynvml.nvmlDeviceGetCurrPcieLinkWidth, h),
+        'pcie_width_max': q(pynvml.nvmlDeviceGetMaxPcieLinkWidth, h)})
+print(json.dumps({'driver_version': s(pynvml.nvmlSystemGetDriverVersion()),
+    'cuda_driver_version': q(pynvml.nvmlSystemGetCudaDriverVersion), 'gpus': gpus}))
+"""
+
+PYCPUINFO_CODE = _IMPORT.format(mod="cpuinfo") + "print(json.dumps(cpuinfo.get_cpu_info()))\n"
+
+SYSFS_NODES = ("grep -H . /sys/devices/system/node/node*/cpulist; "
+               "grep -H MemTotal /sys/devices/system/node/node*/meminfo")
+
+CUDA_PATH = 'PATH="$PATH:/usr/local/cuda/bin"; '
+NVCC = CUDA_PATH + "exec nvcc --version"
+GPU_QUERY_FIELDS = ("index,name,compute_cap,pcie.link.gen.current,pcie.link.gen.max,"
+                    "pcie.link.width.current,pcie.link.width.max,persistence_mode,"
+                    "ecc.errors.uncorrected.volatile.total")
+# dmesg is often root-only: say so (exit 126) rather than report no Xid.
+XID = ('log=$(dmesg 2>&1) || { echo "$log" | tail -1 >&2; exit 126; }; '
+       'printf "%s\\n" "$log" | grep -E "NVRM: Xid" | tail -50; exit 0')
+# Per-file loops: each file's output follows a "== <path>" line; paths arrive as "$@".
+CUOBJDUMP = CUDA_PATH + ('command -v cuobjdump >/dev/null || exit 127; '
+                         'for f in "$@"; do echo "== $f"; cuobjdump --list-elf "$f" 2>&1; done; exit 0')
+READELF = ('command -v readelf >/dev/null || exit 127; '
+           'for f in "$@"; do echo "== $f"; readelf -d --dyn-syms -W "$f" 2>&1; done; exit 0')
+DF = 'for p in "$@"; do echo "== $p"; df -P -k "$p" 2>&1; done; exit 0'
+DPKG = ('command -v dpkg-query >/dev/null || exit 127; for p in "$@"; do '
+        's=$(dpkg-query -W -f \'${db:Status-Status}\' "$p" 2>/dev/null) || s=not-installed; '
+        'echo "$p $s"; done')
+
+
+
+@dataclass(frozen=True)
+class Probe:
+    id: str
+    argv: tuple[str, ...]
+    parse: Callable[[str], Any]
+    timeout_s: float = 10.0
+    fallback_for: str | None = None
+    redact: str | None = None
+    label: str | None = None  # how evidence names a scripted probe
+    inline: bool = False  # a stdlib-only Python helper the collector may run in-process
+
+    @property
+    def command(self) -> str:
+        """The command as a person would type it, for evidence lines."""
+        if self.label:
+            return self.label
+        if self.argv[:2] == ("sh", "-c"):
+            return self.argv[2] + (f" ({shlex.join(self.argv[4:])})" if len(self.argv) > 4 else "")
+        if self.argv[0] == "{python}":
+            return f"python3 -c <{self.id} helper>"
+        return shlex.join(self.argv)
+
+    def plan_entry(self, timeout_s: float | None = None) -> dict[str, Any]:
+        entry: dict[str, Any] = {"id": self.id, "argv": list(self.argv),
+                                 "timeout_s": timeout_s or self.timeout_s}
+        if self.fallback_for:
+            entry["fallback_for"] = self.fallback_for
+        if self.redact:
+            entry["redact"] = self.redact
+        if self.inline:
+            entry["inline"] = True
+        return entry
+
+
+_DOCKER_API = resources_text("remote/docker_api.py")
+
+PROBES: tuple[Probe, ...] = (
+    Probe("numa.numactl", ("numactl", "--hardware"), numa.parse_numactl_hardware),
+    Probe("numa.sysfs", ("sh", "-c", SYSFS_NODES), numa.parse_sysfs_nodes,
+          fallback_for="numa.numactl"),
+    Probe("gpu.nvidia-smi", ("nvidia-smi", "-q", "-x"), nvidia.parse_nvidia_smi_xml, timeout_s=30),
+    Probe("gpu.topo", ("nvidia-smi", "topo", "-m"), nvidia.parse_topo_matrix, timeout_s=30),
+    Probe("gpu.p2p", ("nvidia-smi", "topo", "-p2p", "r"), nvidia.parse_topo_matrix, timeout_s=30),
+    Probe("gpu.pynvml", ("{python}", "-c", PYNVML_CODE), nvidia.parse_pynvml, timeout_s=30,
+          fallback_for="gpu.nvidia-smi"),
+    Probe("cpu.cpuinfo", ("cat", "/proc/cpuinfo"), cpu.parse_cpuinfo),
+    Probe("cpu.pycpuinfo", ("{python}", "-c", PYCPUINFO_CODE), cpu.parse_pycpuinfo,
+          timeout_s=20, fallback_for="cpu.cpuinfo"),
+    Probe("mem.swaps", ("cat", "/proc/swaps"), memory.parse_proc_swaps),
+    Probe("mem.meminfo", ("cat", "/proc/meminfo"), memory.parse_meminfo),
+    Probe("mem.psutil", ("{python}", "-c", PSUTIL_CODE), memory.parse_psutil,
+          fallback_for="mem.meminfo"),
+    Probe("fs.fstab", ("cat", "/etc/fstab"), memory.parse_fstab),
+    Probe("docker.containers", ("{python}", "-c", _DOCKER_API, "containers"),
+          docker.parse_docker_inspect, timeout_s=20, redact="docker-inspect", inline=True,
+          label="docker inspect $(docker ps -q) (Docker API on its socket)"),
+    Probe("system.kernel", ("uname", "-r"), system.parse_uname_r),
+    Probe("gpu.query", ("nvidia-smi", f"--query-gpu={GPU_QUERY_FIELDS}", "--format=csv,noheader"),
+          build.parse_gpu_query, timeout_s=30,
+          label="nvidia-smi --query-gpu=compute_cap,pcie.link.*,persistence_mode,ecc.*"),
+    Probe("gpu.xid", ("sh", "-c", XID), host.parse_xid, label="dmesg | grep 'NVRM: Xid'"),
+    Probe("cuda.nvcc", ("sh", "-c", NVCC), build.parse_nvcc_version, label="nvcc --version"),
+    Probe("docker.networks", ("{python}", "-c", _DOCKER_API, "networks"),
+          docker.parse_docker_networks, timeout_s=20, inline=True,
+          label="docker network ls (Docker API on its socket)"),
+)
+
+# Probes whose arguments come from the policy (paths, package names). They are appended to
+# the plan only when the policy names something for them; the values travel as argv, after
+# a fixed script, so no inventory value is ever parsed by a shell.
+_MODELS_HELPER = resources_text("remote/gguf_models.py")
+DYNAMIC: tuple[Probe, ...] = (
+    Probe("llamacpp.cuobjdump", ("sh", "-c", CUOBJDUMP, "cuobjdump"), build.parse_cuobjdump,
+          timeout_s=60, label="cuobjdump --list-elf <omni_llamacpp_binaries>"),
+    Probe("llamacpp.readelf", ("sh", "-c", READELF, "readelf"), build.parse_readelf, timeout_s=30,
+          label="readelf -d --dyn-syms <omni_llamacpp_binaries>"),
+    Probe("model.files", ("{python}", "-c", _MODELS_HELPER), host.parse_models, timeout_s=120,
+          label="python3 gguf_models helper <omni_models> (headers only)"),
+    Probe("disk.df", ("sh", "-c", DF, "df"), host.parse_df, label="df -P -k <omni_disk_free paths>"),
+    Probe("packages.dpkg", ("sh", "-c", DPKG, "dpkg"), host.parse_dpkg,
+          label="dpkg-query -W <omni_build_packages>"),
+)
+
+PROBES_BY_ID = {p.id: p for p in (*PROBES, *DYNAMIC)}
+
+
+def probes_for(policy: Policy) -> tuple[Probe, ...]:
+    """The plan for one host: every static probe, plus the policy's paths and packages."""
+    args = {
+        "llamacpp.cuobjdump": list(policy.llamacpp_binaries),
+        "llamacpp.readelf": list(policy.llamacpp_binaries),
+        "model.files": (["--models", *(m.path for m in policy.models),
+                         "--llama", *policy.llamacpp_binaries] if policy.models else []),
+        "disk.df": [d.path for d in policy.disk_free],
+        "packages.dpkg": list(policy.build_packages),
+    }
+    extra = tuple(dataclasses.replace(p, argv=(*p.argv, *args[p.id]))
+                  for p in DYNAMIC if args[p.id])
+    return PROBES + extra
+
+
+def _first_line(text: str) -> str:
+    return next((line.strip() for line in text.splitlines() if line.strip()), "")
+
+
+def _unavailable_reason(result: CommandResult) -> str | None:
+    """Why a command yielded nothing usable, or None when it ran and exited 0."""
+    if result.status == "skipped":
+        return result.reason
+    if result.status != "ran":
+        return {"missing": "not installed", "denied": "permission denied",
+                "timeout": result.reason or "timed out"}.get(result.status, result.reason)
+    if result.exit_code == 0:
+        return None
+    detail = _first_line(result.stderr) or _first_line(result.stdout)
+    if result.exit_code == 127 or "not found" in detail:
+        return f"not installed ({detail})" if detail else "not installed"
+    if result.exit_code == 126 or "ermission denied" in detail:
+        return f"permission denied ({detail})"
+    if result.exit_code == 3 and "No module named" in detail:
+        return f"python module not installed ({detail})"
+    return f"exit {result.exit_code}: {detail}" if detail else f"exit {result.exit_code}"
+
+
+def evaluate(probe: Probe, result: CommandResult | None) -> ProbeResult:
+    """A probe's outcome: observed (with a fact), unavailable (why) or unparseable (excerpt)."""
+    if result is None:
+        reason = ("not requested by the policy" if probe in DYNAMIC else
+                  "not collected in this bundle")
+        return ProbeResult(probe.id, probe.command, Outcome.UNAVAILABLE, reason=reason)
+    reason = _unavailable_reason(result)
+    if reason is not None:
+        return ProbeResult(probe.id, probe.command, Outcome.UNAVAILABLE, reason=reason)
+    try:
+        fact = probe.parse(result.stdout)
+    except ParseError as exc:
+        return ProbeResult(probe.id, probe.command, Outcome.UNPARSEABLE, reason=str(exc),
+                           excerpt=_excerpt(result.stdout))
+    return ProbeResult(probe.id, probe.command, Outcome.OBSERVED, fact=fact)

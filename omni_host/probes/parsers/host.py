@@ -1,0 +1,92 @@
+"""Disks, packages, kernel log and models: ``df -P -k``, a dpkg-query loop, NVRM Xid lines,
+and the model helper's JSON (sizes and GGUF headers read on the host).
+
+Lessons F-001 (a full disk stopped a build), F-015 (pkg-config and libhwloc-dev missing),
+F-020/F-022 (a model larger than RAM+swap), F-008 (an architecture llama.cpp did not know).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+
+from omni_host.errors import ParseError
+from omni_host.probes.parsers import excerpt
+
+_XID = re.compile(r"NVRM: Xid \(([^)]*)\): (\d+)")
+
+
+@dataclass(frozen=True)
+class DiskUsage:
+    path: str
+    mount: str
+    size_kib: int
+    avail_kib: int
+    error: str | None = None  # df's own message, e.g. for a path that does not exist
+
+
+@dataclass(frozen=True)
+class ModelFile:
+    path: str
+    error: str | None
+    size_bytes: int
+    files: int
+    architecture: str | None
+
+
+@dataclass(frozen=True)
+class ModelFacts:
+    models: tuple[ModelFile, ...]
+    binaries: dict[str, dict[str, bool]]  # llama.cpp binary -> {architecture: known to it}
+    binary_errors: dict[str, str]
+
+
+def parse_df(text: str) -> dict[str, DiskUsage]:
+    """The helper prints ``== <path>`` before each ``df -P -k <path>``."""
+    out = {}
+    for block in text.split("== ")[1:]:
+        path, _, body = block.partition("\n")
+        lines = [ln for ln in body.splitlines() if ln.strip()]
+        if lines and lines[0].startswith("df: "):
+            out[path] = DiskUsage(path, "", 0, 0, lines[0][4:])
+            continue
+        if len(lines) < 2 or not lines[0].startswith("Filesystem"):
+            raise ParseError(f"unexpected df output for {path}: {excerpt(body, 80)!r}")
+        parts = lines[-1].split()
+        try:
+            out[path] = DiskUsage(path, parts[5], int(parts[1]), int(parts[3]))
+        except (IndexError, ValueError) as exc:
+            raise ParseError(f"unexpected df line for {path}: {lines[-1]!r}") from exc
+    if not out:
+        raise ParseError(f"no df section: {excerpt(text, 80)!r}")
+    return out
+
+
+def parse_dpkg(text: str) -> dict[str, bool]:
+    """``<package> <status>`` lines: installed or not."""
+    out = {}
+    for line in text.splitlines():
+        name, _, status = line.strip().partition(" ")
+        if name:
+            out[name] = status.strip() == "installed"
+    if not out:
+        raise ParseError("dpkg-query loop printed nothing")
+    return out
+
+
+def parse_xid(text: str) -> tuple[tuple[str, int], ...]:
+    """NVRM Xid events (PCI address, code) from the kernel log lines the helper kept."""
+    return tuple((pci, int(code)) for pci, code in _XID.findall(text))
+
+
+def parse_models(text: str) -> ModelFacts:
+    try:
+        doc = json.loads(text)
+        models = tuple(ModelFile(m["path"], m.get("error"), int(m.get("size_bytes", 0)),
+                                 int(m.get("files", 0)), m.get("architecture"))
+                       for m in doc["models"])
+        return ModelFacts(models, {b["path"]: dict(b.get("known", {})) for b in doc["binaries"]},
+                          {b["path"]: b["error"] for b in doc["binaries"] if b.get("error")})
+    except (ValueError, KeyError, TypeError) as exc:
+        raise ParseError(f"model helper output is not the expected JSON: {exc}") from exc

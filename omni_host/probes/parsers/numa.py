@@ -1,0 +1,63 @@
+"""NUMA topology from ``numactl --hardware`` or, when numactl is absent, from sysfs.
+
+Lesson S-005: ``available: 1 nodes`` is how the operator proves BIOS NPS1 on a one-socket
+Threadripper; NPS4 shows four nodes and halves tokens/s.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from omni_host.errors import ParseError
+from omni_host.probes.parsers import cpu_list, excerpt
+
+_AVAILABLE = re.compile(r"^available:\s+(\d+)\s+nodes?", re.M)
+_NODE_CPUS = re.compile(r"^node\s+(\d+)\s+cpus:(.*)$", re.M)
+_NODE_SIZE = re.compile(r"^node\s+(\d+)\s+(size|free):\s+(\d+)\s+MB", re.M)
+_SYS_CPULIST = re.compile(r"^/sys/devices/system/node/node(\d+)/cpulist:(.*)$", re.M)
+_SYS_MEMTOTAL = re.compile(r"^/sys/devices/system/node/node(\d+)/meminfo:Node\s+\d+\s+MemTotal:\s+(\d+)\s+kB",
+                           re.M)
+
+
+@dataclass(frozen=True)
+class NumaNode:
+    node_id: int
+    cpus: tuple[int, ...]
+    size_mib: int | None
+
+
+@dataclass(frozen=True)
+class NumaTopology:
+    node_count: int
+    nodes: tuple[NumaNode, ...]
+    source: str  # "numactl" or "sysfs"
+    summary_line: str
+
+    @property
+    def memoryless_nodes(self) -> tuple[int, ...]:
+        return tuple(n.node_id for n in self.nodes if n.size_mib == 0)
+
+
+def parse_numactl_hardware(text: str) -> NumaTopology:
+    """``numactl --hardware``. Tolerates trailing spaces, ``--cpu-compress`` ranges, memoryless
+    nodes (``size: 0 MB``) and truncated pastes (the node count comes from ``available:``)."""
+    match = _AVAILABLE.search(text)
+    if not match:
+        raise ParseError(f"no 'available: N nodes' line in numactl output: {excerpt(text, 80)!r}")
+    sizes = {int(n): int(v) for n, kind, v in _NODE_SIZE.findall(text) if kind == "size"}
+    nodes = tuple(
+        NumaNode(int(n), cpu_list(cpus), sizes.get(int(n))) for n, cpus in _NODE_CPUS.findall(text)
+    )
+    return NumaTopology(int(match.group(1)), nodes, "numactl", match.group(0).strip())
+
+
+def parse_sysfs_nodes(text: str) -> NumaTopology:
+    """Output of ``grep -H . /sys/devices/system/node/node*/cpulist`` followed by
+    ``grep -H MemTotal /sys/devices/system/node/node*/meminfo``."""
+    cpus = {int(n): cpu_list(spec) for n, spec in _SYS_CPULIST.findall(text)}
+    if not cpus:
+        raise ParseError(f"no /sys/devices/system/node/node*/cpulist lines: {excerpt(text, 80)!r}")
+    sizes = {int(n): int(kib) // 1024 for n, kib in _SYS_MEMTOTAL.findall(text)}
+    nodes = tuple(NumaNode(n, cpus[n], sizes.get(n)) for n in sorted(cpus))
+    return NumaTopology(len(nodes), nodes, "sysfs", f"{len(nodes)} node directories in sysfs")

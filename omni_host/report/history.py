@@ -1,0 +1,150 @@
+"""The report store read back: stored audits, what changed between two of them, and the
+cold cases (failed or blocked before, passing now).
+
+Stored reports are read as the JSON they are (schema-versioned), not rebuilt into objects: a
+report of an older schema is read where the fields it has suffice; one of a newer schema, or a
+corrupt or truncated one, is skipped with a warning naming the file.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from omni_host.model import REPORT_SCHEMA
+from omni_host.report.store import audit_dirs
+
+BAD = ("fail", "error")
+COMPARED_FACTS = ("numa_nodes", "driver_version", "cuda_version", "gpus", "swap_total_mib",
+                  "mem_total_mib", "kernel", "cpu", "nvlink")
+
+
+@dataclass(frozen=True)
+class StoredAudit:
+    id: str
+    path: Path
+    doc: dict[str, Any]
+
+    @property
+    def started_at(self) -> float:
+        return float(self.doc.get("started_at", 0))
+
+    def host(self, name: str) -> dict[str, Any] | None:
+        return next((h for h in self.doc.get("hosts", []) if h.get("host") == name), None)
+
+    def host_names(self) -> list[str]:
+        return [h["host"] for h in self.doc.get("hosts", []) if h.get("reachable")]
+
+
+@dataclass(frozen=True)
+class History:
+    audits: list[StoredAudit]  # newest first
+    warnings: list[str] = field(default_factory=list)
+
+    def resolve(self, ref: str) -> StoredAudit:
+        from omni_host.errors import UsageError
+
+        if not self.audits:
+            raise UsageError("the report store holds no audit yet")
+        if ref == "latest":
+            return self.audits[0]
+        found = [a for a in self.audits if a.id == ref or a.id.startswith(ref)]
+        if len(found) != 1:
+            raise UsageError(f"no single stored audit matches {ref!r}" +
+                             (f" ({len(found)} do)" if found else ""))
+        return found[0]
+
+    def for_host(self, host: str) -> list[tuple[StoredAudit, dict[str, Any]]]:
+        """(audit, host entry) newest first, reachable entries only."""
+        return [(a, h) for a in self.audits if (h := a.host(host)) and h.get("reachable")]
+
+
+def load_history(root: Path) -> History:
+    audits, warnings = [], []
+    for directory in audit_dirs(root):
+        path = directory / "report.json"
+        try:
+            doc = json.loads(path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            warnings.append(f"{directory}: no report.json, skipped")
+            continue
+        except (OSError, ValueError) as exc:
+            warnings.append(f"{path}: corrupt or truncated report, skipped ({exc})")
+            continue
+        version = doc.get("schema_version") if isinstance(doc, dict) else None
+        if not isinstance(version, int) or version > REPORT_SCHEMA:
+            warnings.append(f"{path}: report schema {version!r} is newer than this omni-host "
+                            f"reads ({REPORT_SCHEMA}): skipped; upgrade omni-host to read it")
+            continue
+        audits.append(StoredAudit(doc.get("id", directory.name), directory, doc))
+    return History(audits, warnings)
+
+
+def _statuses(host: dict[str, Any]) -> dict[str, str]:
+    return {r["id"]: r.get("effective_status", r["status"]) for r in host.get("results", [])}
+
+
+def diff_hosts(old: dict[str, Any], new: dict[str, Any],
+               earlier: list[dict[str, Any]] = ()) -> dict[str, Any]:  # type: ignore[assignment]
+    """What changed for one host between two audits. ``earlier`` (older host entries) feeds
+    the cold cases: anything that failed or was blocked in any of them and passes now."""
+    before, after = _statuses(old), _statuses(new)
+    new_failures = sorted(c for c, s in after.items() if s in BAD and before.get(c) not in BAD)
+    fixed = sorted(c for c, s in after.items() if s == "pass" and before.get(c) in BAD)
+    still = sorted(c for c, s in after.items() if s in BAD and before.get(c) in BAD)
+    old_facts, new_facts = old.get("facts") or {}, new.get("facts") or {}
+    facts = {k: {"before": old_facts.get(k), "after": new_facts.get(k)} for k in COMPARED_FACTS
+             if old_facts.get(k) != new_facts.get(k) and (k in old_facts or k in new_facts)}
+    history = [old, *earlier]
+    failed_ever = {c for h in history for c, s in _statuses(h).items() if s in BAD}
+    resurrected = sorted(c for c, s in after.items() if s == "pass" and c in failed_ever)
+    blocked_ever = {e["engine"] for h in history for e in h.get("strategic", [])
+                    if e.get("status") in ("blocked", "blocked-upstream")}
+    unblocked = sorted(e["engine"] for e in new.get("strategic", [])
+                       if e.get("status") == "re-evaluate" and e["engine"] in blocked_ever)
+    return {"new_failures": new_failures, "fixed": fixed, "still_failing": still,
+            "changed_facts": facts, "resurrected": resurrected,
+            "resurrected_engines": unblocked}
+
+
+def cold_case(history: History, current: dict[str, Any]) -> dict[str, Any]:
+    """The Cold Case layer of a host's audit newer than everything in ``history``: every
+    check that failed and every engine that was blocked in an earlier audit, with its status
+    now; ``resurrected`` are those that pass (or may be re-evaluated) now."""
+    entries = history.for_host(current["host"])
+    if not entries:
+        return {"resurrected": [], "resurrected_engines": [], "previous": None, "items": []}
+    (prev, old), earlier = entries[0], [h for _, h in entries[1:]]
+    d = diff_hosts(old, current, earlier)
+    now = _statuses(current)
+    failed_ever = sorted({c for _, h in entries for c, s in _statuses(h).items() if s in BAD})
+    engines_now = {e["engine"]: e["status"] for e in current.get("strategic", [])}
+    blocked_ever = sorted({e["engine"] for _, h in entries for e in h.get("strategic", [])
+                           if e.get("status") in ("blocked", "blocked-upstream")})
+    items = [{"item": c, "was": "failed", "now": now.get(c, "not run")} for c in failed_ever]
+    items += [{"item": e, "was": "blocked", "now": engines_now.get(e, "not evaluated")}
+              for e in blocked_ever]
+    return {"resurrected": d["resurrected"], "resurrected_engines": d["resurrected_engines"],
+            "previous": prev.id, "items": items}
+
+
+def timelines(history: History, doc: dict[str, Any]) -> dict[str, dict[str, list[tuple[str, str]]]]:
+    """host -> check -> [(when, status)], oldest first, ending with ``doc`` itself."""
+    import datetime as dt
+
+    def when(ts: Any) -> str:
+        return dt.datetime.fromtimestamp(float(ts or 0), dt.timezone.utc).strftime("%Y-%m-%d %H:%M")
+
+    out: dict[str, dict[str, list[tuple[str, str]]]] = {}
+    for host in doc["hosts"]:
+        per_check: dict[str, list[tuple[str, str]]] = {}
+        # Only audits older than this one: a stored audit's timeline ends with itself.
+        past = [(a.started_at, h) for a, h in reversed(history.for_host(host["host"]))
+                if a.started_at < float(doc.get("started_at") or 0)]
+        for started, entry in [*past, (doc.get("started_at"), host)]:
+            for check_id, status in _statuses(entry).items():
+                per_check.setdefault(check_id, []).append((when(started), status))
+        out[host["host"]] = per_check
+    return out

@@ -1,0 +1,75 @@
+"""The report store: each audit is a directory holding report.json and its bundles, written
+in a hidden temporary directory and renamed into place, so a reader never sees half of one
+and a failed write (full disk, read-only) leaves nothing behind."""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import shutil
+import time
+from pathlib import Path
+from typing import Any
+
+from omni_host.errors import StoreError
+from omni_host.model import Report
+
+
+def default_report_dir() -> Path:
+    if os.environ.get("OMNI_HOST_REPORT_DIR"):
+        return Path(os.environ["OMNI_HOST_REPORT_DIR"])
+    data = os.environ.get("XDG_DATA_HOME") or os.path.expanduser("~/.local/share")
+    return Path(data) / "omni-host" / "reports"
+
+
+def store_report(report: Report, root: Path, *, extra: dict[str, Any] | None = None,
+                 attach: dict[str, Path] | None = None) -> Path:
+    """Write the report and every host's bundle; returns the audit's directory. ``extra``
+    joins the JSON (e.g. remediation outcomes); ``attach`` moves directories (e.g.
+    ansible-runner artifacts) into the audit's directory under the given names."""
+    # Milliseconds in the name: audits sort by time even when two start in the same second.
+    millis = int(report.started_at * 1000) % 1000
+    stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime(report.started_at)) + f"{millis:03d}Z"
+    audit_id = f"{stamp}-{secrets.token_hex(3)}"
+    tmp = root / f".tmp-{audit_id}"
+    final = root / audit_id
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+        tmp.mkdir()
+        for host in report.hosts:
+            if host.bundle is not None:
+                host.bundle.write_dir(tmp / "bundles")
+        for name, src in (attach or {}).items():
+            if src.exists():
+                shutil.move(str(src), str(tmp / name))
+        data = json.dumps({"id": audit_id, **report.to_dict(), **(extra or {})}, indent=2)
+        with open(tmp / "report.json", "w", encoding="utf-8") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.rename(tmp, final)
+    except OSError as exc:
+        shutil.rmtree(tmp, ignore_errors=True)
+        reason = exc.strerror or str(exc)
+        raise StoreError(f"cannot store the report in {root}: {reason}") from exc
+    return final
+
+
+def audit_dirs(root: Path) -> list[Path]:
+    """Stored audits, newest first (their names start with the UTC time)."""
+    if not root.is_dir():
+        return []
+    return sorted((p for p in root.iterdir() if p.is_dir() and not p.name.startswith(".")),
+                  key=lambda p: p.name, reverse=True)
+
+
+def latest_bundle_dir(root: Path, host: str) -> Path | None:
+    """The newest stored bundle of ``host``, or None."""
+    from omni_host.collect.bundle import safe_name
+
+    for audit in audit_dirs(root):
+        candidate = audit / "bundles" / safe_name(host)
+        if (candidate / "manifest.json").is_file():
+            return candidate
+    return None

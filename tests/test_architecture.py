@@ -1,0 +1,94 @@
+"""The house rules, checked: imports go one way along the flow (import-linter's contracts in
+pyproject.toml), only the CLI prints or exits, and the paths that need no SSH never import
+paramiko."""
+
+from __future__ import annotations
+
+import ast
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import REPO
+from helpers import BUNDLES
+
+PACKAGE = REPO / "omni_host"
+# The CLI prints; remote/ runs on the audited host and answers on its stdout.
+MAY_PRINT = (PACKAGE / "cli", PACKAGE / "remote")
+
+
+def test_import_contracts_hold() -> None:
+    lint = Path(sys.executable).parent / "lint-imports"
+    proc = subprocess.run([str(lint), "--no-cache", "--no-logo"], cwd=REPO, capture_output=True,
+                          text=True, check=False)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
+    assert "0 broken" in proc.stdout
+
+
+def _printing_calls(path: Path) -> list[str]:
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) \
+                and node.func.id in ("print", "input", "exit", "quit"):
+            found.append(f"{path.relative_to(REPO)}:{node.lineno}: {node.func.id}()")
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) \
+                and node.value.id == "sys" and node.attr in ("exit", "stdout", "stderr"):
+            found.append(f"{path.relative_to(REPO)}:{node.lineno}: sys.{node.attr}")
+    return found
+
+
+def test_only_the_cli_prints_prompts_or_exits() -> None:
+    modules = [p for p in PACKAGE.rglob("*.py") if not p.is_relative_to(MAY_PRINT[0])
+               and not p.is_relative_to(MAY_PRINT[1])]
+    assert len(modules) > 30
+    offenders = [line for path in modules for line in _printing_calls(path)]
+    assert offenders == []
+
+
+def test_the_rule_finds_what_it_forbids(tmp_path: Path) -> None:
+    """The checker above would see a print and a sys.exit if a library module had them."""
+    bad = REPO / "omni_host" / "_probe_of_rule.py"
+    bad.write_text("import sys\nprint('x')\nsys.exit(1)\n")
+    try:
+        assert [line.split(": ")[1] for line in _printing_calls(bad)] == ["print()", "sys.exit"]
+    finally:
+        bad.unlink()
+
+
+_IMPORTS = """
+import io, json, sys, contextlib
+from omni_host.cli import main
+buf = io.StringIO()
+with contextlib.redirect_stdout(buf):
+    code = main(sys.argv[1:])
+heavy = sorted(m for m in ("paramiko", "invoke", "cryptography") if m in sys.modules)
+sys.stderr.write(json.dumps({"code": code, "heavy": heavy, "out": len(buf.getvalue())}) + "\\n")
+"""
+
+
+@pytest.mark.parametrize("args", [
+    ("audit", "--bundle", str(BUNDLES / "h100-x1.tar.gz"), "--format", "json", "--no-store"),
+    ("checks", "list"),
+    ("payload",),
+])
+def test_paths_without_ssh_do_not_import_paramiko(args: tuple[str, ...], tmp_path: Path) -> None:
+    proc = subprocess.run([sys.executable, "-c", _IMPORTS, *args], capture_output=True, text=True,
+                          check=False, env={"HOME": str(tmp_path), "PATH": "/usr/bin:/bin"})
+    facts = json.loads(proc.stderr.strip().splitlines()[-1])
+    assert facts["out"] > 0  # the command really ran and wrote its output
+    assert facts["heavy"] == []
+
+
+def test_an_ssh_audit_does_import_paramiko(tmp_path: Path) -> None:
+    """The other side of the test above: the probe does see paramiko when SSH is used."""
+    inv = tmp_path / "hosts.yml"
+    inv.write_text("all:\n  hosts:\n    far: {ansible_host: 127.0.0.1, ansible_port: 9}\n")
+    proc = subprocess.run([sys.executable, "-c", _IMPORTS, "audit", "-i", str(inv), "--no-store",
+                           "--connect-timeout", "2", "--known-hosts", str(tmp_path / "kh")],
+                          capture_output=True, text=True, check=False,
+                          env={"HOME": str(tmp_path), "PATH": "/usr/bin:/bin"})
+    facts = json.loads(proc.stderr.strip().splitlines()[-1])
+    assert facts["code"] == 3
+    assert "paramiko" in facts["heavy"]
