@@ -1,7 +1,15 @@
-"""Ansible-format inventories: groups, children, group_vars/host_vars, patterns, bad input."""
+"""Inventories as Ansible reads them. The corpus in tests/inventories/ (YAML, INI, a mixed
+directory, an executable script, a vaulted value, group priority, templated values, the
+ansible_ssh_* aliases) is resolved by omni-host and, for every host, compared with what
+Ansible itself renders for the same source: ``ansible HOST -m debug`` evaluates the variables
+exactly as a playbook does. Ansible is the oracle."""
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -9,92 +17,197 @@ from conftest import REPO, run_cli
 
 from omni_host.errors import InventoryError
 from omni_host.plan.hosts import plan_inventory
-from omni_host.plan.inventory import load_inventory
+from omni_host.plan.inventory import CONNECTION_VARS, SECRET_VARS, VaultOptions, load_inventory
 from omni_host.plan.policy import policy_from_vars
 
-FLEET = """
-all:
-  vars:
-    omni_numa_nodes: 2
-  children:
-    inference:
-      vars:
-        omni_swap_size_mib: 1024
-      hosts:
-        gpu[01:03]:
-          ansible_user: ops
-      children:
-        blackwell:
-          hosts:
-            gpu01:
-              ansible_port: 2222
-    storage:
-      hosts:
-        nas:
-          ansible_host: 10.0.0.5
-"""
+CORPUS = REPO / "tests" / "inventories"
+BIN = Path(sys.executable).parent
+VAULT = VaultOptions((CORPUS / "vault" / "vault-pass.txt",))
+SOURCES = {  # name -> (source, vault?)
+    "yaml": (CORPUS / "yaml", False),
+    "ini": (CORPUS / "ini" / "hosts.ini", False),
+    "mixed": (CORPUS / "mixed", False),
+    "script": (CORPUS / "script" / "inventory.py", False),
+    "vault": (CORPUS / "vault" / "hosts.yml", True),
+    "priority": (CORPUS / "priority" / "hosts.yml", False),
+    "templated": (CORPUS / "templated" / "hosts.yml", False),
+    "aliases": (CORPUS / "aliases" / "hosts.ini", False),
+}
+_WANTED = "|".join(v for v in CONNECTION_VARS if v not in SECRET_VARS)
 
 
-@pytest.fixture
-def fleet(tmp_path: Path) -> Path:
-    (tmp_path / "hosts.yml").write_text(FLEET)
-    (tmp_path / "group_vars").mkdir()
-    (tmp_path / "group_vars" / "blackwell.yml").write_text("omni_swap_size_mib: 2048\n")
-    (tmp_path / "group_vars" / "all.yml").write_text("omni_numa_nodes: 1\n")
-    (tmp_path / "host_vars").mkdir()
-    (tmp_path / "host_vars" / "gpu02.yml").write_text("omni_swap_size_mib: 4096\nansible_user: root\n")
-    return tmp_path
+def ansible_oracle(source: Path, vault: bool) -> dict[str, dict]:
+    """Per host, the omni_* and connection variables as Ansible renders them in a play."""
+    regex = f"^(omni_.*|{_WANTED})$"
+    expr = (f"{{{{ dict(query('varnames', '{regex}') | zip(query('vars', "
+            f"*query('varnames', '{regex}')))) | to_json }}}}")
+    cmd = [str(BIN / "ansible"), "-i", str(source), "all", "-m", "ansible.builtin.debug",
+           "-a", f"msg={expr}", "--one-line"]
+    if vault:
+        cmd += ["--vault-password-file", str(CORPUS / "vault" / "vault-pass.txt")]
+    env = dict(os.environ, ANSIBLE_NOCOLOR="1", ANSIBLE_LOCALHOST_WARNING="0")
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, check=False, timeout=120)
+    assert proc.returncode == 0, proc.stderr + proc.stdout
+    out = {}
+    for line in proc.stdout.splitlines():  # "HOST | SUCCESS => {json}" per host
+        host, _, result = line.partition(" | SUCCESS => ")
+        out[host] = json.loads(json.loads(result)["msg"])
+    return out
 
 
-def test_groups_ranges_and_precedence(fleet: Path) -> None:
-    inv = load_inventory(fleet)
-    assert list(inv.hosts) == ["gpu01", "gpu02", "gpu03", "nas"]
-    assert inv.hosts["gpu01"].vars["omni_swap_size_mib"] == 2048   # child group file wins
-    assert inv.hosts["gpu02"].vars["omni_swap_size_mib"] == 4096   # host_vars win
-    assert inv.hosts["gpu03"].vars["omni_swap_size_mib"] == 1024   # group inline vars
-    assert inv.hosts["gpu03"].vars["omni_numa_nodes"] == 1         # group_vars/all over inline all
-    assert inv.hosts["gpu02"].vars["ansible_user"] == "root"
-    assert inv.hosts["gpu01"].vars["ansible_port"] == 2222
-    assert "omni_swap_size_mib" not in inv.hosts["nas"].vars
+@pytest.mark.system  # runs Ansible itself
+@pytest.mark.parametrize("name", sorted(SOURCES))
+def test_resolved_variables_equal_what_ansible_renders(name: str) -> None:
+    """The omni_* values exactly, and the endpoint omni-host connects to equal to the one
+    Ansible's connection would use (a play normalises the aliases into ansible_host, _port,
+    _user and _ssh_private_key_file, and defaults ansible_host to the inventory name)."""
+    source, vault = SOURCES[name]
+    expected = ansible_oracle(source, vault)
+    inv = load_inventory(source, VAULT if vault else None)
+    assert sorted(inv.names()) == sorted(expected)
+    plans = {p.name: p for p in plan_inventory(inv, "all")}
+    for host, want in expected.items():
+        got = {k: v for k, v in inv.host(host).vars.items() if k.startswith("omni_")}
+        assert got == {k: v for k, v in want.items() if k.startswith("omni_")}, host
+        ssh = plans[host].ssh
+        assert ssh is not None
+        assert (ssh.alias, ssh.port, ssh.user, ssh.key_file) == (
+            want["ansible_host"], want.get("ansible_port"), want.get("ansible_user"),
+            want.get("ansible_ssh_private_key_file")), host
+
+
+# What the corpus files themselves say (so a wrong oracle run cannot hide a wrong reading).
+@pytest.mark.parametrize(("name", "host", "var", "value"), [
+    ("yaml", "gpu01", "omni_swap_size_mib", 2048),   # group_vars/blackwell.yml (child group)
+    ("yaml", "gpu02", "omni_swap_size_mib", 4096),   # host_vars/gpu02.yml
+    ("yaml", "gpu03", "omni_swap_size_mib", 1024),   # inference's inline vars
+    ("yaml", "gpu03", "omni_numa_nodes", 1),         # group_vars/all.yml over all's inline vars
+    ("ini", "gpu01", "omni_swap_size_mib", 2048),
+    ("ini", "gpu02", "ansible_user", "root"),
+    ("ini", "gpu01", "ansible_port", 2222),
+    ("mixed", "nas", "omni_swap_size_mib", 0),       # from the .ini beside the .yml
+    ("mixed", "gpu01", "omni_swap_size_mib", 8192),
+    ("script", "gpu01", "ansible_port", 2201),
+    ("vault", "gpu01", "omni_swap_path", "/var/tmp/vaulted-swapfile"),
+    ("priority", "gpu01", "omni_swap_size_mib", 1111),  # ansible_group_priority 10 wins
+    ("priority", "gpu02", "omni_swap_size_mib", 2222),
+    ("templated", "gpu01", "omni_swap_path", "/var/tmp/swapfile"),
+    ("templated", "gpu01", "ansible_host", "gpu01.lab.example"),
+    ("aliases", "gpu01", "ansible_ssh_port", 2203),
+])
+def test_corpus_values(name: str, host: str, var: str, value: object) -> None:
+    source, vault = SOURCES[name]
+    assert load_inventory(source, VAULT if vault else None).host(host).vars[var] == value
+
+
+def test_a_secret_is_never_rendered_or_decrypted() -> None:
+    inv = load_inventory(SOURCES["vault"][0], VAULT)
+    host = inv.host("gpu01")
+    assert host.vars["ansible_become_password"] == "<set>"
+    assert "s3cr3t" not in json.dumps(host.vars)
+
+
+def test_origins_name_file_and_line() -> None:
+    host = load_inventory(CORPUS / "yaml").host("gpu02")
+    assert host.origins["omni_swap_size_mib"] == f"{CORPUS / 'yaml' / 'host_vars' / 'gpu02.yml'}:1"
 
 
 @pytest.mark.parametrize(("pattern", "hosts"), [
     ("all", ["gpu01", "gpu02", "gpu03", "nas"]),
-    ("*", ["gpu01", "gpu02", "gpu03", "nas"]),
     ("inference", ["gpu01", "gpu02", "gpu03"]),
-    ("blackwell", ["gpu01"]),
-    ("gpu02", ["gpu02"]),
-    ("gpu0*", ["gpu01", "gpu02", "gpu03"]),
     ("inference:!blackwell", ["gpu02", "gpu03"]),
     ("all:&inference", ["gpu01", "gpu02", "gpu03"]),
-    ("nas,gpu03", ["gpu03", "nas"]),
+    ("nas,gpu03", ["nas", "gpu03"]),
     ("~gpu0[13]", ["gpu01", "gpu03"]),
+    ("inference[0]", ["gpu01"]),
+    ("inference[1:]", ["gpu02", "gpu03"]),
 ])
-def test_patterns(fleet: Path, pattern: str, hosts: list[str]) -> None:
-    assert [h.name for h in load_inventory(fleet).select(pattern)] == hosts
+def test_patterns_as_ansible(pattern: str, hosts: list[str]) -> None:
+    assert load_inventory(CORPUS / "ini" / "hosts.ini").select_names(pattern) == hosts
 
 
-def test_unknown_pattern_names_it(fleet: Path) -> None:
+def test_aliases_become_the_ssh_endpoint() -> None:
+    plans = {p.name: p for p in plan_inventory(load_inventory(SOURCES["aliases"][0]), "all")}
+    assert plans["gpu01"].ssh is not None
+    assert (plans["gpu01"].address, plans["gpu01"].ssh.key_file) == ("ops@10.0.3.1:2203",
+                                                                    "/keys/ops")
+    assert plans["gpu02"].address == "root@10.0.3.2"  # ansible_host wins over ansible_ssh_host
+
+
+def test_templated_bool_string_is_coerced_as_ansible_does() -> None:
+    (plan,) = plan_inventory(load_inventory(SOURCES["templated"][0]), "all")
+    assert plan.policy.swap_size_mib == 16384
+    assert plan.policy.tunables_everywhere is False  # the string "false", as `| bool` reads it
+
+
+@pytest.mark.parametrize(("files", "message"), [
+    ({"hosts.yml": "all:\n  hosts:\n    a: {ansible_port: 22\n"}, r"hosts\.yml:\d+: YAML parsing failed"),
+    ({"hosts.ini": "[lab\na\n"}, r"hosts\.ini: Failed to parse inventory"),
+    ({"inv.sh": "#!/bin/sh\necho garbage\n"}, r"inv\.sh: .*JSON"),
+    ({"inv.sh": "#!/bin/sh\nexit 3\n"}, r"inv\.sh: .*(exit|status|returned)"),
+])
+def test_broken_sources_are_one_line_naming_the_file(tmp_path: Path, files: dict[str, str],
+                                                      message: str) -> None:
+    for name, text in files.items():
+        (tmp_path / name).write_text(text)
+        (tmp_path / name).chmod(0o755 if name.endswith(".sh") else 0o644)
+    source = tmp_path / next(iter(files))
+    with pytest.raises(InventoryError, match=message) as err:
+        load_inventory(source)
+    assert "\n" not in str(err.value)
+
+
+def test_wrong_vault_password_is_one_line(tmp_path: Path) -> None:
+    wrong = tmp_path / "wrong.txt"
+    wrong.write_text("not the password\n")
+    inv = load_inventory(SOURCES["vault"][0], VaultOptions((wrong,)))
+    with pytest.raises(InventoryError, match="gpu01: omni_swap_path: .*(Decryption|decrypt)"):
+        inv.host("gpu01")
+
+
+def test_missing_vault_password_is_one_line() -> None:
+    inv = load_inventory(SOURCES["vault"][0])
+    with pytest.raises(InventoryError, match="gpu01: omni_swap_path: .*vault"):
+        inv.host("gpu01")
+
+
+def test_unknown_pattern_names_it() -> None:
     with pytest.raises(InventoryError, match="'gpu09' matches no host or group"):
-        load_inventory(fleet).select("gpu09")
+        load_inventory(CORPUS / "yaml").select("gpu09")
 
 
-def test_connection_vars_become_ssh_targets(fleet: Path) -> None:
-    plans = {p.name: p for p in plan_inventory(load_inventory(fleet), "all")}
-    assert plans["gpu01"].address == "ops@gpu01:2222"
-    assert plans["nas"].address == "10.0.0.5"  # the port is the SSH config's, read at connect time
+def test_bad_regex_pattern_is_one_line() -> None:
+    with pytest.raises(InventoryError, match=r"host pattern '~gpu\(': Invalid host list pattern"):
+        load_inventory(CORPUS / "yaml").select("~gpu(")
 
 
-def test_malformed_yaml_names_file_and_line(tmp_path: Path) -> None:
-    (tmp_path / "hosts.yml").write_text("all:\n  hosts:\n    a: {ansible_port: 22\n    b:\n")
-    with pytest.raises(InventoryError, match=r"hosts\.yml:\d+: invalid YAML"):
-        load_inventory(tmp_path)
+@pytest.mark.system  # runs Ansible itself
+def test_odd_patterns_select_what_ansible_selects() -> None:
+    source = CORPUS / "yaml"
+    inv = load_inventory(source)
+    for pattern in ("~[", "gpu0[1:2]", "inference[-1]", "*:!nas", "gpu*:&blackwell"):
+        proc = subprocess.run([str(BIN / "ansible"), "-i", str(source), pattern, "--list-hosts"],
+                              capture_output=True, text=True, check=True)
+        listed = [line.strip() for line in proc.stdout.splitlines()[1:]]
+        if not listed:  # Ansible selects nothing: omni-host says so instead of auditing nothing
+            with pytest.raises(InventoryError, match="matches no host"):
+                inv.select_names(pattern)
+        else:
+            assert inv.select_names(pattern) == listed, pattern
 
 
-def test_bad_group_shape(tmp_path: Path) -> None:
-    (tmp_path / "hosts.yml").write_text("all:\n  host:\n    a:\n")
-    with pytest.raises(InventoryError, match="unknown key"):
-        load_inventory(tmp_path)
+@pytest.mark.parametrize(("hostvars", "message"), [
+    ("ansible_connection=winrm", "ansible_connection 'winrm'"),
+    ("ansible_ssh_common_args='-o ProxyCommand=\"nc %h %p\"'", "ansible_ssh_common_args"),
+    ("ansible_password=hunter2", "ansible_password"),
+    ("ansible_become=true ansible_become_method=su", "ansible_become_method 'su'"),
+])
+def test_what_paramiko_cannot_do_is_refused_by_name(tmp_path: Path, hostvars: str,
+                                                    message: str) -> None:
+    (tmp_path / "hosts.ini").write_text(f"gpu01 {hostvars}\n")
+    with pytest.raises(InventoryError, match=f"host gpu01: {message}") as err:
+        plan_inventory(load_inventory(tmp_path / "hosts.ini"), "all")
+    assert "hunter2" not in str(err.value)
 
 
 @pytest.mark.parametrize(("vars_", "message"), [
@@ -128,10 +241,25 @@ def test_cli_bad_inventory_exits_2_with_one_line(tmp_path: Path) -> None:
     assert len(lines) == 1 and "hosts.yml:" in lines[0] and "Traceback" not in result.stderr
 
 
-def test_cli_unknown_pattern_exits_2(fleet: Path) -> None:
-    result = run_cli("audit", "-i", str(fleet), "nosuchhost", "--no-store")
+def test_cli_unknown_pattern_exits_2() -> None:
+    result = run_cli("audit", "-i", str(CORPUS / "yaml"), "nosuchhost", "--no-store")
     assert result.code == 2
     assert "'nosuchhost' matches no host or group" in result.stderr
+
+
+def test_cli_uses_ansible_cfg_inventory_when_i_is_absent(tmp_path: Path) -> None:
+    cfg = tmp_path / "ansible.cfg"
+    cfg.write_text(f"[defaults]\ninventory = {CORPUS / 'ini' / 'hosts.ini'}\n")
+    result = run_cli("audit", "nosuchhost", "--no-store", env={"ANSIBLE_CONFIG": str(cfg)})
+    assert result.code == 2  # the pattern was looked up in ansible.cfg's inventory
+    assert f"matches no host or group in {CORPUS / 'ini' / 'hosts.ini'}" in result.stderr
+
+
+def test_cli_uses_ansible_inventory_env_when_i_is_absent() -> None:
+    result = run_cli("audit", "nosuchhost", "--no-store",
+                     env={"ANSIBLE_INVENTORY": str(CORPUS / "ini" / "hosts.ini")})
+    assert result.code == 2
+    assert f"matches no host or group in {CORPUS / 'ini' / 'hosts.ini'}" in result.stderr
 
 
 def test_cli_forks_zero_is_a_usage_error() -> None:

@@ -61,8 +61,8 @@ def audit_bundles(paths: list[Path], inventory: Inventory | None) -> Hosts:
         for bundle in read_bundles(path):
             if inventory is None:
                 policy = local_plan().policy
-            elif bundle.host in inventory.hosts:
-                host = inventory.hosts[bundle.host]
+            elif bundle.host in inventory:
+                host = inventory.host(bundle.host)
                 policy = plan_host(host.name, host.vars, origin=inventory.source).policy
             else:
                 raise InventoryError(f"{path}: bundle host {bundle.host!r} is not in "

@@ -16,6 +16,7 @@ from omni_host.cli.common import (
     emit,
     err,
     exit_code,
+    inventory_path,
     load_inventory_arg,
     plans,
     ssh_options,
@@ -175,7 +176,7 @@ def _collect_ansible(args: argparse.Namespace, host_plans: list) -> tuple[list, 
     from omni_host.collect.ansible_engine import collect_with_ansible
     from omni_host.errors import UsageError
 
-    if args.inventory is None:
+    if inventory_path(args) is None:
         raise UsageError("--engine ansible needs an inventory (-i)")
     return collect_with_ansible(inventory=args.inventory, plans=host_plans,
                                 known_hosts=args.known_hosts, forks=args.forks,

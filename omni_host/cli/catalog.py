@@ -11,6 +11,7 @@ from omni_host.cli.common import (
     EXIT_UNREACHABLE,
     add_target_args,
     err,
+    inventory_path,
     plans,
     positive,
     ssh_options,
@@ -53,7 +54,7 @@ def cmd_init(args: argparse.Namespace) -> int:
     from omni_host.evaluate.baseline import diff, merged_text, observed_vars
     from omni_host.evaluate.facts import facts_from_bundle
 
-    if args.inventory is None or not args.inventory.is_dir() or not args.pattern:
+    if inventory_path(args) is None or not args.inventory.is_dir() or not args.pattern:
         raise UsageError("init needs an inventory directory (-i DIR) and one HOST")
     host_plans = plans(args)
     if len(host_plans) != 1:

@@ -50,8 +50,14 @@ def add_target_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("pattern", nargs="?", default=None,
                    help="Ansible host pattern (all, a group, a host; default: all)")
     p.add_argument("-i", "--inventory", type=Path,
-                   help="Ansible YAML inventory file or directory (default: this machine with "
-                        "the built-in reference policy)")
+                   help="Ansible inventory: a file (YAML, INI), a directory, a script or a "
+                        "plugin config (default: ANSIBLE_INVENTORY or ansible.cfg's inventory; "
+                        "without either, this machine with the built-in reference policy)")
+    p.add_argument("--vault-password-file", type=Path, action="append", default=[],
+                   metavar="FILE", help="vault password file for vaulted inventory values "
+                                        "(also ANSIBLE_VAULT_PASSWORD_FILE)")
+    p.add_argument("--ask-vault-pass", action="store_true",
+                   help="ask for the vault password on the terminal")
     p.add_argument("--ssh-config", type=Path, default=Path("~/.ssh/config").expanduser(),
                    help="OpenSSH client config to honour (default: ~/.ssh/config)")
     p.add_argument("--known-hosts", type=Path, default=Path("~/.ssh/known_hosts").expanduser(),
@@ -77,10 +83,34 @@ def ssh_options(args: argparse.Namespace) -> SshOptions:
                       accept_new=args.accept_new_host_key, connect_timeout_s=args.connect_timeout)
 
 
-def load_inventory_arg(args: argparse.Namespace):  # noqa: ANN201 (Inventory | None)
-    from omni_host.plan.inventory import load_inventory
+def inventory_path(args: argparse.Namespace) -> Path | None:
+    """``-i``, else the inventory Ansible is configured with (ANSIBLE_INVENTORY, ansible.cfg);
+    None when neither is given: the caller audits this machine with the built-in policy."""
+    if args.inventory is not None:
+        return args.inventory
+    from omni_host.errors import UsageError
+    from omni_host.plan.inventory import default_sources
 
-    return load_inventory(args.inventory) if args.inventory else None
+    sources = default_sources()
+    if len(sources) > 1:
+        raise UsageError(f"Ansible is configured with several inventories ({', '.join(sources)}): "
+                         "pass the one to use with -i")
+    args.inventory = Path(sources[0]) if sources else None
+    return args.inventory
+
+
+def load_inventory_arg(args: argparse.Namespace):  # noqa: ANN201 (Inventory | None)
+    from omni_host.errors import UsageError
+    from omni_host.plan.inventory import VaultOptions, load_inventory
+
+    path = inventory_path(args)
+    if path is None:
+        return None
+    ask = getattr(args, "ask_vault_pass", False)
+    if ask and not sys.stdin.isatty():
+        raise UsageError("--ask-vault-pass needs a terminal: use --vault-password-file")
+    vault = VaultOptions(tuple(getattr(args, "vault_password_file", ()) or ()), ask)
+    return load_inventory(path, vault)
 
 
 def plans(args: argparse.Namespace) -> list[HostPlan]:

@@ -21,6 +21,7 @@ from omni_host.cli.common import (
     add_target_args,
     err,
     exit_code,
+    inventory_path,
     out,
     plans,
     ssh_options,
@@ -67,9 +68,10 @@ def _confirm(args: argparse.Namespace) -> bool:
 def _inventory(args: argparse.Namespace) -> Path:
     from omni_host.errors import UsageError
 
-    if args.inventory is None:
+    path = inventory_path(args)
+    if path is None:
         raise UsageError(f"{args.command} needs an inventory (-i): the playbooks read it too")
-    return args.inventory
+    return path
 
 
 def _preview_and_apply(args: argparse.Namespace, plan, store_root: Path):  # noqa: ANN001

@@ -140,19 +140,19 @@ def _diff_text(diffs: list[dict[str, Any]]) -> str:
 def _recheck(args: argparse.Namespace, history) -> int:  # noqa: ANN001
     import time
 
+    from omni_host.cli.common import load_inventory_arg
     from omni_host.collect.bundle import read_bundles
     from omni_host.evaluate.audit import evaluate_bundle
     from omni_host.model import make_report
     from omni_host.plan.hosts import local_plan, plan_host
-    from omni_host.plan.inventory import load_inventory
     from omni_host.report.store import default_report_dir, store_report
 
     audit = history.resolve(args.ref)
-    inv = load_inventory(args.inventory) if args.inventory else None
+    inv = load_inventory_arg(args)
     hosts = []
     bundles_dir = audit.path / "bundles"
     for bundle in read_bundles(bundles_dir) if bundles_dir.is_dir() else []:
-        entry = inv.hosts.get(bundle.host) if inv else None
+        entry = inv.host(bundle.host) if inv and bundle.host in inv else None
         policy = plan_host(entry.name, entry.vars, origin=inv.source).policy \
             if inv and entry else local_plan().policy
         hosts.append(evaluate_bundle(bundle, policy, address=f"recheck of {audit.id}"))

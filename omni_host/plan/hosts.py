@@ -67,14 +67,46 @@ def _text(origin: str, var: str, value: Any) -> str | None:
     return str(value)
 
 
+LOCAL = frozenset({"local", "ansible.builtin.local"})
+SSH = frozenset({"ssh", "smart", "paramiko", "paramiko_ssh", "ansible.builtin.ssh",
+                 "ansible.builtin.paramiko_ssh", "ansible.legacy.ssh"})
+
+
+def _refuse_unsupported(hv: dict[str, Any], where: str, become: bool) -> None:
+    """What omni-host's own SSH transport cannot honour is an error naming the variable,
+    never silently ignored. (``collect --engine ansible`` runs Ansible's own connection.)"""
+    connection = hv.get("ansible_connection")
+    if connection is not None and connection not in LOCAL | SSH:
+        raise InventoryError(f"{where}: ansible_connection {connection!r} is not supported "
+                             "(omni-host connects over SSH or runs locally)")
+    for var in ("ansible_ssh_common_args", "ansible_ssh_extra_args", "ansible_ssh_args"):
+        if str(hv.get(var) or "").strip():
+            raise InventoryError(f"{where}: {var} is not honoured by omni-host's SSH transport: "
+                                 "put the options in ~/.ssh/config (ProxyJump, User, Port, "
+                                 "IdentityFile) or use collect --engine ansible")
+    for var in ("ansible_password", "ansible_ssh_pass"):
+        if hv.get(var) is not None:
+            raise InventoryError(f"{where}: {var}: password authentication is not supported: "
+                                 "use a key (ansible_ssh_private_key_file)")
+    method = hv.get("ansible_become_method")
+    if become and method not in (None, "sudo", "ansible.builtin.sudo"):
+        raise InventoryError(f"{where}: ansible_become_method {method!r} is not supported "
+                             "(omni-host becomes root with passwordless sudo -n)")
+    for var in ("ansible_become_password", "ansible_become_pass"):
+        if become and hv.get(var) is not None:
+            raise InventoryError(f"{where}: {var}: omni-host runs sudo -n (passwordless); a "
+                                 "become password cannot be used")
+
+
 def plan_host(name: str, hv: dict[str, Any], *, origin: str) -> HostPlan:
     """Validate a host's policy and connection variables (``hv``: its resolved variables)."""
     policy = policy_from_vars(hv, f"{origin}: host {name}")
     become = _bool(hv.get("ansible_become", False))
+    _refuse_unsupported(hv, f"{origin}: host {name}", become)
     python = str(hv.get("ansible_python_interpreter") or DEFAULT_PYTHON)
     if python.startswith("auto"):  # Ansible's discovery modes: python3 on the PATH
         python = DEFAULT_PYTHON
-    if hv.get("ansible_connection") == "local":
+    if hv.get("ansible_connection") in LOCAL:
         return HostPlan(name, policy, become, None, python)
     where = f"{origin}: host {name}"
     port = _first(hv, "ansible_port", "ansible_ssh_port")

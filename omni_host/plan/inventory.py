@@ -1,228 +1,238 @@
-"""Ansible YAML inventories: groups, children, ``group_vars/`` and ``host_vars/``, patterns.
+"""The Ansible inventory, resolved by ansible-core itself.
 
-The expected state lives in these variables (see ``policy.py``), read here by the audit and by
-``ansible-playbook`` for remediation: one value, two readers.
+Every source ``ansible-inventory`` accepts works here because Ansible reads it: YAML, INI,
+directories mixing them, executable scripts, inventory plugins, ``group_vars/`` and
+``host_vars/``, vaulted values, group priority, host patterns with subscripts and regexes. The
+``omni_*`` and connection variables of each selected host are rendered with Ansible's templar,
+exactly as a playbook would render them, and only those: a vaulted value elsewhere in the
+inventory (a become password, say) is never decrypted, so it can never be stored.
 
-Variable precedence, lowest first (a simplification of Ansible's that agrees with it for
-inventories without playbook-level vars): for each group from ``all`` down to the deepest child
-(ties by name), the group's inline ``vars`` then its ``group_vars/<group>`` file; then the
-host's inline vars, then ``host_vars/<host>``.
+ansible-core is imported only when an inventory is used (about 0.3 s).
 """
 
 from __future__ import annotations
 
-import fnmatch
+import contextlib
+import io
+import json
+import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from omni_host.errors import InventoryError
 
-_RANGE = re.compile(r"\[(\d+):(\d+)\]")
-_GROUP_KEYS = frozenset({"hosts", "vars", "children"})
+# Variables a host plan reads besides omni_*: connection values and their Ansible aliases.
+CONNECTION_VARS = (
+    "ansible_host", "ansible_ssh_host", "ansible_port", "ansible_ssh_port", "ansible_user",
+    "ansible_ssh_user", "ansible_ssh_private_key_file", "ansible_private_key_file",
+    "ansible_connection", "ansible_become", "ansible_become_method", "ansible_become_user",
+    "ansible_python_interpreter", "ansible_ssh_common_args", "ansible_ssh_extra_args",
+    "ansible_ssh_args", "ansible_password", "ansible_ssh_pass", "ansible_become_password",
+    "ansible_become_pass",
+)
+# Vars that hold secrets: checked for presence only, never rendered (nor decrypted).
+SECRET_VARS = frozenset({"ansible_password", "ansible_ssh_pass", "ansible_become_password",
+                         "ansible_become_pass"})
+_FAILED = re.compile(r"^\[WARNING\]: Failed to parse inventory with '([^']+)' plugin: (.*)$", re.M)
+_ORIGIN = re.compile(r"^Origin: (\S+?)(?::(\d+))?(?::\d+)?$", re.M)
 
 
 @dataclass(frozen=True)
 class InventoryHost:
+    """One host as Ansible resolved it: its ``omni_*`` and connection variables (rendered,
+    plain Python values), its groups, and where each variable came from."""
+
     name: str
     vars: dict[str, Any]
     groups: tuple[str, ...]
+    origins: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
+class VaultOptions:
+    password_files: tuple[Path, ...] = ()
+    ask: bool = False
+
+
+def default_sources() -> tuple[str, ...]:
+    """The inventory Ansible is configured with (``ANSIBLE_INVENTORY`` or ``inventory`` in the
+    ansible.cfg Ansible would read), or () when only Ansible's built-in default is set: then
+    omni-host audits this machine with the built-in reference policy."""
+    if not os.environ.get("ANSIBLE_INVENTORY") and not _config_file():
+        return ()
+    from ansible import constants as C  # noqa: N812 (Ansible's own name)
+
+    value, origin = C.config.get_config_value_and_origin("DEFAULT_HOST_LIST")
+    if origin == "default" or not value:
+        return ()
+    return tuple(str(v) for v in value)
+
+
+def _config_file() -> str | None:
+    """Whether an ansible.cfg would be read, without importing ansible (fast path)."""
+    candidates = [os.environ.get("ANSIBLE_CONFIG"), "ansible.cfg",
+                  os.path.expanduser("~/.ansible.cfg"), "/etc/ansible/ansible.cfg"]
+    return next((c for c in candidates if c and os.path.isfile(c)), None)
+
+
+def _failure_line(source: str, captured: str) -> str:
+    """Ansible's reason for refusing a source, as one line naming the file (and line)."""
+    failed = _FAILED.search(captured)
+    if failed is None:
+        if not os.path.exists(source):
+            return f"{source}: no such inventory"
+        return f"{source}: not an inventory Ansible can parse"
+    plugin, message = failed.groups()
+    origin = _ORIGIN.search(captured, failed.end())
+    where = source
+    if origin and not origin.group(1).startswith("<"):
+        where = origin.group(1) + (f":{origin.group(2)}" if origin.group(2) else "")
+    return f"{where}: {message.strip()} ({plugin} inventory plugin)"
+
+
+def _origin(value: Any) -> str | None:
+    """The file and line Ansible recorded for a value it loaded (its data tags), if any."""
+    try:
+        from ansible.module_utils._internal._datatag import AnsibleTagHelper
+    except ImportError:  # an ansible-core without data tags: the origin stays unknown
+        return None
+    for tag in AnsibleTagHelper.tags(value):
+        path = getattr(tag, "path", None)
+        if path:
+            line = getattr(tag, "line_num", None)
+            return f"{path}:{line}" if line else str(path)
+    return None
+
+
+def _plain(value: Any) -> Any:
+    """Ansible's tagged values as plain JSON types (they are subclasses of them)."""
+    return json.loads(json.dumps(value))
+
+
 class Inventory:
-    source: str
-    hosts: dict[str, InventoryHost]
-    groups: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    """Hosts, groups and variables of one or more inventory sources, as Ansible reads them."""
+
+    def __init__(self, sources: tuple[str, ...], vault: VaultOptions | None = None) -> None:
+        if not sources:
+            raise InventoryError("no inventory source given")
+        self.source = ", ".join(sources)
+        from ansible import constants as C  # noqa: N812
+        from ansible.errors import AnsibleError
+        from ansible.inventory.manager import InventoryManager
+        from ansible.parsing.dataloader import DataLoader
+        from ansible.vars.manager import VariableManager
+
+        # A source Ansible cannot parse is an error here, not a warning and a smaller fleet.
+        C.INVENTORY_ANY_UNPARSED_IS_FAILED = True
+        C.INVENTORY_UNPARSED_IS_FAILED = True
+        self._loader = DataLoader()
+        self._setup_vault(vault or VaultOptions())
+        for source in sources:
+            if "," not in source and not os.path.exists(source):
+                raise InventoryError(f"{source}: no such inventory")
+        captured = io.StringIO()
+        try:
+            with contextlib.redirect_stderr(captured):
+                self._manager = InventoryManager(loader=self._loader, sources=list(sources))
+        except AnsibleError as exc:
+            bad = next((s for s in sources if s in str(exc)), sources[0])
+            raise InventoryError(_failure_line(bad, captured.getvalue())) from None
+        self._variables = VariableManager(loader=self._loader, inventory=self._manager)
+        self._resolved: dict[str, InventoryHost] = {}
+
+    def _setup_vault(self, vault: VaultOptions) -> None:
+        from ansible.cli import CLI
+        from ansible.errors import AnsibleError
+        from ansible.parsing.vault import VaultSecretsContext
+
+        files = [str(p) for p in vault.password_files]
+        for path in vault.password_files:
+            if not path.is_file():
+                raise InventoryError(f"{path}: no such vault password file")
+        try:
+            secrets = CLI.setup_vault_secrets(self._loader, vault_ids=[],
+                                              vault_password_files=files,
+                                              ask_vault_pass=vault.ask, auto_prompt=False,
+                                              initialize_context=False)
+        except AnsibleError as exc:
+            raise InventoryError(f"vault: {str(exc).splitlines()[0]}") from None
+        self._loader.set_vault_secrets(secrets)
+        # Ansible keeps the secrets that decrypt values in one context per process, set once;
+        # a second inventory in the same process (tests, recheck) replaces its secrets.
+        context = VaultSecretsContext.current(optional=True)
+        if context is None:
+            VaultSecretsContext.initialize(VaultSecretsContext(secrets))
+        else:
+            context.secrets[:] = secrets
+
+    def names(self) -> list[str]:
+        return [h.name for h in self._manager.get_hosts("all")]
+
+    def select_names(self, pattern: str) -> list[str]:
+        """Ansible's host patterns (groups, globs, ``~regex``, ``:&``, ``:!``, ``group[0]``)."""
+        from ansible.errors import AnsibleError
+
+        if not pattern.strip():
+            raise InventoryError("empty host pattern")
+        captured = io.StringIO()
+        try:
+            with contextlib.redirect_stderr(captured):
+                hosts = self._manager.get_hosts(pattern)
+        except (AnsibleError, re.error) as exc:
+            raise InventoryError(f"host pattern {pattern!r}: {str(exc).splitlines()[0]}") \
+                from None
+        if not hosts:
+            raise InventoryError(f"host pattern {pattern!r} matches no host or group in "
+                                 f"{self.source}")
+        return [h.name for h in hosts]
 
     def select(self, pattern: str) -> list[InventoryHost]:
-        return [self.hosts[name] for name in select_names(self, pattern)]
+        return [self.host(name) for name in self.select_names(pattern)]
 
+    def __contains__(self, name: str) -> bool:
+        return self._manager.get_host(name) is not None
 
-def _load_yaml(path: Path) -> Any:
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise InventoryError(f"{path}: cannot read ({exc.strerror})") from exc
-    try:
-        return yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f"{path}:{mark.line + 1}" if mark is not None else str(path)
-        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        raise InventoryError(f"{where}: invalid YAML: {problem}") from exc
+    def host(self, name: str) -> InventoryHost:
+        """One host's ``omni_*`` and connection variables, rendered as a playbook would."""
+        if name not in self._resolved:
+            self._resolved[name] = self._resolve(name)
+        return self._resolved[name]
 
+    def _resolve(self, name: str) -> InventoryHost:
+        from ansible.errors import AnsibleError
+        from ansible.template import Templar
 
-def _expand(pattern: str) -> list[str]:
-    """Ansible's numeric host ranges: ``gpu[01:04]`` -> gpu01 .. gpu04."""
-    match = _RANGE.search(pattern)
-    if not match:
-        return [pattern]
-    lo, hi = match.group(1), match.group(2)
-    width = len(lo) if lo.startswith("0") else 0
-    names = [pattern[: match.start()] + str(i).zfill(width) + pattern[match.end():]
-             for i in range(int(lo), int(hi) + 1)]
-    return [n for name in names for n in _expand(name)]
-
-
-class _Builder:
-    def __init__(self, origin: Path) -> None:
-        self.origin = origin
-        self.host_order: list[str] = []
-        self.host_inline: dict[str, dict[str, Any]] = {}
-        self.host_groups: dict[str, set[str]] = {}
-        self.group_vars: dict[str, dict[str, Any]] = {"all": {}}
-        self.group_depth: dict[str, int] = {"all": 0}
-        self.group_parents: dict[str, set[str]] = {"all": set()}
-
-    def _fail(self, where: str, msg: str) -> InventoryError:
-        return InventoryError(f"{self.origin}: {where}: {msg}")
-
-    def group(self, name: str, node: Any, parent: str | None, depth: int) -> None:
-        if node is None:
-            node = {}
-        if not isinstance(node, dict):
-            raise self._fail(f"group {name!r}", "must be a mapping with hosts/vars/children")
-        unknown = set(node) - _GROUP_KEYS
-        if unknown:
-            raise self._fail(f"group {name!r}", f"unknown key(s) {sorted(unknown)} "
-                             "(expected hosts, vars, children)")
-        self.group_vars.setdefault(name, {}).update(self._mapping(node.get("vars"), f"{name}.vars"))
-        self.group_depth[name] = max(self.group_depth.get(name, 0), depth)
-        self.group_parents.setdefault(name, set())
-        if parent:
-            self.group_parents[name].add(parent)
-        hosts = node.get("hosts") or {}
-        if not isinstance(hosts, dict):
-            raise self._fail(f"group {name!r}", "hosts must be a mapping of host names")
-        for pattern, hvars in hosts.items():
-            for host in _expand(str(pattern)):
-                if host not in self.host_inline:
-                    self.host_order.append(host)
-                    self.host_inline[host] = {}
-                    self.host_groups[host] = set()
-                self.host_inline[host].update(self._mapping(hvars, f"host {host}"))
-                self.host_groups[host].add(name)
-        children = node.get("children") or {}
-        if not isinstance(children, dict):
-            raise self._fail(f"group {name!r}", "children must be a mapping of group names")
-        for child, child_node in children.items():
-            self.group(str(child), child_node, name, depth + 1)
-
-    def _mapping(self, value: Any, where: str) -> dict[str, Any]:
-        if value is None:
-            return {}
-        if not isinstance(value, dict):
-            raise self._fail(where, "vars must be a mapping")
-        return dict(value)
-
-    def ancestors(self, group: str) -> set[str]:
-        seen: set[str] = set()
-        todo = [group]
-        while todo:
-            g = todo.pop()
-            if g not in seen:
-                seen.add(g)
-                todo.extend(self.group_parents.get(g, ()))
-        return seen | {"all"}
-
-
-def _vars_file(directory: Path, name: str) -> dict[str, Any]:
-    """``group_vars/NAME.yml``, ``NAME.yaml``, ``NAME`` or a directory ``NAME/`` of such files."""
-    merged: dict[str, Any] = {}
-    candidates = [directory / f"{name}{ext}" for ext in (".yml", ".yaml", "")]
-    if (directory / name).is_dir():
-        candidates = sorted(p for p in (directory / name).iterdir()
-                            if p.suffix in (".yml", ".yaml"))
-    for path in candidates:
-        if path.is_file():
-            data = _load_yaml(path)
-            if data is None:
+        host = self._manager.get_host(name)
+        if host is None:
+            raise InventoryError(f"{name}: not a host of {self.source}")
+        all_vars = self._variables.get_vars(host=host, include_hostvars=False)
+        templar = Templar(loader=self._loader, variables=all_vars)
+        wanted = [k for k in all_vars if k.startswith("omni_") or k in CONNECTION_VARS]
+        resolved: dict[str, Any] = {}
+        origins: dict[str, str] = {}
+        for key in wanted:
+            value = all_vars[key]
+            origins[key] = _origin(value) or "inventory"
+            if key in SECRET_VARS:
+                resolved[key] = "<set>"  # presence matters, the value never leaves Ansible
                 continue
-            if not isinstance(data, dict):
-                raise InventoryError(f"{path}: must be a mapping of variables")
-            merged.update(data)
-    return merged
+            try:
+                resolved[key] = _plain(templar.template(value))
+            except AnsibleError as exc:
+                raise InventoryError(f"{self.source}: host {name}: {key}: "
+                                     f"{str(exc).splitlines()[0]}") from None
+            except (TypeError, ValueError) as exc:
+                raise InventoryError(f"{self.source}: host {name}: {key}: cannot be read "
+                                     f"as data ({exc})") from None
+        groups = tuple(g.name for g in host.get_groups())
+        return InventoryHost(name, resolved, groups, origins)
 
 
-def load_inventory(path: Path) -> Inventory:
-    """Read an inventory file, or a directory of them with its group_vars/ and host_vars/."""
-    if path.is_dir():
-        files = sorted(p for p in path.iterdir() if p.is_file() and p.suffix in (".yml", ".yaml"))
-        base = path
-        if not files:
-            raise InventoryError(f"{path}: no inventory file (*.yml) in this directory")
-    elif path.is_file():
-        files, base = [path], path.parent
-    else:
-        raise InventoryError(f"{path}: no such inventory")
-    builder = _Builder(path)
-    for file in files:
-        data = _load_yaml(file)
-        if data is None:
-            continue
-        if not isinstance(data, dict):
-            raise InventoryError(f"{file}: an inventory is a mapping of groups (e.g. 'all:')")
-        builder.origin = file
-        for group, node in data.items():
-            builder.group(str(group), node, None if group == "all" else "all",
-                          0 if group == "all" else 1)
-    ordered_groups = sorted(builder.group_vars, key=lambda g: (builder.group_depth[g], g))
-    file_group_vars = {g: _vars_file(base / "group_vars", g) for g in ordered_groups}
-    hosts: dict[str, InventoryHost] = {}
-    for host in builder.host_order:
-        groups: set[str] = set()
-        for g in builder.host_groups[host]:
-            groups |= builder.ancestors(g)
-        merged: dict[str, Any] = {}
-        for g in ordered_groups:
-            if g in groups:
-                merged.update(builder.group_vars[g])
-                merged.update(file_group_vars[g])
-        merged.update(builder.host_inline[host])
-        merged.update(_vars_file(base / "host_vars", host))
-        hosts[host] = InventoryHost(host, merged, tuple(g for g in ordered_groups if g in groups))
-    members = {g: tuple(h for h in builder.host_order if g in hosts[h].groups)
-               for g in ordered_groups}
-    return Inventory(str(path), hosts, members)
-
-
-def select_names(inv: Inventory, pattern: str) -> list[str]:
-    """Ansible host patterns: ``all``/``*``, a group, a host, globs, ``a:b`` or ``a,b`` (union),
-    ``a:&b`` (intersection), ``a:!b`` (exclusion), ``~regex``."""
-    selected: set[str] = set()
-    terms = [t for t in re.split(r"[,:]", pattern) if t.strip()]
-    if not terms:
-        raise InventoryError("empty host pattern")
-    for raw in terms:
-        term = raw.strip()
-        op = term[0] if term[0] in "!&" else ""
-        names = _match(inv, term[len(op):])
-        if not names and op != "!":
-            raise InventoryError(f"host pattern {term[len(op):]!r} matches no host or group "
-                                 f"in {inv.source}")
-        if op == "!":
-            selected -= names
-        elif op == "&":
-            selected &= names
-        else:
-            selected |= names
-    return [h for h in inv.hosts if h in selected]
-
-
-def _match(inv: Inventory, term: str) -> set[str]:
-    if term in ("all", "*"):
-        return set(inv.hosts)
-    if term in inv.groups:
-        return set(inv.groups[term])
-    if term in inv.hosts:
-        return {term}
-    if term.startswith("~"):
-        rx = re.compile(term[1:])
-        names = {h for h in inv.hosts if rx.search(h)}
-        return names | {h for g, hs in inv.groups.items() if rx.search(g) for h in hs}
-    names = {h for h in inv.hosts if fnmatch.fnmatchcase(h, term)}
-    return names | {h for g, hs in inv.groups.items() if fnmatch.fnmatchcase(g, term) for h in hs}
+def load_inventory(source: Path | str | list[Path] | tuple[str, ...],
+                   vault: VaultOptions | None = None) -> Inventory:
+    """Read inventory sources with Ansible: a path (file, directory, script, plugin config),
+    several, or a comma-separated host list."""
+    sources = tuple(str(s) for s in source) if isinstance(source, (list, tuple)) else (str(source),)
+    return Inventory(sources, vault)

@@ -97,6 +97,20 @@ def _int(origin: str, values: dict[str, Any], var: str, minimum: int) -> int | N
     return value
 
 
+def _bool(origin: str, values: dict[str, Any], var: str) -> bool:
+    """A boolean as Ansible reads one (``| bool``, argument specs): "false", "no", 0 are
+    false; anything else that is not a boolean word is an error, never silently true."""
+    value = values.get(var, False)
+    if isinstance(value, bool):
+        return value
+    from ansible.module_utils.parsing.convert_bool import boolean
+
+    try:
+        return boolean(value, strict=True)
+    except TypeError:
+        raise _fail(origin, var, f"must be a boolean (true/false), got {value!r}") from None
+
+
 def _version(origin: str, values: dict[str, Any], var: str) -> str | None:
     value = values.get(var)
     if value is None:
@@ -202,7 +216,7 @@ def policy_from_vars(values: dict[str, Any], origin: str) -> Policy:
         swap_path=swap_path,
         swap_max_used_pct=float(pct),
         zen5_tunables_containers=tuple(containers),
-        tunables_everywhere=bool(values.get("omni_tunables_everywhere", False)),
+        tunables_everywhere=_bool(origin, values, "omni_tunables_everywhere"),
         **_catalog_vars(origin, values),
     )
 
