@@ -38,8 +38,9 @@ def with_output(bundle: Bundle, probe_id: str, stdout: str, *, status: str = "ra
     ("590.44.01", None, Status.FAIL),           # below the floor
 ])
 def test_driver_version_on_gpu_machines(machine, minimum, recommended, status) -> None:
-    result = verdicts(gpu_bundle(machine), omni_gpu_driver_min=minimum,
-                      omni_gpu_driver_recommended=recommended)["gpu.driver-version"]
+    policy = {"omni_gpu_driver_min": minimum} | (
+        {"omni_gpu_driver_recommended": recommended} if recommended else {})  # else the default
+    result = verdicts(gpu_bundle(machine), **policy)["gpu.driver-version"]
     assert result.status is status, result.summary
     assert result.actual == "580.159.04"
     assert result.evidence[0].command == "nvidia-smi -q -x"

@@ -211,12 +211,16 @@ def test_what_paramiko_cannot_do_is_refused_by_name(tmp_path: Path, hostvars: st
 
 
 @pytest.mark.parametrize(("vars_", "message"), [
-    ({"omni_swap_size_mib": -1}, "omni_swap_size_mib: must be an integer >= 0"),
-    ({"omni_numa_nodes": "one"}, "omni_numa_nodes: must be an integer >= 1"),
+    ({"omni_swap_size_mib": -1}, "omni_swap_size_mib: must be >= 0"),
+    ({"omni_numa_nodes": "one"}, "argument 'omni_numa_nodes' is of type str and we were unable "
+                                 "to convert to int"),  # Ansible's own words
+    ({"omni_tunables_everywhere": "maybe"}, "unable to convert to bool"),
     ({"omni_gpu_driver_min": "latest"}, "omni_gpu_driver_min: must be a dotted version"),
-    ({"omni_gpus": [{"model": "RTX 5090"}]}, r"omni_gpus\[0\].vram_gib"),
+    ({"omni_gpus": [{"model": "RTX 5090"}]}, "missing required arguments: vram_gib found in omni_gpus"),
+    ({"omni_models": [{"path": "/m.gguf", "loader": "vllm"}]}, "loader must be one of: gguf, full"),
     ({"omni_swap_path": "swapfile"}, "omni_swap_path: must be an absolute path"),
     ({"omni_swapsize_mib": 1}, "unknown variable"),
+    ({"omni_base_packages": ["x"]}, r"omni_base_packages is now omni_build_packages"),
     ({"omni_glibc_tunables": "glibc.cpu.hwcaps=-AVX512F,-AVX512VL"}, "AVX512BW,AVX512CD,AVX512DQ missing"),
 ])
 def test_invalid_policy_values(vars_: dict, message: str) -> None:

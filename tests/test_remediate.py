@@ -123,7 +123,7 @@ def test_invalid_policy_is_an_error_before_any_host_is_touched(sshd: Sshd, tmp_p
     inv = sshd.inventory(tmp_path / "inv", {"loop": PY}, group_vars={"omni_swap_size_mib": -5})
     result = cli(sshd, "remediate", "-i", str(inv), "--apply", "--yes", report_dir=report_dir)
     assert result.code == 2
-    assert "omni_swap_size_mib: must be an integer >= 0" in result.stderr
+    assert "omni_swap_size_mib: must be >= 0, got -5" in result.stderr
     assert not report_dir.exists()
 
 
@@ -204,7 +204,7 @@ def test_bootstrap_ends_with_a_stored_baseline(sshd: Sshd, tmp_path: Path, swap_
                                                report_dir: Path) -> None:
     inv = sshd.inventory(tmp_path / "inv", {"loop": PY}, group_vars={
         "omni_swap_size_mib": 64, "omni_swap_path": str(swap_target),
-        "omni_base_packages": ["numactl"]})
+        "omni_build_packages": ["numactl"]})
     preview = cli(sshd, "bootstrap", "-i", str(inv), "loop", report_dir=report_dir)
     assert preview.code == 0 and "site.yml on loop:" in preview.stdout
     assert not swap_target.exists()

@@ -25,6 +25,7 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     explain = csub.add_parser("explain", help="what a check verifies, why, how, and the fix")
     explain.add_argument("term", help="a check id (swap.capacity) or a lesson id (F-010)")
     csub.add_parser("doc", help="print docs/checks.md")
+    csub.add_parser("vars", help="the omni_* variables (the table in docs/inventory.md)")
     init = sub.add_parser("init", help="record a known-good host's state as its host_vars")
     add_target_args(init)
     init.add_argument("--force", action="store_true", help="overwrite existing host_vars")
@@ -40,6 +41,8 @@ def cmd_checks(args: argparse.Namespace) -> int:
         sys.stdout.write("\n".join(explain.list_lines()) + "\n")
     elif args.checks_command == "doc":
         sys.stdout.write(explain.markdown())
+    elif args.checks_command == "vars":
+        sys.stdout.write(explain.variables_markdown())
     else:
         sys.stdout.write("\n".join(explain.explain(m) for m in explain.find(args.term)))
     return EXIT_OK

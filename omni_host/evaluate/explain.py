@@ -74,3 +74,32 @@ def markdown() -> str:
                                if fix.playbook else "Manual.")]
         out += [f"- {step}" for step in fix.steps]
     return "\n".join(out) + "\n"
+
+
+def _type(option: dict) -> str:
+    kind = option.get("type", "str")
+    if kind == "list":
+        elements = option.get("elements", "str")
+        if elements == "dict":
+            return "list of `{" + ", ".join(option.get("options", {})) + "}`"
+        return f"list of {elements}"
+    return kind
+
+
+def variables_markdown() -> str:
+    """The table of ``omni_*`` variables in docs/inventory.md, generated from the one spec
+    (``playbooks/roles/omni_policy/meta/argument_specs.yml``)."""
+    from omni_host.plan.policy import spec
+
+    out = ["| variable | type | default | read by | meaning |", "|---|---|---|---|---|"]
+    for name, option in spec().items():
+        lines = [str(d) for d in option.get("description", [])]
+        readers = next((line.split(":", 1)[1].strip() for line in lines
+                        if line.startswith("Checks:")), "")
+        readers = ", ".join(f"`{c.strip()}`" for c in readers.split(",") if c.strip()) or \
+            "the playbooks"
+        meaning = " ".join(line for line in lines if not line.startswith("Checks:")
+                           and line not in ("Remediation only.", "Audit only."))
+        default = f"`{option['default']}`" if "default" in option else ""
+        out.append(f"| `{name}` | {_type(option)} | {default} | {readers} | {meaning} |")
+    return "\n".join(out) + "\n"
