@@ -165,6 +165,20 @@ class HostReport:
     facts: dict[str, Any] = field(default_factory=dict)  # sentinel.fact_summary
     strategic: tuple[dict[str, Any], ...] = ()  # sentinel.strategic
     cold_case: dict[str, Any] | None = None  # history.cold_cases, once the store is known
+    # The expected state judged under: {"values": {omni_*: value}, "origins": {omni_*: where}}
+    policy: dict[str, Any] | None = None
+
+    def no_expected_state(self) -> dict[str, str]:
+        """Check id -> the unset variable, for checks skipped for want of expected state."""
+        return {r.id: r.details["no_expected_state"] for r in self.results
+                if r.status is Status.SKIP and r.details.get("no_expected_state")}
+
+    @property
+    def unconfigured(self) -> bool:
+        """Judged under role defaults alone: the inventory describes nothing of this host."""
+        origins = (self.policy or {}).get("origins") or {}
+        return self.reachable and bool(origins) and all(
+            str(o).startswith("default: ") for o in origins.values())
 
     def counts(self) -> dict[str, int]:
         counts = {s.value: 0 for s in Status} | {"waived": 0}
@@ -186,6 +200,9 @@ class HostReport:
             "facts": self.facts,
             "strategic": list(self.strategic),
             "cold_case": self.cold_case,
+            "policy": self.policy,
+            "no_expected_state": self.no_expected_state(),
+            "unconfigured": self.unconfigured,
             "results": [r.to_dict() for r in self.results],
         }
 

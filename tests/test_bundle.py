@@ -73,3 +73,79 @@ def test_bundle_host_not_in_inventory(tmp_path: Path) -> None:
                      str(tmp_path / "hosts.yml"))
     assert result.code == 2
     assert "bundle host 'h100-x1' is not in" in result.stderr
+
+
+def _local_inventory(path: Path, packages: list[str]) -> Path:
+    """This machine (local connection) expected to have ``packages``; bash and coreutils are
+    Essential in Debian (always installed), nosuchpkg-omni never is."""
+    path.mkdir(parents=True, exist_ok=True)
+    (path / "hosts.ini").write_text("box ansible_connection=local\n\n[all:vars]\n"
+                                    f"omni_build_packages={json.dumps(packages)}\n"
+                                    "omni_swap_size_mib=0\n")
+    return path / "hosts.ini"
+
+
+def _verdicts(stdout: str) -> dict[str, str]:
+    (host,) = json.loads(stdout)["hosts"]
+    return {r["id"]: r["status"] for r in host["results"]}
+
+
+def test_a_bundle_records_its_policy_and_replays_the_live_verdicts(tmp_path: Path) -> None:
+    inv = _local_inventory(tmp_path / "inv", ["bash", "coreutils", "nosuchpkg-omni"])
+    live = run_cli("audit", "-i", str(inv), "--format", "json", "--no-store")
+    collected = run_cli("collect", "-i", str(inv), "--out", str(tmp_path / "b"))
+    assert collected.code == 0, collected.stderr
+    manifest = json.loads((tmp_path / "b" / "box" / "manifest.json").read_text())
+    assert manifest["policy"]["values"]["omni_build_packages"] == ["bash", "coreutils",
+                                                                    "nosuchpkg-omni"]
+    assert manifest["policy"]["origins"]["omni_build_packages"] == f"{inv}:4"
+    assert manifest["policy"]["origins"]["omni_glibc_tunables"].startswith("default: ")
+    offline = run_cli("audit", "--bundle", str(tmp_path / "b"), "--format", "json")
+    assert _verdicts(offline.stdout) == _verdicts(live.stdout)
+    assert _verdicts(live.stdout)["packages.build-deps"] == "fail"  # nosuchpkg-omni
+    assert offline.code == live.code == 1
+    (host,) = json.loads(offline.stdout)["hosts"]
+    assert host["policy"] == manifest["policy"]  # the report says what it was judged under
+
+
+def test_a_policy_the_bundle_was_not_collected_under_skips_never_judges(tmp_path: Path) -> None:
+    collected = run_cli("collect", "-i", str(_local_inventory(tmp_path / "a", ["bash"])),
+                        "--out", str(tmp_path / "b"))
+    assert collected.code == 0, collected.stderr
+    other = _local_inventory(tmp_path / "other", ["bash", "openssh-server"])
+    judged = run_cli("audit", "--bundle", str(tmp_path / "b"), "-i", str(other),
+                     "--format", "json")
+    (host,) = json.loads(judged.stdout)["hosts"]
+    (deps,) = [r for r in host["results"] if r["id"] == "packages.build-deps"]
+    assert deps["status"] == "skip"
+    assert "not collected under this policy" in deps["summary"]
+    assert "collect again" in deps["summary"]
+    same = run_cli("audit", "--bundle", str(tmp_path / "b"), "-i",
+                   str(_local_inventory(tmp_path / "same", ["bash"])), "--format", "json")
+    assert _verdicts(same.stdout)["packages.build-deps"] == "pass"
+
+
+def test_a_host_without_expected_state_never_exits_0(tmp_path: Path) -> None:
+    inv = tmp_path / "hosts.ini"
+    inv.write_text("bare ansible_connection=local\n")  # not one omni_* variable
+    result = run_cli("audit", "-i", str(inv), "--no-store")
+    assert result.code == 4, result.stdout + result.stderr
+    assert "bare: no expected state: the inventory sets no omni_* variable" in result.stderr
+    assert "omni-host init -i INVENTORY bare" in " ".join(result.stdout.split())  # wrapped
+    as_json = run_cli("audit", "-i", str(inv), "--no-store", "--format", "json")
+    (host,) = json.loads(as_json.stdout)["hosts"]
+    assert host["unconfigured"] is True
+    assert host["no_expected_state"]["swap.capacity"] == "omni_swap_size_mib"
+    assert host["no_expected_state"]["numa.nps1"] == "omni_numa_nodes"
+    assert as_json.code == 4
+
+
+def test_one_omni_value_is_expected_state_and_the_rest_is_listed(tmp_path: Path) -> None:
+    inv = tmp_path / "hosts.ini"
+    inv.write_text("box ansible_connection=local omni_swap_size_mib=0 omni_build_packages=[]\n")
+    result = run_cli("audit", "-i", str(inv), "--no-store", "--format", "json")
+    (host,) = json.loads(result.stdout)["hosts"]
+    assert host["unconfigured"] is False
+    assert "swap.capacity" not in host["no_expected_state"]
+    assert host["no_expected_state"]["numa.nps1"] == "omni_numa_nodes"
+    assert result.code in (0, 1)  # judged: whatever this machine shows, not "no policy"

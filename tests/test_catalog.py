@@ -20,8 +20,11 @@ from omni_host.collect.bundle import Bundle
 from omni_host.evaluate.audit import evaluate_bundle
 from omni_host.evaluate.checks.docker import missing_tool
 from omni_host.model import CommandResult, Status
-from omni_host.plan.policy import policy_from_vars
+from omni_host.plan.policy import Policy, policy_from_vars
+from omni_host.probes.catalog import DYNAMIC, probes_for
 from omni_host.probes.parsers import build, host
+
+DYNAMIC_IDS = frozenset(p.id for p in DYNAMIC)
 
 BUILD = FIXTURES / "captures" / "build-h100"
 HELPER = Path(__file__).resolve().parent.parent / "omni_host" / "remote" / "gguf_models.py"
@@ -37,8 +40,18 @@ def with_probe(bundle: Bundle, probe_id: str, stdout: str, argv: tuple[str, ...]
     return dataclasses.replace(bundle, results=results)
 
 
+def collected_under(bundle: Bundle, policy: Policy) -> Bundle:
+    """The bundle as if its policy probes had been collected under ``policy`` (the captures
+    above are real outputs; the arguments they ran with are the policy's)."""
+    argv = {p.id: p.argv for p in probes_for(policy)}
+    results = {pid: dataclasses.replace(r, argv=argv[pid]) if pid in argv and pid in DYNAMIC_IDS
+               else r for pid, r in bundle.results.items()}
+    return dataclasses.replace(bundle, results=results)
+
+
 def verdict(bundle: Bundle, check_id: str, **policy_vars) -> object:
     policy = policy_from_vars(policy_vars, "test policy")
+    bundle = collected_under(bundle, policy)
     return next(r for r in evaluate_bundle(bundle, policy).results if r.id == check_id)
 
 

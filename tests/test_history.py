@@ -30,8 +30,11 @@ def test_two_audits_with_the_swap_policy_changed_diff_names_it(sshd: Sshd, tmp_p
     diff = report(report_dir, "diff")
     assert diff.code == 0
     assert "loop: " in diff.stdout and "new failures: swap.capacity" in diff.stdout
+    assert "policy changed: omni_swap_size_mib: 0 -> 204800" in diff.stdout  # not drift
+    assert "host drifted" not in diff.stdout
     as_json = json.loads(report(report_dir, "diff", "--format", "json").stdout)
     assert as_json[0]["new_failures"] == ["swap.capacity"] and as_json[0]["fixed"] == []
+    assert as_json[0]["policy_changed"] == {"omni_swap_size_mib": {"before": 0, "after": 204800}}
 
     # and back: the fix is listed, and the cold case resurrects it
     sshd.inventory(tmp_path / "inv", {"loop": {}}, group_vars={"omni_swap_size_mib": 0})

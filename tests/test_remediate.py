@@ -81,8 +81,13 @@ def test_swap_preview_apply_prove_and_idempotent(sshd: Sshd, tmp_path: Path, swa
     assert oct(swap_target.stat().st_mode & 0o777) == "0o600"
     assert f"{swap_target} none swap sw 0 0" in Path("/etc/fstab").read_text()
     assert "FIXED          loop: swap.capacity (fail -> pass)" in applied.stdout
-    stored = sorted(p for p in report_dir.iterdir() if p.is_dir())[-1]
-    record = json.loads((stored / "report.json").read_text())["remediation"]
+    docs = {p: json.loads((p / "report.json").read_text()) for p in report_dir.iterdir()
+            if p.is_dir() and not p.name.startswith(".")}
+    ((stored, doc),) = [(p, d) for p, d in docs.items() if "remediation" in d]
+    record = doc["remediation"]
+    pre = json.loads((report_dir / doc["pre_state"] / "report.json").read_text())
+    assert pre["source"] == "pre-remediation"  # the failure was observed in this very run
+    assert {r["id"]: r["status"] for r in pre["hosts"][0]["results"]}["swap.capacity"] == "fail"
     assert record[0]["outcome"] == "fixed" and "Allocate the swap file (fallocate)" in \
         record[0]["changed_tasks"]
     assert list((stored / "ansible").glob("apply-swap/artifacts/*/job_events"))  # kept

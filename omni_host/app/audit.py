@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from omni_host.collect.bundle import read_bundles
+from omni_host.collect.bundle import Bundle, read_bundles
 from omni_host.collect.transport.base import SshOptions
 from omni_host.errors import InventoryError
 from omni_host.evaluate.audit import audit_many, evaluate_bundle
@@ -21,6 +21,7 @@ from omni_host.evaluate.checks import catalog
 from omni_host.model import HostReport, Report, make_report
 from omni_host.plan.hosts import HostPlan, local_plan, plan_host
 from omni_host.plan.inventory import Inventory
+from omni_host.plan.policy import ExpectedState, policy_from_vars
 from omni_host.plan.waivers import apply_waivers, load_waivers
 from omni_host.report.history import History, cold_case, load_history
 from omni_host.report.store import store_report
@@ -54,21 +55,45 @@ def audit_live(plans: list[HostPlan], ssh: SshOptions, *, forks: int,
     return Hosts(list(pooled.results), "live", started, pooled.interrupted)
 
 
+def judge_plan(bundle: Bundle, inventory: Inventory | None, origin: str) -> HostPlan:
+    """The expected state to judge a bundle under: the inventory's (when one is given), else
+    the one the bundle recorded when it was collected, else (older bundles) the built-in
+    reference policy. The report records which."""
+    if inventory is not None:
+        if bundle.host not in inventory:
+            raise InventoryError(f"{origin}: bundle host {bundle.host!r} is not in "
+                                 f"{inventory.source}")
+        host = inventory.host(bundle.host)
+        return plan_host(host.name, host.vars, origin=inventory.source, origins=host.origins)
+    recorded = ExpectedState.from_dict(bundle.policy)
+    if recorded is None:
+        return local_plan()
+    return HostPlan(bundle.host, policy_from_vars(recorded.values, f"{origin}: recorded policy"),
+                    False, None, expected=recorded)
+
+
 def audit_bundles(paths: list[Path], inventory: Inventory | None) -> Hosts:
     started = time.time()
     reports = []
     for path in paths:
         for bundle in read_bundles(path):
-            if inventory is None:
-                policy = local_plan().policy
-            elif bundle.host in inventory:
-                host = inventory.host(bundle.host)
-                policy = plan_host(host.name, host.vars, origin=inventory.source).policy
-            else:
-                raise InventoryError(f"{path}: bundle host {bundle.host!r} is not in "
-                                     f"{inventory.source}")
-            reports.append(evaluate_bundle(bundle, policy, address=f"bundle {path}"))
+            plan = judge_plan(bundle, inventory, str(path))
+            reports.append(evaluate_bundle(bundle, plan.policy, address=f"bundle {path}",
+                                           expected=plan.expected))
     return Hosts(reports, "bundle", started)
+
+
+def recheck(audit_dir: Path, audit_id: str, inventory: Inventory | None) -> Hosts:
+    """A stored audit's bundles judged again with today's checks: under the inventory's
+    policy when one is given, else under the policy each bundle recorded."""
+    started = time.time()
+    bundles_dir = audit_dir / "bundles"
+    reports = []
+    for bundle in read_bundles(bundles_dir) if bundles_dir.is_dir() else []:
+        plan = judge_plan(bundle, inventory, str(bundles_dir))
+        reports.append(evaluate_bundle(bundle, plan.policy, address=f"recheck of {audit_id}",
+                                       expected=plan.expected))
+    return Hosts(reports, "recheck", started)
 
 
 def default_waivers() -> Path | None:

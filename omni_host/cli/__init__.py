@@ -1,7 +1,9 @@
 """The command line: the only package that prints, prompts or exits.
 
 Exit codes: 0 nothing failed; 1 a check failed (or could not be evaluated: error); 2 usage,
-inventory or report-store error; 3 a host could not be audited (outranks 1); 130 interrupted.
+inventory or report-store error; 3 a host could not be audited (outranks 1); 4 nothing failed
+but a host had no expected state at all (its inventory sets no omni_* variable: only the
+universal defaults were checked; never a silent green); 130 interrupted.
 
 Heavy imports (paramiko, rich, yaml, ansible) happen inside the commands so ``--help`` stays
 fast. One module per command group; ``common`` holds what they share.

@@ -124,6 +124,10 @@ def cmd_audit(args: argparse.Namespace) -> int:
                        waivers=args.waivers, store_root=store_root)
     for host in run.report.unreachable:
         err(f"{host.host}: unreachable: {host.error}")
+    for host in run.report.hosts:
+        if host.unconfigured:
+            err(f"{host.host}: no expected state: the inventory sets no omni_* variable for it "
+                f"(record one with omni-host init -i INVENTORY {host.host})")
     for note in run.waiver_notes:
         err(f"waiver: {note}")
     emit(run.doc, args.format, args.output, lambda: run.history or load_history(store_root))

@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from omni_host.report.history import History
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_UNREACHABLE, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
+EXIT_NO_POLICY = 4  # nothing failed, but a host had no expected state at all
 FORMATS = ("table", "json", "markdown", "html", "junit", "prometheus")
 
 
@@ -132,7 +133,9 @@ def exit_code(report: Report) -> int:
         return EXIT_UNREACHABLE
     bad = (Status.FAIL.value, Status.ERROR.value)
     failed = any(r.effective_status in bad for h in report.hosts for r in h.results)
-    return EXIT_FAILED if failed else EXIT_OK
+    if failed:
+        return EXIT_FAILED
+    return EXIT_NO_POLICY if any(h.unconfigured for h in report.hosts) else EXIT_OK
 
 
 def write_output(text: str, output: Path | None) -> None:

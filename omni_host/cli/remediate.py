@@ -74,6 +74,18 @@ def _inventory(args: argparse.Namespace) -> Path:
     return path
 
 
+def _known_check(check_id: str) -> None:
+    import difflib
+
+    from omni_host.errors import UsageError
+    from omni_host.evaluate.checks import catalog
+
+    if check_id not in catalog():
+        close = difflib.get_close_matches(check_id, list(catalog()), n=1)
+        hint = f" (did you mean {close[0]}?)" if close else ""
+        raise UsageError(f"--check {check_id}: no such check{hint}")
+
+
 def _preview_and_apply(args: argparse.Namespace, plan, store_root: Path):  # noqa: ANN001
     """Returns (artifacts dir, apply steps or None when nothing was applied, exit code)."""
     from omni_host.remediate.flow import artifacts_dir, execute, hosts_ok
@@ -111,6 +123,8 @@ def _prepare(args: argparse.Namespace) -> tuple[float, Path, list] | int:
     from omni_host.report.store import default_report_dir
 
     _inventory(args)
+    for check_id in getattr(args, "only", ()):
+        _known_check(check_id)
     if args.apply and not args.yes and not sys.stdin.isatty():
         err("refusing to apply without a terminal to confirm on: add --yes")
         return EXIT_USAGE
@@ -129,7 +143,10 @@ def cmd_remediate(args: argparse.Namespace) -> int:
         return prepared
     started, store_root, host_plans = prepared
     ssh = ssh_options(args)
-    findings = current_findings(host_plans, store_root=store_root, ssh=ssh)
+    findings = current_findings(host_plans, ssh=ssh, forks=args.forks)
+    pre = store_report(make_report(findings, started_at=started, source="pre-remediation",
+                                   inventory=str(args.inventory)), store_root)
+    err(f"pre-remediation audit stored in {pre}")
     for host in findings:
         if not host.reachable:
             err(f"{host.host}: unreachable: {host.error}")
@@ -159,7 +176,7 @@ def cmd_remediate(args: argparse.Namespace) -> int:
              f"({rec['before']} -> {rec['after']}): {rec['detail']}")
     report = make_report(after, started_at=started, source="remediation",
                          inventory=str(args.inventory))
-    path = store_report(report, store_root, extra={"remediation": records},
+    path = store_report(report, store_root, extra={"remediation": records, "pre_state": pre.name},
                         attach={"ansible": artifacts})
     err(f"report stored in {path}")
     if any(r["outcome"] == "error" for r in records) or report.unreachable:

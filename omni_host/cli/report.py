@@ -129,34 +129,25 @@ def _diff_text(diffs: list[dict[str, Any]]) -> str:
                            ("resurrected_engines", "engines worth re-evaluating")):
             if d[key]:
                 lines.append(f"  {title}: {', '.join(d[key])}")
+        for var, change in d.get("policy_changed", {}).items():
+            lines.append(f"  policy changed: {var}: {change['before']} -> {change['after']}")
         for fact, change in d["changed_facts"].items():
-            lines.append(f"  changed {fact}: {change['before']} -> {change['after']}")
-        if not any(d[k] for k in ("new_failures", "fixed", "still_failing", "resurrected",
-                                  "resurrected_engines", "changed_facts")):
+            lines.append(f"  host drifted: {fact}: {change['before']} -> {change['after']}")
+        if not any(d.get(k) for k in ("new_failures", "fixed", "still_failing", "resurrected",
+                                      "resurrected_engines", "changed_facts", "policy_changed")):
             lines.append("  no change")
     return "\n".join(lines) + "\n"
 
 
 def _recheck(args: argparse.Namespace, history) -> int:  # noqa: ANN001
-    import time
-
+    from omni_host.app.audit import recheck
     from omni_host.cli.common import load_inventory_arg
-    from omni_host.collect.bundle import read_bundles
-    from omni_host.evaluate.audit import evaluate_bundle
     from omni_host.model import make_report
-    from omni_host.plan.hosts import local_plan, plan_host
     from omni_host.report.store import default_report_dir, store_report
 
     audit = history.resolve(args.ref)
-    inv = load_inventory_arg(args)
-    hosts = []
-    bundles_dir = audit.path / "bundles"
-    for bundle in read_bundles(bundles_dir) if bundles_dir.is_dir() else []:
-        entry = inv.host(bundle.host) if inv and bundle.host in inv else None
-        policy = plan_host(entry.name, entry.vars, origin=inv.source).policy \
-            if inv and entry else local_plan().policy
-        hosts.append(evaluate_bundle(bundle, policy, address=f"recheck of {audit.id}"))
-    report = make_report(hosts, started_at=time.time(), source="recheck",
+    hosts = recheck(audit.path, audit.id, load_inventory_arg(args))
+    report = make_report(hosts.reports, started_at=hosts.started_at, source="recheck",
                          inventory=str(args.inventory) if args.inventory else None)
     doc = report.to_dict() | {"rechecked": audit.id}
     emit(doc, args.format, args.output, lambda: history)

@@ -8,8 +8,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from omni_host.collect.bundle import Bundle
-from omni_host.collect.run import bundle_from_output, payload
+from omni_host.collect.bundle import Bundle, bundle_from_output
+from omni_host.collect.run import payload, with_policy
 from omni_host.collect.runner import run_playbook
 from omni_host.errors import TransportError
 from omni_host.plan.hosts import HostPlan
@@ -22,6 +22,7 @@ def collect_with_ansible(*, inventory: Path, plans: list[HostPlan], known_hosts:
     """Bundles of the hosts that answered, and one line per host that did not. Each host gets
     the payload of its own policy (its model paths, binaries, packages)."""
     hosts = [p.name for p in plans]
+    by_name = {p.name: p for p in plans}
     with tempfile.TemporaryDirectory(prefix="omni-ansible-collect-") as tmp:
         work = Path(tmp)
         (work / "payloads").mkdir()
@@ -45,9 +46,9 @@ def collect_with_ansible(*, inventory: Path, plans: list[HostPlan], known_hosts:
                 errors.append(f"{host}: {why}")
                 continue
             try:
-                bundles.append(bundle_from_output(host, "ansible", stdout=raw.read_text(),
-                                                  stderr="", exit_code=0, duration_s=elapsed,
-                                                  started=started))
+                bundle = bundle_from_output(host, "ansible", stdout=raw.read_text(), stderr="",
+                                            exit_code=0, duration_s=elapsed, started=started)
+                bundles.append(with_policy(bundle, by_name[host]))
             except TransportError as exc:
                 errors.append(f"{host}: {exc}")
         return bundles, errors

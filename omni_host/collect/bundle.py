@@ -41,6 +41,9 @@ class Bundle:
     transport: str
     meta: dict[str, Any]
     results: dict[str, CommandResult]
+    # The expected state the host was collected under ({"values", "origins"}); None in
+    # bundles of omni-host versions that did not record it.
+    policy: dict[str, Any] | None = None
 
     # -- writing ---------------------------------------------------------------------------
     def files(self) -> dict[str, bytes]:
@@ -59,7 +62,7 @@ class Bundle:
             records.append(record)
         manifest = {"schema_version": BUNDLE_SCHEMA, "kind": "omni-host-bundle", "host": self.host,
                     "collected_at": self.collected_at, "transport": self.transport,
-                    "collector": self.meta, "probes": records}
+                    "collector": self.meta, "policy": self.policy, "probes": records}
         files["manifest.json"] = json.dumps(manifest, indent=2).encode()
         return files
 
@@ -111,7 +114,7 @@ def _from_files(read: Any, origin: str) -> Bundle:
                                                rec["exit_code"], stdout, stderr,
                                                float(rec["duration_s"]), rec.get("reason", ""))
         return Bundle(manifest["host"], float(manifest["collected_at"]), manifest["transport"],
-                      manifest.get("collector", {}), results)
+                      manifest.get("collector", {}), results, manifest.get("policy"))
     except (KeyError, TypeError, ValueError, FileNotFoundError) as exc:
         raise BundleError(f"{origin}: incomplete bundle ({type(exc).__name__}: {exc})") from exc
 

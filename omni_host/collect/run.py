@@ -6,6 +6,7 @@ subprocess, an SSH channel, or Ansible's ``script`` module. Only the transport d
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
 from functools import lru_cache
@@ -71,10 +72,18 @@ def collect_host(plan: HostPlan, ssh: SshOptions, probe_timeout_s: float | None)
 
         transport = SshTransport(plan.name, plan.ssh, ssh)
     try:
-        return collect(plan.name, transport, become=plan.become, probe_timeout_s=probe_timeout_s,
-                       python=plan.python, probes=probes_for(plan.policy))
+        bundle = collect(plan.name, transport, become=plan.become,
+                         probe_timeout_s=probe_timeout_s, python=plan.python,
+                         probes=probes_for(plan.policy))
     finally:
         transport.close()
+    return with_policy(bundle, plan)
+
+
+def with_policy(bundle: Bundle, plan: HostPlan) -> Bundle:
+    """The bundle with the expected state it was collected under (the manifest keeps it)."""
+    record = plan.expected.to_dict() if plan.expected is not None else None
+    return dataclasses.replace(bundle, policy=record)
 
 
 def host_deadline_s(ssh: SshOptions, probe_timeout_s: float | None) -> float:

@@ -20,18 +20,21 @@ from omni_host.evaluate.facts import facts_from_bundle
 from omni_host.evaluate.sentinel import fact_summary, strategic
 from omni_host.model import HostReport
 from omni_host.plan.hosts import HostPlan
-from omni_host.plan.policy import Policy
+from omni_host.plan.policy import ExpectedState, Policy
 
 
 def evaluate_bundle(bundle: Bundle, policy: Policy, *, address: str | None = None,
-                    duration_s: float = 0.0) -> HostReport:
-    facts = facts_from_bundle(bundle)
+                    duration_s: float = 0.0, expected: ExpectedState | None = None) -> HostReport:
+    """A host report of ``bundle`` judged under ``policy``; ``expected`` (the values and
+    origins the policy came from) is recorded in the report, else the bundle's own record."""
+    facts = facts_from_bundle(bundle, policy)
     results = tuple(run_checks(facts, policy))
     probes = {pid: {"outcome": p.outcome.value, "reason": p.reason}
               for pid, p in facts.probes.items()}
     summary = fact_summary(facts)
+    record = expected.to_dict() if expected is not None else bundle.policy
     return HostReport(bundle.host, address, bundle.transport, True, None, duration_s, results,
-                      bundle, probes, summary, tuple(strategic(summary)))
+                      bundle, probes, summary, tuple(strategic(summary)), policy=record)
 
 
 def audit_host(plan: HostPlan, ssh: SshOptions, probe_timeout_s: float | None = None) -> HostReport:
@@ -44,7 +47,7 @@ def audit_host(plan: HostPlan, ssh: SshOptions, probe_timeout_s: float | None = 
         error = f"internal error while collecting: {type(exc).__name__}: {exc}"
     else:
         return evaluate_bundle(bundle, plan.policy, address=plan.address,
-                               duration_s=time.monotonic() - start)
+                               duration_s=time.monotonic() - start, expected=plan.expected)
     return _failed(plan, error, time.monotonic() - start)
 
 

@@ -5,8 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from omni_host.collect.bundle import Bundle
-from omni_host.model import Outcome, ProbeResult
-from omni_host.probes.catalog import PROBES_BY_ID, evaluate
+from omni_host.model import CommandResult, Outcome, ProbeResult
+from omni_host.plan.policy import Policy
+from omni_host.probes.catalog import DYNAMIC, PROBES_BY_ID, Probe, evaluate, probes_for
 
 
 @dataclass(frozen=True)
@@ -27,6 +28,38 @@ class HostFacts:
         return next((r for r in results if r.outcome is Outcome.UNPARSEABLE), results[0])
 
 
-def facts_from_bundle(bundle: Bundle) -> HostFacts:
-    return HostFacts(bundle.host, {p.id: evaluate(p, bundle.results.get(p.id))
-                                   for p in PROBES_BY_ID.values()})
+def _args(probe: Probe, argv: tuple[str, ...]) -> tuple[str, ...]:
+    """The policy's arguments of a probe: what follows its fixed command."""
+    return tuple(argv[len(probe.argv):])
+
+
+def _uncovered(probe: Probe, result: CommandResult | None,
+               wanted: tuple[str, ...] | None) -> ProbeResult | None:
+    """A policy probe whose recorded arguments are not the ones the policy asks for: its
+    output says nothing about what the policy names (another package list, another path)."""
+    if wanted is None:
+        return None
+    if result is None:
+        why = "not collected under this policy (the bundle has no such output): collect again"
+    elif _args(probe, result.argv) != wanted:
+        why = (f"not collected under this policy (collected for {' '.join(_args(probe, result.argv))}"
+               f"; the policy names {' '.join(wanted)}): collect again")
+    else:
+        return None
+    return ProbeResult(probe.id, probe.command, Outcome.UNAVAILABLE, reason=why)
+
+
+def facts_from_bundle(bundle: Bundle, policy: Policy | None = None) -> HostFacts:
+    """Every probe's outcome. With ``policy``, a probe whose arguments come from the policy
+    counts only when it was collected with exactly the policy's arguments: evidence that was
+    not collected never turns into a pass or a fail."""
+    wanted: dict[str, tuple[str, ...]] = {}
+    if policy is not None:
+        by_id = {p.id: p for p in DYNAMIC}
+        wanted = {p.id: _args(by_id[p.id], p.argv) for p in probes_for(policy) if p.id in by_id}
+    probes = {}
+    for p in PROBES_BY_ID.values():
+        result = bundle.results.get(p.id)
+        probes[p.id] = (_uncovered(p, result, wanted.get(p.id)) if policy is not None else None) \
+            or evaluate(p, result)
+    return HostFacts(bundle.host, probes)

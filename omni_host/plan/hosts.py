@@ -11,7 +11,13 @@ from typing import Any
 
 from omni_host.errors import InventoryError
 from omni_host.plan.inventory import Inventory
-from omni_host.plan.policy import Policy, policy_from_vars, reference_vars
+from omni_host.plan.policy import (
+    ExpectedState,
+    Policy,
+    expected_state,
+    policy_from_vars,
+    reference_vars,
+)
 
 DEFAULT_PYTHON = "python3"
 
@@ -40,6 +46,7 @@ class HostPlan:
     become: bool
     ssh: SshEndpoint | None  # None = this machine, through the local transport
     python: str = DEFAULT_PYTHON
+    expected: ExpectedState | None = None  # the values the policy came from, with origins
 
     @property
     def address(self) -> str:
@@ -98,16 +105,19 @@ def _refuse_unsupported(hv: dict[str, Any], where: str, become: bool) -> None:
                                  "become password cannot be used")
 
 
-def plan_host(name: str, hv: dict[str, Any], *, origin: str) -> HostPlan:
-    """Validate a host's policy and connection variables (``hv``: its resolved variables)."""
+def plan_host(name: str, hv: dict[str, Any], *, origin: str,
+              origins: dict[str, str] | None = None) -> HostPlan:
+    """Validate a host's policy and connection variables (``hv``: its resolved variables;
+    ``origins``: where each came from, as Ansible recorded it)."""
     policy = policy_from_vars(hv, f"{origin}: host {name}")
+    expected = expected_state(hv, origins or {})
     become = _bool(hv.get("ansible_become", False))
     _refuse_unsupported(hv, f"{origin}: host {name}", become)
     python = str(hv.get("ansible_python_interpreter") or DEFAULT_PYTHON)
     if python.startswith("auto"):  # Ansible's discovery modes: python3 on the PATH
         python = DEFAULT_PYTHON
     if hv.get("ansible_connection") in LOCAL:
-        return HostPlan(name, policy, become, None, python)
+        return HostPlan(name, policy, become, None, python, expected)
     where = f"{origin}: host {name}"
     port = _first(hv, "ansible_port", "ansible_ssh_port")
     if port is not None and (isinstance(port, bool) or not str(port).isdigit()
@@ -121,13 +131,19 @@ def plan_host(name: str, hv: dict[str, Any], *, origin: str) -> HostPlan:
         key_file=_text(where, "ansible_ssh_private_key_file",
                        _first(hv, "ansible_ssh_private_key_file", "ansible_private_key_file")),
     )
-    return HostPlan(name, policy, become, endpoint, python)
+    return HostPlan(name, policy, become, endpoint, python, expected)
+
+
+REFERENCE_ORIGIN = "built-in reference: inventory/group_vars/inference.yml"
 
 
 def local_plan() -> HostPlan:
     """This machine against the built-in reference policy."""
-    return HostPlan("localhost", policy_from_vars(reference_vars(), "built-in policy"), False, None)
+    values = reference_vars()
+    return HostPlan("localhost", policy_from_vars(values, "built-in policy"), False, None,
+                    expected=expected_state(values, dict.fromkeys(values, REFERENCE_ORIGIN)))
 
 
 def plan_inventory(inv: Inventory, pattern: str) -> list[HostPlan]:
-    return [plan_host(h.name, h.vars, origin=inv.source) for h in inv.select(pattern)]
+    return [plan_host(h.name, h.vars, origin=inv.source, origins=h.origins)
+            for h in inv.select(pattern)]

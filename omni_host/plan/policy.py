@@ -102,6 +102,41 @@ def defaults() -> dict[str, Any]:
 KNOWN_VARS = frozenset(spec())
 
 
+DEFAULTS_ORIGIN = f"default: playbooks/{ROLE}/defaults/main.yml"
+
+
+@dataclass(frozen=True)
+class ExpectedState:
+    """The resolved ``omni_*`` values a host is judged under, and where each came from (a
+    file and line, a role default). Bundles and reports record it, so a verdict can always be
+    traced to the policy it was given under."""
+
+    values: dict[str, Any]
+    origins: dict[str, str]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"values": self.values, "origins": self.origins}
+
+    @classmethod
+    def from_dict(cls, doc: Any) -> ExpectedState | None:
+        if not isinstance(doc, dict) or not isinstance(doc.get("values"), dict):
+            return None
+        origins = doc.get("origins") if isinstance(doc.get("origins"), dict) else {}
+        return cls(dict(doc["values"]), {str(k): str(v) for k, v in origins.items()})
+
+    @property
+    def empty(self) -> bool:
+        """No value beyond the role defaults: nothing describes this host."""
+        return all(origin == DEFAULTS_ORIGIN for origin in self.origins.values())
+
+
+def expected_state(values: dict[str, Any], origins: dict[str, str]) -> ExpectedState:
+    """The host's ``omni_*`` values over the role defaults, each with its origin."""
+    resolved = resolve_vars(values)
+    return ExpectedState(resolved, {k: origins.get(k, "inventory") if k in values
+                                    else DEFAULTS_ORIGIN for k in resolved})
+
+
 def resolve_vars(values: dict[str, Any]) -> dict[str, Any]:
     """The host's ``omni_*`` variables over the role defaults (what a play sees)."""
     return {**defaults(), **{k: v for k, v in values.items() if k.startswith("omni_")}}

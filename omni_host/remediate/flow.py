@@ -12,14 +12,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from omni_host.collect.bundle import read_bundles
 from omni_host.collect.runner import PlaybookOutcome, TaskOutcome, run_playbook
-from omni_host.collect.transport.ssh import SshOptions
-from omni_host.errors import BundleError
-from omni_host.evaluate.audit import HostPlan, audit_host, evaluate_bundle
+from omni_host.collect.transport.base import SshOptions
+from omni_host.evaluate.audit import audit_many
 from omni_host.model import HostReport, Status
+from omni_host.plan.hosts import HostPlan
 from omni_host.remediate.plan import Plan, PlaybookRun
-from omni_host.report.store import latest_bundle_dir
 from omni_host.resources import data_path
 
 
@@ -27,22 +25,10 @@ def available_playbooks() -> frozenset[str]:
     return frozenset(p.name for p in data_path("playbooks").glob("*.yml"))
 
 
-def current_findings(plans: list[HostPlan], *, store_root: Path, ssh: SshOptions,
-                     audit: Callable[[HostPlan], HostReport] | None = None) -> list[HostReport]:
-    """Each host's latest stored bundle judged by today's policy; a live audit where there is
-    none (or it cannot be read)."""
-    reports = []
-    for plan in plans:
-        stored = latest_bundle_dir(store_root, plan.name)
-        report = None
-        if stored is not None:
-            try:
-                (bundle,) = read_bundles(stored)
-                report = evaluate_bundle(bundle, plan.policy, address=plan.address)
-            except (BundleError, ValueError):
-                report = None
-        reports.append(report or (audit or (lambda p: audit_host(p, ssh)))(plan))
-    return reports
+def current_findings(plans: list[HostPlan], *, ssh: SshOptions, forks: int) -> list[HostReport]:
+    """Each host audited live, now, under today's policy: the pre-state a remediation is
+    planned from and judged against (a stored bundle may predate the policy or the host)."""
+    return list(audit_many(plans, ssh, forks=forks).results)
 
 
 @dataclass(frozen=True)

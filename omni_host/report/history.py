@@ -105,8 +105,17 @@ def diff_hosts(old: dict[str, Any], new: dict[str, Any],
     unblocked = sorted(e["engine"] for e in new.get("strategic", [])
                        if e.get("status") == "re-evaluate" and e["engine"] in blocked_ever)
     return {"new_failures": new_failures, "fixed": fixed, "still_failing": still,
-            "changed_facts": facts, "resurrected": resurrected,
-            "resurrected_engines": unblocked}
+            "policy_changed": policy_changes(old, new), "changed_facts": facts,
+            "resurrected": resurrected, "resurrected_engines": unblocked}
+
+
+def policy_changes(old: dict[str, Any], new: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """The expected-state values that differ between two audits of a host: a verdict that
+    changed with them says the policy changed, not that the host drifted."""
+    before = ((old.get("policy") or {}).get("values")) or {}
+    after = ((new.get("policy") or {}).get("values")) or {}
+    return {k: {"before": before.get(k), "after": after.get(k)}
+            for k in sorted(set(before) | set(after)) if before.get(k) != after.get(k)}
 
 
 def cold_case(history: History, current: dict[str, Any]) -> dict[str, Any]:

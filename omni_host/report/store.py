@@ -62,14 +62,3 @@ def audit_dirs(root: Path) -> list[Path]:
         return []
     return sorted((p for p in root.iterdir() if p.is_dir() and not p.name.startswith(".")),
                   key=lambda p: p.name, reverse=True)
-
-
-def latest_bundle_dir(root: Path, host: str) -> Path | None:
-    """The newest stored bundle of ``host``, or None."""
-    from omni_host.collect.bundle import safe_name
-
-    for audit in audit_dirs(root):
-        candidate = audit / "bundles" / safe_name(host)
-        if (candidate / "manifest.json").is_file():
-            return candidate
-    return None

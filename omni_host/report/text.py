@@ -36,6 +36,19 @@ def unobserved(host: dict[str, Any]) -> list[str]:
             and not p["reason"].startswith(("not needed", "not requested"))]
 
 
+def expected_state_line(host: dict[str, Any]) -> str | None:
+    """Once per host: the checks that had no expected state, and how to record one."""
+    record = f"record it with: omni-host init -i INVENTORY {host['host']}"
+    if host.get("unconfigured"):
+        return ("NO EXPECTED STATE: the inventory sets no omni_* variable for this host; only "
+                f"the universal defaults were checked ({record})")
+    unset = host.get("no_expected_state") or {}
+    if not unset:
+        return None
+    return ("No expected state for " + ", ".join(f"{c} ({v})" for c, v in unset.items())
+            + f": {record}")
+
+
 def summary_line(doc: dict[str, Any]) -> str:
     s = doc["summary"]
     waived = f", {s['waived']} waived" if s.get("waived") else ""
@@ -110,6 +123,9 @@ def render_table(doc: dict[str, Any], console: Console) -> None:
         missing = unobserved(host)
         if missing:
             console.print(Text("Not observed: " + "; ".join(missing), style="dim"))
+        unset = expected_state_line(host)
+        if unset:
+            console.print(Text(unset, style="bold yellow" if host.get("unconfigured") else "yellow"))
         for title, lines in (("Strategic", strategic_lines(host)),
                              ("Cold case", cold_case_lines(host))):
             if lines:
@@ -133,6 +149,9 @@ def render_markdown(doc: dict[str, Any], out: TextIO) -> None:
         missing = unobserved(host)
         if missing:
             out.write("Not observed: " + _md("; ".join(missing)) + "\n\n")
+        unset = expected_state_line(host)
+        if unset:
+            out.write(_md(unset) + "\n\n")
         out.write("| Status | Check | Severity | Lessons | Summary | Fix |\n")
         out.write("|---|---|---|---|---|---|\n")
         for r in host["results"]:

@@ -47,6 +47,13 @@ class CheckMeta:
             remediation=fix if status in (Status.FAIL, Status.WARN) else None,
         )
 
+    def no_policy(self, var: str, summary: str | None = None, *, expected: Any = None,
+                  evidence: tuple[Evidence, ...] = ()) -> CheckResult:
+        """Skip: the policy gives this check no expected state (``var`` is unset). The report
+        lists such checks per host with how to record the state (never a silent green)."""
+        return self.result(Status.SKIP, summary or f"no {var} in the policy", expected=expected,
+                           evidence=evidence, details={"no_expected_state": var})
+
     def not_evaluated(self, probe: ProbeResult, *, expected: Any = None) -> CheckResult:
         """Skip (input unavailable) or error (input unparseable), said once with the reason."""
         if probe.outcome is Outcome.UNPARSEABLE:

@@ -61,7 +61,7 @@ def _binary_line(b: BinaryFacts, vmm: BinaryFacts | None) -> str:
 @check("llamacpp.build")
 def llamacpp_build(facts: HostFacts, policy: Policy, meta: CheckMeta) -> CheckResult:
     if not policy.llamacpp_binaries:
-        return meta.result(Status.SKIP, "no omni_llamacpp_binaries in the policy")
+        return meta.no_policy("omni_llamacpp_binaries")
     elf = facts.get("llamacpp.cuobjdump")
     if not elf.ok:
         return meta.not_evaluated(elf)

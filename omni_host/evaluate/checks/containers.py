@@ -28,7 +28,7 @@ def glibc_tunables(facts: HostFacts, policy: Policy, meta: CheckMeta) -> CheckRe
     names = policy.zen5_tunables_containers
     expected = {"containers": list(names), "masked": list(ZEN5_HWCAPS)}
     if not names:
-        return meta.result(Status.SKIP, "no omni_zen5_tunables_containers in the policy")
+        return meta.no_policy("omni_zen5_tunables_containers")
     cpu = facts.first_observed("cpu.cpuinfo", "cpu.pycpuinfo")
     if not cpu.ok:
         return meta.not_evaluated(cpu, expected=expected)

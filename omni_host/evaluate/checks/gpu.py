@@ -38,8 +38,8 @@ def _no_gpu(meta: CheckMeta, probe: ProbeResult, policy: Policy, expected: objec
         return meta.result(Status.FAIL, f"policy expects {count} GPU(s) but no NVIDIA driver "
                            f"answers: {probe.why_not()}", expected=expected, actual=None,
                            evidence=evidence)
-    return meta.result(Status.SKIP, "no GPU expected by the policy and none found",
-                       expected=expected, evidence=evidence)
+    return meta.no_policy("omni_gpus", "no GPU expected by the policy and none found",
+                          expected=expected, evidence=evidence)
 
 
 @check("gpu.driver-version")
@@ -55,8 +55,8 @@ def driver_version(facts: HostFacts, policy: Policy, meta: CheckMeta) -> CheckRe
     actual = inv.driver_version
     if not inv.gpus or inv.driver_version is None:
         if not (policy.gpus or policy.gpu_driver_min):
-            return meta.result(Status.SKIP, "no GPU expected by the policy and none found",
-                               expected=expected, evidence=evidence)
+            return meta.no_policy("omni_gpus", "no GPU expected by the policy and none found",
+                                  expected=expected, evidence=evidence)
         return meta.result(Status.FAIL, "the NVIDIA driver answers but reports no GPU",
                            expected=expected, actual=actual, evidence=evidence)
     have = version_tuple(inv.driver_version)
@@ -132,7 +132,7 @@ def topology(facts: HostFacts, policy: Policy, meta: CheckMeta) -> CheckResult:
     probe = _gpu_probe(facts)
     if not probe.ok:
         if policy.gpus is None:
-            return meta.result(Status.SKIP, "no omni_gpus in the policy")
+            return meta.no_policy("omni_gpus")
         return _no_gpu(meta, probe, policy, expected)
     inv: GpuInventory = probe.fact
     gpus = inv.gpus

@@ -14,7 +14,7 @@ AVX512 = ("avx512f", "avx512dq", "avx512cd", "avx512bw", "avx512vl", "avx512_bf1
 @check("disk.free")
 def disk_free(facts: HostFacts, policy: Policy, meta: CheckMeta) -> CheckResult:
     if not policy.disk_free:
-        return meta.result(Status.SKIP, "no omni_disk_free in the policy")
+        return meta.no_policy("omni_disk_free")
     df = facts.get("disk.df")
     if not df.ok:
         return meta.not_evaluated(df)
@@ -39,7 +39,7 @@ def disk_free(facts: HostFacts, policy: Policy, meta: CheckMeta) -> CheckResult:
 @check("packages.build-deps")
 def build_deps(facts: HostFacts, policy: Policy, meta: CheckMeta) -> CheckResult:
     if not policy.build_packages:
-        return meta.result(Status.SKIP, "no omni_build_packages in the policy")
+        return meta.no_policy("omni_build_packages")
     dpkg = facts.get("packages.dpkg")
     if not dpkg.ok:
         return meta.not_evaluated(dpkg)

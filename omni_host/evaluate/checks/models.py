@@ -18,7 +18,7 @@ def _gib(n: float) -> str:
 
 def _models(facts: HostFacts, policy: Policy, meta: CheckMeta) -> ModelFacts | CheckResult:
     if not policy.models:
-        return meta.result(Status.SKIP, "no omni_models in the policy")
+        return meta.no_policy("omni_models")
     probe = facts.get("model.files")
     return probe.fact if probe.ok else meta.not_evaluated(probe)
 
@@ -73,7 +73,8 @@ def model_architecture(facts: HostFacts, policy: Policy, meta: CheckMeta) -> Che
     if isinstance(models, CheckResult):
         return models
     if not policy.llamacpp_binaries:
-        return meta.result(Status.SKIP, "no omni_llamacpp_binaries in the policy to compare with")
+        return meta.no_policy("omni_llamacpp_binaries",
+                              "no omni_llamacpp_binaries in the policy to compare with")
     bad, lines = [], []
     for m in models.models:
         if m.error:

@@ -12,7 +12,7 @@ from omni_host.probes.parsers.numa import NumaTopology
 @check("numa.nps1")
 def nps1(facts: HostFacts, policy: Policy, meta: CheckMeta) -> CheckResult:
     if policy.numa_nodes is None:
-        return meta.result(Status.SKIP, "no omni_numa_nodes in the policy")
+        return meta.no_policy("omni_numa_nodes")
     expected = policy.numa_nodes
     probe = facts.first_observed("numa.numactl", "numa.sysfs")
     if not probe.ok:

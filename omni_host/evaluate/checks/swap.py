@@ -24,7 +24,7 @@ def _persisted(fstab: tuple[FstabEntry, ...], path: str) -> FstabEntry | None:
 @check("swap.capacity")
 def capacity(facts: HostFacts, policy: Policy, meta: CheckMeta) -> CheckResult:
     if policy.swap_size_mib is None:
-        return meta.result(Status.SKIP, "no omni_swap_size_mib in the policy")
+        return meta.no_policy("omni_swap_size_mib")
     want_kib = policy.swap_size_mib * 1024
     expected = {"size_mib": policy.swap_size_mib, "path": policy.swap_path}
     probe = facts.get("mem.swaps")
