@@ -52,11 +52,10 @@ def main() -> None:
     try:
         # Both tools use the distribution's interpreter (no pyenv shim on the path).
         inv = sshd.inventory(work / "inv", {"loop": {
-            "ansible_python_interpreter": "/usr/bin/python3",
-            "ansible_ssh_common_args": f"-o UserKnownHostsFile={sshd.known_hosts} "
-                                       "-o StrictHostKeyChecking=yes"}},
-            group_vars=reference_vars())
-        env = dict(os.environ, ANSIBLE_LOCAL_TEMP=str(work / "ansible-tmp"), ANSIBLE_NOCOLOR="1")
+            "ansible_python_interpreter": "/usr/bin/python3"}}, group_vars=reference_vars())
+        env = dict(os.environ, ANSIBLE_LOCAL_TEMP=str(work / "ansible-tmp"), ANSIBLE_NOCOLOR="1",
+                   ANSIBLE_SSH_COMMON_ARGS=f"-o UserKnownHostsFile={sshd.known_hosts} "
+                                           "-o StrictHostKeyChecking=yes")
         omni = [str(BIN / "omni-host"), "audit", "-i", str(inv), "loop", "--no-store",
                 "--format", "json", "--known-hosts", str(sshd.known_hosts),
                 "--ssh-config", str(work / "none")]
@@ -71,6 +70,7 @@ def main() -> None:
             help_s.append(timed(help_cmd, env))
     finally:
         sshd.proc.terminate()
+    resolution = {n: inventory_resolution_s(work, n, args.runs) for n in (1, 100, 1000)}
     o, a, h = (statistics.median(x) for x in (omni_s, ansible_s, help_s))
     print(f"| what (median of {args.runs}, loopback sshd) | seconds |")
     print("|---|---|")
@@ -79,6 +79,41 @@ def main() -> None:
     print(f"| `ansible loop -m setup` (facts only) | {a:.3f} |")
     print(f"| ratio omni-host / ansible | {o / a:.2f} (ansible is {a / o:.1f}x slower) |")
     print(f"| `omni-host --help` | {h:.3f} |")
+    print()
+    print("| inventory resolution (new process: ansible-core import, parse, render, validate) "
+          "| seconds |")
+    print("|---|---|")
+    for n, seconds in resolution.items():
+        print(f"| {n} host(s), reference policy in group_vars | {seconds:.3f} |")
+
+
+RESOLVE = """
+import sys, time
+start = time.perf_counter()
+from omni_host.plan.hosts import plan_inventory
+from omni_host.plan.inventory import load_inventory
+plans = plan_inventory(load_inventory(sys.argv[1]), "all")
+assert len(plans) == int(sys.argv[2])
+print(time.perf_counter() - start)
+"""
+
+
+def inventory_resolution_s(work: Path, hosts: int, runs: int) -> float:
+    """Median time to resolve and validate ``hosts`` hosts through Ansible, in a new process."""
+    import yaml
+
+    inv = work / f"inv-{hosts}"
+    (inv / "group_vars").mkdir(parents=True, exist_ok=True)
+    (inv / "hosts.yml").write_text(yaml.safe_dump({"all": {"children": {"inference": {"hosts": {
+        f"gpu{i:04d}": {"ansible_host": f"10.1.{i // 250}.{i % 250 + 1}"}
+        for i in range(hosts)}}}}}))
+    (inv / "group_vars" / "inference.yml").write_text(yaml.safe_dump(reference_vars()))
+    times = []
+    for _ in range(runs):
+        out = subprocess.run([sys.executable, "-c", RESOLVE, str(inv), str(hosts)],
+                             capture_output=True, text=True, check=True).stdout
+        times.append(float(out))
+    return statistics.median(times)
 
 
 if __name__ == "__main__":
