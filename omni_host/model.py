@@ -6,6 +6,7 @@ checks read it.
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 import time
 from dataclasses import dataclass, field
@@ -244,3 +245,47 @@ class Report:
 def make_report(hosts: list[HostReport], *, started_at: float, source: str,
                 inventory: str | None, interrupted: bool = False) -> Report:
     return Report(started_at, time.time(), source, inventory, tuple(hosts), interrupted)
+
+
+# -- scrubbing: the clear text of vaulted values never leaves memory ------------------------
+SCRUBBED = "<vaulted>"
+
+
+def scrub(value: Any, secrets: tuple[str, ...]) -> Any:
+    """``value`` (JSON-like) with every occurrence of each secret replaced."""
+    if not secrets:
+        return value
+    if isinstance(value, str):
+        for secret in secrets:
+            value = value.replace(secret, SCRUBBED)
+        return value
+    if isinstance(value, dict):
+        return {k: scrub(v, secrets) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(scrub(v, secrets) for v in value)
+    return value
+
+
+def scrub_command(result: CommandResult, secrets: tuple[str, ...]) -> CommandResult:
+    return dataclasses.replace(result, argv=scrub(result.argv, secrets),
+                               stdout=scrub(result.stdout, secrets),
+                               stderr=scrub(result.stderr, secrets),
+                               reason=scrub(result.reason, secrets))
+
+
+def scrub_host(host: HostReport, secrets: tuple[str, ...]) -> HostReport:
+    """A host report (its findings, evidence and raw bundle) without the secrets."""
+    if not secrets:
+        return host
+    results = tuple(dataclasses.replace(
+        r, summary=scrub(r.summary, secrets), expected=scrub(r.expected, secrets),
+        actual=scrub(r.actual, secrets), details=scrub(r.details, secrets),
+        evidence=tuple(Evidence(e.probe, scrub(e.command, secrets), scrub(e.lines, secrets))
+                       for e in r.evidence)) for r in host.results)
+    bundle = host.bundle
+    if bundle is not None:
+        bundle = dataclasses.replace(bundle, results={
+            k: scrub_command(v, secrets) for k, v in bundle.results.items()})
+    return dataclasses.replace(host, results=results, bundle=bundle,
+                               facts=scrub(host.facts, secrets),
+                               probes=scrub(host.probes, secrets))

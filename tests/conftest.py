@@ -165,13 +165,24 @@ class CliResult:
 
 
 def run_cli(*args: str, env: dict | None = None, timeout: float = 120) -> CliResult:
-    """Run the real console entry point in a subprocess, as a user would."""
-    full_env = dict(os.environ)
+    """Run the real console entry point in a subprocess, as a user would. A CLI that outlives
+    ``timeout`` is stopped with SIGABRT, so Python's faulthandler prints where every thread
+    was: the test fails with that, not with a bare timeout."""
+    import signal
+
+    full_env = dict(os.environ, PYTHONFAULTHANDLER="1")
     full_env.update(env or {})
     start = time.monotonic()
-    proc = subprocess.run([sys.executable, "-m", "omni_host.cli", *args], capture_output=True,
-                          text=True, env=full_env, timeout=timeout, check=False)
-    return CliResult(proc.returncode, proc.stdout, proc.stderr, time.monotonic() - start)
+    proc = subprocess.Popen([sys.executable, "-m", "omni_host.cli", *args], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=full_env)
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.send_signal(signal.SIGABRT)
+        out, err = proc.communicate()
+        pytest.fail(f"omni-host {' '.join(args)} did not finish in {timeout:g}s; its threads:\n"
+                    f"{err[-6000:]}")
+    return CliResult(proc.returncode, out, err, time.monotonic() - start)
 
 
 @pytest.fixture

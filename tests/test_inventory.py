@@ -270,3 +270,86 @@ def test_cli_forks_zero_is_a_usage_error() -> None:
     result = run_cli("audit", "--forks", "0", "--no-store")
     assert result.code == 2
     assert "--forks" in result.stderr
+
+
+_PLAN = """
+import json, sys
+from omni_host.plan.hosts import plan_inventory
+from omni_host.plan.inventory import load_inventory
+plans = plan_inventory(load_inventory(sys.argv[1]), sys.argv[2])
+print(json.dumps({"ansible": "ansible.inventory.manager" in sys.modules,
+                  "plans": {p.name: [p.address, p.expected.values] for p in plans}}))
+"""
+
+
+def _plan(source: Path, pattern: str = "all") -> dict:
+    proc = subprocess.run([sys.executable, "-c", _PLAN, str(source), pattern],
+                          capture_output=True, text=True, check=True)
+    return json.loads(proc.stdout)
+
+
+def test_a_static_inventory_is_answered_from_the_cache_until_a_file_changes(
+        tmp_path: Path, isolated_home: Path) -> None:
+    import shutil
+
+    source = tmp_path / "inv"
+    shutil.copytree(CORPUS / "ini", source)
+    cold, warm = _plan(source / "hosts.ini"), _plan(source / "hosts.ini")
+    assert cold["ansible"] is True and warm["ansible"] is False  # no ansible-core import
+    assert warm["plans"] == cold["plans"]
+    assert warm["plans"]["gpu02"][1]["omni_swap_size_mib"] == 4096
+    (source / "host_vars" / "gpu02.yml").write_text("omni_swap_size_mib: 8192\n")
+    changed = _plan(source / "hosts.ini")
+    assert changed["ansible"] is True
+    assert changed["plans"]["gpu02"][1]["omni_swap_size_mib"] == 8192
+    cache = isolated_home / ".cache" / "omni-host" / "inventory"
+    assert oct(cache.stat().st_mode & 0o777) == "0o700"
+    assert {oct(p.stat().st_mode & 0o777) for p in cache.iterdir()} == {"0o600"}
+    other = _plan(source / "hosts.ini", "blackwell")  # a new pattern: Ansible answers it once
+    assert other["ansible"] is True and list(other["plans"]) == ["gpu01"]
+    assert _plan(source / "hosts.ini", "blackwell")["ansible"] is False
+
+
+@pytest.mark.parametrize("name", ["script", "templated", "vault"])
+def test_dynamic_templated_or_vaulted_inventories_are_never_cached(name: str,
+                                                                   isolated_home: Path) -> None:
+    source, vault = SOURCES[name]
+    env = {"ANSIBLE_VAULT_PASSWORD_FILE": str(CORPUS / "vault" / "vault-pass.txt")} if vault else {}
+    for _ in range(2):
+        proc = subprocess.run([sys.executable, "-c", _PLAN, str(source), "all"],
+                              capture_output=True, text=True, check=True, env={**os.environ, **env})
+        assert json.loads(proc.stdout)["ansible"] is True
+    cache = isolated_home / ".cache" / "omni-host" / "inventory"
+    assert not cache.exists() or not list(cache.iterdir())
+
+
+def _vaulted_local(tmp_path: Path) -> Path:
+    """This machine, with the corpus's vaulted omni_swap_path (and become password)."""
+    text = (CORPUS / "vault" / "hosts.yml").read_text()
+    text = text.replace("    gpu01:\n", "    box:\n      ansible_connection: local\n"
+                        "      omni_build_packages: []\n")
+    (tmp_path / "hosts.yml").write_text(text)
+    return tmp_path / "hosts.yml"
+
+
+def test_cli_vault_password_file_and_nothing_vaulted_is_stored(tmp_path: Path) -> None:
+    inv = _vaulted_local(tmp_path)
+    password = str(CORPUS / "vault" / "vault-pass.txt")
+    result = run_cli("audit", "-i", str(inv), "--vault-password-file", password,
+                     "--format", "json", "--report-dir", str(tmp_path / "store"))
+    assert result.code in (0, 1), result.stderr
+    (host,) = json.loads(result.stdout)["hosts"]
+    (swap,) = [r for r in host["results"] if r["id"] == "swap.capacity"]
+    assert swap["status"] == "fail"  # judged with the decrypted path (no swap file there)...
+    assert swap["expected"]["path"] == "<vaulted>"  # ...which no output shows
+    assert host["policy"]["values"]["omni_swap_path"] == "<vaulted>"
+    assert host["policy"]["origins"]["omni_swap_path"].startswith("vault: ")
+    stored = b"".join(p.read_bytes() for p in (tmp_path / "store").rglob("*") if p.is_file())
+    assert b"vaulted-swapfile" not in stored and b"s3cr3t" not in stored
+    assert b"<vaulted>" in stored  # the store was searched, and it holds the record
+
+
+def test_cli_vaulted_inventory_without_password_is_one_line(tmp_path: Path) -> None:
+    result = run_cli("audit", "-i", str(_vaulted_local(tmp_path)), "--no-store")
+    assert result.code == 2
+    assert result.stderr.count("\n") == 1 and "box: omni_swap_path:" in result.stderr

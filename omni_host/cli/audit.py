@@ -141,7 +141,7 @@ def cmd_audit(args: argparse.Namespace) -> int:
 def cmd_collect(args: argparse.Namespace) -> int:
     from omni_host.collect.bundle import Bundle, write_archive
     from omni_host.collect.pool import run_pool
-    from omni_host.collect.run import collect_host, host_deadline_s
+    from omni_host.collect.run import collect_host, host_deadline_s, scrubbed
     from omni_host.errors import TransportError
     from omni_host.plan.hosts import HostPlan
 
@@ -152,7 +152,7 @@ def cmd_collect(args: argparse.Namespace) -> int:
 
     def one(plan: HostPlan) -> Bundle | str:
         try:
-            return collect_host(plan, ssh, args.probe_timeout)
+            return scrubbed(collect_host(plan, ssh, args.probe_timeout), plan)
         except TransportError as exc:
             return f"{plan.name}: unreachable: {exc}"
 

@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 
 from omni_host.collect.bundle import Bundle, bundle_from_output
-from omni_host.collect.run import payload, with_policy
+from omni_host.collect.run import payload, scrubbed, with_policy
 from omni_host.collect.runner import run_playbook
 from omni_host.errors import TransportError
 from omni_host.plan.hosts import HostPlan
@@ -48,7 +48,7 @@ def collect_with_ansible(*, inventory: Path, plans: list[HostPlan], known_hosts:
             try:
                 bundle = bundle_from_output(host, "ansible", stdout=raw.read_text(), stderr="",
                                             exit_code=0, duration_s=elapsed, started=started)
-                bundles.append(with_policy(bundle, by_name[host]))
+                bundles.append(scrubbed(with_policy(bundle, by_name[host]), by_name[host]))
             except TransportError as exc:
                 errors.append(f"{host}: {exc}")
         return bundles, errors

@@ -14,6 +14,7 @@ from importlib import resources
 
 from omni_host.collect.bundle import Bundle, bundle_from_output
 from omni_host.collect.transport.base import SshOptions, Transport
+from omni_host.model import scrub_command
 from omni_host.plan.hosts import DEFAULT_PYTHON, HostPlan
 from omni_host.probes.catalog import DYNAMIC, PROBES, Probe, probes_for
 
@@ -84,6 +85,13 @@ def with_policy(bundle: Bundle, plan: HostPlan) -> Bundle:
     """The bundle with the expected state it was collected under (the manifest keeps it)."""
     record = plan.expected.to_dict() if plan.expected is not None else None
     return dataclasses.replace(bundle, policy=record)
+
+
+def scrubbed(bundle: Bundle, plan: HostPlan) -> Bundle:
+    """The bundle as it may be stored: no clear text of a vaulted value in any output."""
+    secrets = plan.expected.secrets() if plan.expected is not None else ()
+    return dataclasses.replace(bundle, results={k: scrub_command(v, secrets)
+                                                for k, v in bundle.results.items()})
 
 
 def host_deadline_s(ssh: SshOptions, probe_timeout_s: float | None) -> float:

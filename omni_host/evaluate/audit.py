@@ -18,7 +18,7 @@ from omni_host.errors import TransportError
 from omni_host.evaluate.checks import run_checks
 from omni_host.evaluate.facts import facts_from_bundle
 from omni_host.evaluate.sentinel import fact_summary, strategic
-from omni_host.model import HostReport
+from omni_host.model import HostReport, scrub_host
 from omni_host.plan.hosts import HostPlan
 from omni_host.plan.policy import ExpectedState, Policy
 
@@ -46,8 +46,9 @@ def audit_host(plan: HostPlan, ssh: SshOptions, probe_timeout_s: float | None = 
     except Exception as exc:  # a bug must cost this host its audit, not the fleet its run
         error = f"internal error while collecting: {type(exc).__name__}: {exc}"
     else:
-        return evaluate_bundle(bundle, plan.policy, address=plan.address,
-                               duration_s=time.monotonic() - start, expected=plan.expected)
+        report = evaluate_bundle(bundle, plan.policy, address=plan.address,
+                                 duration_s=time.monotonic() - start, expected=plan.expected)
+        return scrub_host(report, plan.expected.secrets() if plan.expected else ())
     return _failed(plan, error, time.monotonic() - start)
 
 

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from omni_host.errors import InventoryError
+from omni_host.plan import inventory_cache
 
 # Variables a host plan reads besides omni_*: connection values and their Ansible aliases.
 CONNECTION_VARS = (
@@ -35,6 +36,8 @@ CONNECTION_VARS = (
 # Vars that hold secrets: checked for presence only, never rendered (nor decrypted).
 SECRET_VARS = frozenset({"ansible_password", "ansible_ssh_pass", "ansible_become_password",
                          "ansible_become_pass"})
+VAULT_ORIGIN = "vault: "
+_VAULTED = ("EncryptedString", "AnsibleVaultEncryptedUnicode")  # ansible-core 2.19+, older
 _FAILED = re.compile(r"^\[WARNING\]: Failed to parse inventory with '([^']+)' plugin: (.*)$", re.M)
 _ORIGIN = re.compile(r"^Origin: (\S+?)(?::(\d+))?(?::\d+)?$", re.M)
 
@@ -112,13 +115,32 @@ def _plain(value: Any) -> Any:
 
 
 class Inventory:
-    """Hosts, groups and variables of one or more inventory sources, as Ansible reads them."""
+    """Hosts, groups and variables of one or more inventory sources, as Ansible reads them.
+
+    ansible-core is loaded on first need; a static inventory's answers come from the cache in
+    ``inventory_cache`` while none of its files has changed."""
 
     def __init__(self, sources: tuple[str, ...], vault: VaultOptions | None = None) -> None:
         if not sources:
             raise InventoryError("no inventory source given")
         self.source = ", ".join(sources)
-        from ansible import constants as C  # noqa: N812
+        self._sources = sources
+        self._vault = vault or VaultOptions()
+        for source in sources:
+            if "," not in source and not os.path.exists(source):
+                raise InventoryError(f"{source}: no such inventory")
+        self._key = inventory_cache.cache_key(sources, _config_file())
+        self._cache = inventory_cache.read(self._key) if self._key else {}
+        self._cache.setdefault("patterns", {})
+        self._cache.setdefault("hosts", {})
+        self._ansible: tuple[Any, Any, Any] | None = None  # loader, inventory, variables
+        self.names()  # parse now (unless cached): a broken source fails before anything runs
+
+    # -- Ansible, loaded once and only when the cache cannot answer ------------------------
+    def _load(self) -> tuple[Any, Any, Any]:
+        if self._ansible is not None:
+            return self._ansible
+        from ansible import constants as C  # noqa: N812 (Ansible's own name)
         from ansible.errors import AnsibleError
         from ansible.inventory.manager import InventoryManager
         from ansible.parsing.dataloader import DataLoader
@@ -127,94 +149,99 @@ class Inventory:
         # A source Ansible cannot parse is an error here, not a warning and a smaller fleet.
         C.INVENTORY_ANY_UNPARSED_IS_FAILED = True
         C.INVENTORY_UNPARSED_IS_FAILED = True
-        self._loader = DataLoader()
-        self._setup_vault(vault or VaultOptions())
-        for source in sources:
-            if "," not in source and not os.path.exists(source):
-                raise InventoryError(f"{source}: no such inventory")
+        loader = DataLoader()
+        if self._vault.password_files or self._vault.ask or C.DEFAULT_VAULT_PASSWORD_FILE:
+            _setup_vault(loader, self._vault)
         captured = io.StringIO()
         try:
             with contextlib.redirect_stderr(captured):
-                self._manager = InventoryManager(loader=self._loader, sources=list(sources))
+                manager = InventoryManager(loader=loader, sources=list(self._sources))
         except AnsibleError as exc:
-            bad = next((s for s in sources if s in str(exc)), sources[0])
+            bad = next((s for s in self._sources if s in str(exc)), self._sources[0])
             raise InventoryError(_failure_line(bad, captured.getvalue())) from None
-        self._variables = VariableManager(loader=self._loader, inventory=self._manager)
-        self._resolved: dict[str, InventoryHost] = {}
+        self._ansible = (loader, manager, VariableManager(loader=loader, inventory=manager))
+        return self._ansible
 
-    def _setup_vault(self, vault: VaultOptions) -> None:
-        from ansible.cli import CLI
-        from ansible.errors import AnsibleError
-        from ansible.parsing.vault import VaultSecretsContext
+    def _save(self) -> None:
+        if self._key:
+            inventory_cache.write(self._key, self._cache)
 
-        files = [str(p) for p in vault.password_files]
-        for path in vault.password_files:
-            if not path.is_file():
-                raise InventoryError(f"{path}: no such vault password file")
-        try:
-            secrets = CLI.setup_vault_secrets(self._loader, vault_ids=[],
-                                              vault_password_files=files,
-                                              ask_vault_pass=vault.ask, auto_prompt=False,
-                                              initialize_context=False)
-        except AnsibleError as exc:
-            raise InventoryError(f"vault: {str(exc).splitlines()[0]}") from None
-        self._loader.set_vault_secrets(secrets)
-        # Ansible keeps the secrets that decrypt values in one context per process, set once;
-        # a second inventory in the same process (tests, recheck) replaces its secrets.
-        context = VaultSecretsContext.current(optional=True)
-        if context is None:
-            VaultSecretsContext.initialize(VaultSecretsContext(secrets))
-        else:
-            context.secrets[:] = secrets
-
+    # -- the interface the plans use -------------------------------------------------------
     def names(self) -> list[str]:
-        return [h.name for h in self._manager.get_hosts("all")]
+        if "names" not in self._cache:
+            self._cache["names"] = [h.name for h in self._load()[1].get_hosts("all")]
+            self._save()
+        return list(self._cache["names"])
 
     def select_names(self, pattern: str) -> list[str]:
         """Ansible's host patterns (groups, globs, ``~regex``, ``:&``, ``:!``, ``group[0]``)."""
-        from ansible.errors import AnsibleError
-
         if not pattern.strip():
             raise InventoryError("empty host pattern")
+        cached = self._cache["patterns"].get(pattern)
+        if cached is None:
+            cached = self._match(pattern)
+            self._cache["patterns"][pattern] = cached
+        if not cached:
+            raise InventoryError(f"host pattern {pattern!r} matches no host or group in "
+                                 f"{self.source}")
+        return list(cached)
+
+    def _match(self, pattern: str) -> list[str]:
+        from ansible.errors import AnsibleError
+
+        manager = self._load()[1]
         captured = io.StringIO()
         try:
             with contextlib.redirect_stderr(captured):
-                hosts = self._manager.get_hosts(pattern)
+                return [h.name for h in manager.get_hosts(pattern)]
         except (AnsibleError, re.error) as exc:
             raise InventoryError(f"host pattern {pattern!r}: {str(exc).splitlines()[0]}") \
                 from None
-        if not hosts:
-            raise InventoryError(f"host pattern {pattern!r} matches no host or group in "
-                                 f"{self.source}")
-        return [h.name for h in hosts]
 
     def select(self, pattern: str) -> list[InventoryHost]:
-        return [self.host(name) for name in self.select_names(pattern)]
+        hosts = [self._host(name) for name in self.select_names(pattern)]
+        self._save()
+        return hosts
 
     def __contains__(self, name: str) -> bool:
-        return self._manager.get_host(name) is not None
+        return name in self._cache["hosts"] or name in self.names()
 
     def host(self, name: str) -> InventoryHost:
         """One host's ``omni_*`` and connection variables, rendered as a playbook would."""
-        if name not in self._resolved:
-            self._resolved[name] = self._resolve(name)
-        return self._resolved[name]
+        known = name in self._cache["hosts"]
+        host = self._host(name)
+        if not known:
+            self._save()
+        return host
+
+    def _host(self, name: str) -> InventoryHost:
+        entry = self._cache["hosts"].get(name)
+        if entry is None:
+            host = self._resolve(name)
+            self._cache["hosts"][name] = {"vars": host.vars, "groups": list(host.groups),
+                                          "origins": host.origins}
+            return host
+        return InventoryHost(name, dict(entry["vars"]), tuple(entry["groups"]),
+                             dict(entry["origins"]))
 
     def _resolve(self, name: str) -> InventoryHost:
         from ansible.errors import AnsibleError
         from ansible.template import Templar
 
-        host = self._manager.get_host(name)
+        loader, manager, variables = self._load()
+        host = manager.get_host(name)
         if host is None:
             raise InventoryError(f"{name}: not a host of {self.source}")
-        all_vars = self._variables.get_vars(host=host, include_hostvars=False)
-        templar = Templar(loader=self._loader, variables=all_vars)
+        all_vars = variables.get_vars(host=host, include_hostvars=False)
+        templar = Templar(loader=loader, variables=all_vars)
         wanted = [k for k in all_vars if k.startswith("omni_") or k in CONNECTION_VARS]
         resolved: dict[str, Any] = {}
         origins: dict[str, str] = {}
         for key in wanted:
             value = all_vars[key]
             origins[key] = _origin(value) or "inventory"
+            if type(value).__name__ in _VAULTED:
+                origins[key] = f"{VAULT_ORIGIN}{origins[key]}"  # recorded, never its value
             if key in SECRET_VARS:
                 resolved[key] = "<set>"  # presence matters, the value never leaves Ansible
                 continue
@@ -228,6 +255,31 @@ class Inventory:
                                      f"as data ({exc})") from None
         groups = tuple(g.name for g in host.get_groups())
         return InventoryHost(name, resolved, groups, origins)
+
+
+def _setup_vault(loader: Any, vault: VaultOptions) -> None:
+    from ansible.cli import CLI
+    from ansible.errors import AnsibleError
+    from ansible.parsing.vault import VaultSecretsContext
+
+    files = [str(p) for p in vault.password_files]
+    for path in vault.password_files:
+        if not path.is_file():
+            raise InventoryError(f"{path}: no such vault password file")
+    try:
+        secrets = CLI.setup_vault_secrets(loader, vault_ids=[], vault_password_files=files,
+                                          ask_vault_pass=vault.ask, auto_prompt=False,
+                                          initialize_context=False)
+    except AnsibleError as exc:
+        raise InventoryError(f"vault: {str(exc).splitlines()[0]}") from None
+    loader.set_vault_secrets(secrets)
+    # Ansible keeps the secrets that decrypt values in one context per process, set once; a
+    # second inventory in the same process (tests, recheck) replaces its secrets.
+    context = VaultSecretsContext.current(optional=True)
+    if context is None:
+        VaultSecretsContext.initialize(VaultSecretsContext(secrets))
+    else:
+        context.secrets[:] = secrets
 
 
 def load_inventory(source: Path | str | list[Path] | tuple[str, ...],

@@ -103,6 +103,7 @@ KNOWN_VARS = frozenset(spec())
 
 
 DEFAULTS_ORIGIN = f"default: playbooks/{ROLE}/defaults/main.yml"
+VAULTED = "<vaulted>"
 
 
 @dataclass(frozen=True)
@@ -115,14 +116,38 @@ class ExpectedState:
     origins: dict[str, str]
 
     def to_dict(self) -> dict[str, Any]:
-        return {"values": self.values, "origins": self.origins}
+        """The stored form: a vaulted value is recorded as vaulted, never in clear."""
+        values = {k: VAULTED if self.origins.get(k, "").startswith("vault: ") else v
+                  for k, v in self.values.items()}
+        return {"values": values, "origins": self.origins}
 
     @classmethod
     def from_dict(cls, doc: Any) -> ExpectedState | None:
+        """A recorded state; its vaulted values are unknown (judging needs the inventory)."""
         if not isinstance(doc, dict) or not isinstance(doc.get("values"), dict):
             return None
         origins = doc.get("origins") if isinstance(doc.get("origins"), dict) else {}
-        return cls(dict(doc["values"]), {str(k): str(v) for k, v in origins.items()})
+        values = {k: v for k, v in doc["values"].items() if v != VAULTED}
+        return cls(values, {str(k): str(v) for k, v in origins.items() if k in values})
+
+    def secrets(self) -> tuple[str, ...]:
+        """The clear text of vaulted values: scrubbed from everything stored or shown."""
+        found: list[str] = []
+
+        def walk(value: Any) -> None:
+            if isinstance(value, dict):
+                for item in value.values():
+                    walk(item)
+            elif isinstance(value, (list, tuple)):
+                for item in value:
+                    walk(item)
+            elif value is not None and not isinstance(value, bool) and len(str(value)) >= 3:
+                found.append(str(value))
+
+        for key, origin in self.origins.items():
+            if origin.startswith("vault: "):
+                walk(self.values.get(key))
+        return tuple(sorted(set(found), key=len, reverse=True))
 
     @property
     def empty(self) -> bool:
