@@ -7,6 +7,7 @@ when it is missing the SSH tests fail with that message rather than skipping.
 from __future__ import annotations
 
 import getpass
+import json
 import os
 import shutil
 import socket
@@ -62,8 +63,10 @@ class Sshd:
     workdir: Path
     proc: subprocess.Popen
 
-    def inventory(self, path: Path, hosts: dict[str, dict], *, group_vars: dict | None = None) -> Path:
-        """Write an inventory directory whose hosts default to this sshd."""
+    def inventory(self, path: Path, hosts: dict[str, dict], *, group_vars: dict | None = None,
+                  fmt: str = "yaml") -> Path:
+        """Write an inventory directory whose hosts default to this sshd, in Ansible's YAML
+        (hosts.yml, group_vars/lab.yml) or INI format (hosts.ini with [lab:vars])."""
         import yaml
 
         path.mkdir(parents=True, exist_ok=True)
@@ -74,6 +77,17 @@ class Sshd:
                           "ansible_ssh_private_key_file": str(self.client_key), **hv}
         # No build packages expected unless a test says so: verdicts must not depend on what
         # this machine happens to have installed.
+        if fmt == "ini":
+            def value(v: object) -> str:
+                return v if isinstance(v, str) else json.dumps(v)
+
+            lines = ["[all:vars]", "omni_build_packages=[]", "", "[lab]"]
+            lines += [" ".join([name, *(f"{k}={value(v)}" for k, v in hv.items())])
+                      for name, hv in full.items()]
+            if group_vars is not None:
+                lines += ["", "[lab:vars]", *(f"{k}={value(v)}" for k, v in group_vars.items())]
+            (path / "hosts.ini").write_text("\n".join(lines) + "\n")
+            return path
         (path / "hosts.yml").write_text(yaml.safe_dump({"all": {
             "vars": {"omni_build_packages": []}, "children": {"lab": {"hosts": full}}}}))
         if group_vars is not None:

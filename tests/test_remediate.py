@@ -56,11 +56,12 @@ def swap_status(sshd: Sshd, inv: Path, report_dir: Path) -> str:
     return next(r["status"] for r in results if r["id"] == "swap.capacity")
 
 
+@pytest.mark.parametrize("fmt", ["yaml", "ini"])
 def test_swap_preview_apply_prove_and_idempotent(sshd: Sshd, tmp_path: Path, swap_target: Path,
-                                                 report_dir: Path) -> None:
+                                                 report_dir: Path, fmt: str) -> None:
     fstab_before = Path("/etc/fstab").read_text()
     inv = sshd.inventory(tmp_path / "inv", {"loop": PY}, group_vars={
-        "omni_swap_size_mib": 64, "omni_swap_path": str(swap_target)})
+        "omni_swap_size_mib": 64, "omni_swap_path": str(swap_target)}, fmt=fmt)
     assert swap_status(sshd, inv, report_dir) == "fail"
 
     preview = cli(sshd, "remediate", "-i", str(inv), report_dir=report_dir)

@@ -34,8 +34,10 @@ def sessions(sshd: Sshd) -> int:
     return len(re.findall(r"Starting session: command", (sshd.workdir / "sshd.log").read_text()))
 
 
-def test_audit_over_ssh_gives_the_machine_verdicts_in_one_round_trip(sshd: Sshd, tmp_path: Path) -> None:
-    inv = sshd.inventory(tmp_path / "inv", {"loop": {}}, group_vars=reference_vars())
+@pytest.mark.parametrize("fmt", ["yaml", "ini"])
+def test_audit_over_ssh_gives_the_machine_verdicts_in_one_round_trip(sshd: Sshd, tmp_path: Path,
+                                                                   fmt: str) -> None:
+    inv = sshd.inventory(tmp_path / "inv", {"loop": {}}, group_vars=reference_vars(), fmt=fmt)
     before = sessions(sshd)
     result = audit(sshd, inv, "loop")
     assert result.code == 1, result.stderr
@@ -50,6 +52,18 @@ def test_audit_over_ssh_gives_the_machine_verdicts_in_one_round_trip(sshd: Sshd,
     assert "policy expects 2 GPU(s) but no NVIDIA driver answers" in driver["summary"]
     assert doc["schema_version"] == 1 and doc["summary"]["fail"] >= 2
     assert sessions(sshd) - before == 1  # every probe in one command on one connection
+
+
+def test_ini_and_yaml_inventories_give_the_same_verdicts(sshd: Sshd, tmp_path: Path) -> None:
+    verdicts = {}
+    for fmt in ("yaml", "ini"):
+        inv = sshd.inventory(tmp_path / fmt, {"loop": {}}, group_vars=reference_vars(), fmt=fmt)
+        result = audit(sshd, inv, "lab")
+        assert result.code == 1, result.stderr
+        doc = json.loads(result.stdout)["hosts"][0]
+        verdicts[fmt] = (results(result.stdout)["loop"], doc["policy"]["values"])
+    assert verdicts["ini"] == verdicts["yaml"]
+    assert verdicts["ini"][1]["omni_gpus"][0]["vram_gib"] == 96
 
 
 def test_bundle_from_ssh_audits_to_the_same_verdicts(sshd: Sshd, tmp_path: Path) -> None:
