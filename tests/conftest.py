@@ -156,14 +156,24 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.system)
 
 
+@pytest.fixture(scope="session")
+def shared_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One cache directory for the session: the inventory cache is keyed by content, so
+    sharing it between tests is safe, and spares each CLI run ansible-core's import."""
+    return tmp_path_factory.mktemp("cache")
+
+
 @pytest.fixture(autouse=True)
-def isolated_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """Every test (and every CLI it runs) gets its own empty HOME and XDG directories: no
-    report store, waivers or config of the developer's account leaks in."""
+def isolated_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch,
+                  shared_cache: Path) -> Path:
+    """Every test (and every CLI it runs) gets its own empty HOME and XDG data, config and
+    state directories: no report store, waivers or config of the developer's account leaks
+    in. (Tests of the cache itself point XDG_CACHE_HOME at their own directory.)"""
     home = tmp_path_factory.mktemp("home")
     monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(shared_cache))
     for var, sub in (("XDG_DATA_HOME", ".local/share"), ("XDG_CONFIG_HOME", ".config"),
-                     ("XDG_CACHE_HOME", ".cache"), ("XDG_STATE_HOME", ".local/state")):
+                     ("XDG_STATE_HOME", ".local/state")):
         monkeypatch.setenv(var, str(home / sub))
     for var in ("OMNI_HOST_WAIVERS", "OMNI_HOST_REPORT_DIR", "ANSIBLE_INVENTORY", "ANSIBLE_CONFIG"):
         monkeypatch.delenv(var, raising=False)

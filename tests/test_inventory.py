@@ -289,9 +289,10 @@ def _plan(source: Path, pattern: str = "all") -> dict:
 
 
 def test_a_static_inventory_is_answered_from_the_cache_until_a_file_changes(
-        tmp_path: Path, isolated_home: Path) -> None:
+        tmp_path: Path, isolated_home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import shutil
 
+    monkeypatch.setenv("XDG_CACHE_HOME", str(isolated_home / ".cache"))
     source = tmp_path / "inv"
     shutil.copytree(CORPUS / "ini", source)
     cold, warm = _plan(source / "hosts.ini"), _plan(source / "hosts.ini")
@@ -311,8 +312,9 @@ def test_a_static_inventory_is_answered_from_the_cache_until_a_file_changes(
 
 
 @pytest.mark.parametrize("name", ["script", "templated", "vault"])
-def test_dynamic_templated_or_vaulted_inventories_are_never_cached(name: str,
-                                                                   isolated_home: Path) -> None:
+def test_dynamic_templated_or_vaulted_inventories_are_never_cached(
+        name: str, isolated_home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("XDG_CACHE_HOME", str(isolated_home / ".cache"))
     source, vault = SOURCES[name]
     env = {"ANSIBLE_VAULT_PASSWORD_FILE": str(CORPUS / "vault" / "vault-pass.txt")} if vault else {}
     for _ in range(2):
