@@ -141,7 +141,12 @@ def cmd_audit(args: argparse.Namespace) -> int:
 def cmd_collect(args: argparse.Namespace) -> int:
     from omni_host.collect.bundle import Bundle, write_archive
     from omni_host.collect.pool import run_pool
-    from omni_host.collect.run import collect_host, host_deadline_s, scrubbed
+    from omni_host.collect.run import (
+        collect_host,
+        host_deadline_s,
+        import_transports,
+        scrubbed,
+    )
     from omni_host.errors import TransportError
     from omni_host.plan.hosts import HostPlan
 
@@ -157,6 +162,7 @@ def cmd_collect(args: argparse.Namespace) -> int:
             return f"{plan.name}: unreachable: {exc}"
 
     deadline = args.host_timeout or host_deadline_s(ssh, args.probe_timeout)
+    import_transports(host_plans)
     if args.engine == "ansible":
         bundles, failed = _collect_ansible(args, host_plans)
     else:

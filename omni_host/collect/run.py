@@ -62,6 +62,13 @@ def collect(
                               started=started)
 
 
+def import_transports(plans: list[HostPlan]) -> None:
+    """Import the SSH transport (paramiko, cryptography) once, in the calling thread, before
+    a pool starts: never first inside concurrent worker threads."""
+    if any(p.ssh is not None for p in plans):
+        import omni_host.collect.transport.ssh  # noqa: F401
+
+
 def collect_host(plan: HostPlan, ssh: SshOptions, probe_timeout_s: float | None) -> Bundle:
     """One host's bundle through its transport (local, or SSH imported only when needed)."""
     if plan.ssh is None:

@@ -12,7 +12,7 @@ from collections.abc import Callable
 
 from omni_host.collect.bundle import Bundle
 from omni_host.collect.pool import PoolResult, run_pool
-from omni_host.collect.run import collect_host, host_deadline_s
+from omni_host.collect.run import collect_host, host_deadline_s, import_transports
 from omni_host.collect.transport.base import SshOptions
 from omni_host.errors import TransportError
 from omni_host.evaluate.checks import run_checks
@@ -64,6 +64,7 @@ def audit_many(plans: list[HostPlan], ssh: SshOptions, *, forks: int,
     """Audit hosts in a bounded pool; a host past its deadline is reported unreachable with
     the reason, and Ctrl-C returns what finished (the rest marked interrupted)."""
     deadline = host_timeout_s or host_deadline_s(ssh, probe_timeout_s)
+    import_transports(plans)
     return run_pool(
         plans, lambda p: audit_host(p, ssh, probe_timeout_s), forks=forks, deadline_s=deadline,
         late=lambda p, t: _failed(p, f"no answer within the host deadline of {deadline:g}s", t),
