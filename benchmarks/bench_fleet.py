@@ -69,7 +69,7 @@ def inventory(path: Path, servers: list) -> Path:
         for i, s in enumerate(servers)}
     path.mkdir(parents=True, exist_ok=True)
     (path / "hosts.yml").write_text(yaml.safe_dump({"all": {"children": {"fleet": {
-        "hosts": hosts, "vars": {"omni_numa_nodes": 1, "omni_swap_size_mib": 204800}}}}}))
+        "hosts": hosts, "vars": {"omni_numa_nps": 1, "omni_swap_size_mib": 204800}}}}}))
     return path
 
 

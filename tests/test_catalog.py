@@ -418,18 +418,18 @@ def test_init_round_trip(sshd, tmp_path: Path) -> None:
     first = run_cli("init", "-i", str(inv), "loop", *common)
     assert first.code == 0, first.stderr
     recorded = (inv / "host_vars" / "loop.yml").read_text()
-    assert "omni_numa_nodes: 1" in recorded and "omni_swap_size_mib: 0" in recorded
-    assert "+omni_numa_nodes: 1" in first.stdout  # the diff was shown
+    assert "omni_numa_nps: 1" in recorded and "omni_swap_size_mib: 0" in recorded
+    assert "+omni_numa_nps: 1" in first.stdout  # the diff was shown
     audit = run_cli("audit", "-i", str(inv), "loop", "--format", "json", "--no-store", *common)
     results = {r["id"]: r["status"] for r in json.loads(audit.stdout)["hosts"][0]["results"]}
     assert results["numa.nps1"] == "pass" and results["swap.capacity"] == "pass"
-    (inv / "host_vars" / "loop.yml").write_text(recorded.replace("omni_numa_nodes: 1",
-                                                                 "omni_numa_nodes: 4"))
+    (inv / "host_vars" / "loop.yml").write_text(recorded.replace("omni_numa_nps: 1",
+                                                                 "omni_numa_nps: 4"))
     refused = run_cli("init", "-i", str(inv), "loop", *common)
     assert refused.code == 1 and "not overwritten" in refused.stderr
-    assert "-omni_numa_nodes: 4" in refused.stdout and "+omni_numa_nodes: 1" in refused.stdout
+    assert "-omni_numa_nps: 4" in refused.stdout and "+omni_numa_nps: 1" in refused.stdout
     forced = run_cli("init", "-i", str(inv), "loop", "--force", *common)
-    assert forced.code == 0 and "omni_numa_nodes: 1" in (inv / "host_vars" / "loop.yml").read_text()
+    assert forced.code == 0 and "omni_numa_nps: 1" in (inv / "host_vars" / "loop.yml").read_text()
 
 
 def test_init_unreachable_host(sshd, tmp_path: Path) -> None:
@@ -448,7 +448,7 @@ def test_init_of_the_gpu_machines_then_audit_passes_what_it_recorded(machine: st
 
     bundle = gpu_bundle(machine)
     recorded = observed_vars(facts_from_bundle(bundle))
-    assert recorded["omni_gpu_driver_min"] == "580.159.04" and recorded["omni_numa_nodes"] == 1
+    assert recorded["omni_gpu_driver_min"] == "580.159.04" and recorded["omni_numa_nps"] == 1
     results = {r.id: r.status for r in
                evaluate_bundle(bundle, policy_from_vars(recorded, machine)).results}
     for check_id in ("numa.nps1", "gpu.driver-version", "gpu.topology", "swap.capacity"):

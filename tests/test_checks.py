@@ -134,21 +134,62 @@ def test_tensor_split_is_proportional_and_sums_to_100(vram, split) -> None:
 
 # --- numa.nps1 ---------------------------------------------------------------------------------
 
-@pytest.mark.parametrize(("capture", "expected", "status"), [
-    ("numactl/epyc-7713-2s-nps4_8nodes.txt", 2, Status.FAIL),
-    ("numactl/epyc-9375f-2s-zen5-smtoff_2nodes.txt", 2, Status.PASS),
-    ("numactl/epyc-9375f-2s-zen5-smtoff_2nodes.txt", 1, Status.FAIL),
+def without_cpu(bundle: Bundle) -> Bundle:
+    """A real bundle with its CPU probes removed: a numactl capture of another machine then
+    stands alone, and the sockets come from its own distance matrix."""
+    return dataclasses.replace(bundle, results={k: v for k, v in bundle.results.items()
+                                                if not k.startswith("cpu.")})
+
+
+# Expected values from the captures' own text: the distance matrices show two groups of
+# nodes 32 apart (two sockets), and the sources say NPS4 (7713) and NPS1 (9375F, 9135).
+@pytest.mark.parametrize(("capture", "expected", "status", "words"), [
+    ("numactl/epyc-7713-2s-nps4_8nodes.txt", 1, Status.FAIL,
+     "2 sockets (numactl distance matrix), 4 NUMA nodes per socket, expected 1: set the BIOS "
+     "setting that gives 1 NUMA node(s) per socket"),  # no CPU facts: no vendor's words
+    ("numactl/epyc-7713-2s-nps4_8nodes.txt", 4, Status.PASS, "4 NUMA nodes per socket"),
+    ("numactl/epyc-9375f-2s-zen5-smtoff_2nodes.txt", 1, Status.PASS,
+     "2 sockets (numactl distance matrix), 1 NUMA node per socket, as expected"),
+    ("numactl/epyc-9135-2s-zen5_2nodes_cpu-compress.txt", 1, Status.PASS, "1 NUMA node per socket"),
+    ("numactl/epyc-9375f-2s-zen5-smtoff_2nodes.txt", 2, Status.FAIL, "1 NUMA node per socket"),
+    ("numactl/epyc-7551-2s_8nodes_memoryless_PARTIAL.txt", 1, Status.SKIP,
+     "sockets are unknown"),  # the pasted matrix is cut off: no verdict without sockets
 ])
-def test_nps1_on_real_captures(capture, expected, status) -> None:
-    bundle = with_output(gpu_bundle("h100-x1"), "numa.numactl", public_capture(capture))
-    result = verdicts(bundle, omni_numa_nodes=expected)["numa.nps1"]
-    assert result.status is status
+def test_nps_per_socket_on_real_captures(capture, expected, status, words) -> None:
+    bundle = with_output(without_cpu(gpu_bundle("h100-x1")), "numa.numactl",
+                         public_capture(capture))
+    result = verdicts(bundle, omni_numa_nps=expected)["numa.nps1"]
+    assert result.status is status, result.summary
+    assert words in result.summary
     assert result.evidence[0].lines[0].startswith("available:")
+    if "9375f" in capture or "9135" in capture:
+        assert "NPS" not in result.summary.split("expected")[0]  # no NPS advice on NPS1
+
+
+def test_nps_default_is_one_per_socket_on_the_gpu_machines() -> None:
+    for machine in ("h100-x1", "h200-x2"):
+        result = verdicts(gpu_bundle(machine))["numa.nps1"]  # the role default: 1
+        assert result.status is Status.PASS, result.summary
+        assert "/proc/cpuinfo physical id" in result.summary
+
+
+@pytest.mark.parametrize(("vendor", "family", "model", "words"), [
+    ("AuthenticAMD", 26, 2, "NPS1 (BIOS: CbsDfCmnDramNpsSHP=NPS1)"),   # Zen 5
+    ("AuthenticAMD", 23, 0x31, "NPS1"),                                # Zen 2 (Rome)
+    ("AuthenticAMD", 23, 0x01, "no NPS setting on Zen 1"),             # Naples, TR 1950X
+    ("GenuineIntel", 6, 143, "Sub-NUMA Clustering (SNC)"),
+])
+def test_the_fix_names_the_cpus_own_setting(vendor, family, model, words) -> None:
+    from omni_host.evaluate.checks.numa import bios_setting
+    from omni_host.probes.parsers.cpu import CpuInfo
+
+    cpu = CpuInfo(vendor, family, model, "", frozenset(), None, "/proc/cpuinfo", 2)
+    assert words in bios_setting(cpu, 1)
 
 
 def test_nps1_garbage_is_error_with_excerpt() -> None:
     bundle = with_output(gpu_bundle("h100-x1"), "numa.numactl", "segmentation fault\n")
-    result = verdicts(bundle, omni_numa_nodes=1)["numa.nps1"]
+    result = verdicts(bundle, omni_numa_nps=1)["numa.nps1"]
     assert result.status is Status.ERROR
     assert "unparseable" in result.summary
     assert result.evidence[0].lines == ("segmentation fault",)

@@ -112,7 +112,7 @@ def test_half_of_32_hosts_refuse(sshd: Sshd, tmp_path: Path) -> None:
     closed = [free_port() for _ in range(16)]
     fleet = {f"ok{i:02d}": {} for i in range(16)}
     fleet.update({f"no{i:02d}": {"ansible_port": port} for i, port in enumerate(closed)})
-    inv = sshd.inventory(tmp_path / "inv", fleet, group_vars={"omni_numa_nodes": 1})
+    inv = sshd.inventory(tmp_path / "inv", fleet, group_vars={"omni_numa_nps": 1})
     result = audit(sshd, inv, "--forks", "32")
     assert result.code == 3
     doc = json.loads(result.stdout)
@@ -184,7 +184,7 @@ def test_ansible_engine_collects_the_same_bundles(sshd: Sshd, tmp_path: Path) ->
     inv = sshd.inventory(tmp_path / "inv", {
         "loop": {"ansible_python_interpreter": "/usr/bin/python3"},
         "gone": {"ansible_python_interpreter": "/usr/bin/python3", "ansible_port": free_port()},
-    }, group_vars={"omni_numa_nodes": 1, "omni_swap_size_mib": 204800})
+    }, group_vars={"omni_numa_nps": 1, "omni_swap_size_mib": 204800})
     out = tmp_path / "bundles"
     collected = run_cli("collect", "-i", str(inv), "--engine", "ansible", "--out", str(out),
                         "--known-hosts", str(sshd.known_hosts))
@@ -205,7 +205,7 @@ def test_ansible_engine_collects_the_same_bundles(sshd: Sshd, tmp_path: Path) ->
 
 def test_plain_ansible_playbook_collect_then_audit_the_outputs(sshd: Sshd, tmp_path: Path) -> None:
     inv = sshd.inventory(tmp_path / "inv", {"loop": {"ansible_python_interpreter": "/usr/bin/python3"}},
-                         group_vars={"omni_numa_nodes": 1})
+                         group_vars={"omni_numa_nps": 1})
     payload = tmp_path / "payload.py"
     made = run_cli("payload")
     assert made.code == 0 and "def main(plan_json)" in made.stdout

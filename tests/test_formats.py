@@ -27,7 +27,7 @@ def two_audits(tmp_path_factory: pytest.TempPathFactory) -> Path:
     inv.mkdir()
     (inv / "group_vars").mkdir()
     (inv / "hosts.yml").write_text("all:\n  hosts:\n    thisbox:\n      ansible_connection: local\n")
-    policy = "omni_numa_nodes: 1\nomni_build_packages: []\nomni_swap_size_mib: "
+    policy = "omni_numa_nps: 1\nomni_build_packages: []\nomni_swap_size_mib: "
     (inv / "group_vars" / "all.yml").write_text(policy + "0\n")
     reports = root / "reports"
     assert run_cli("audit", "-i", str(inv), "--report-dir", str(reports)).code == 0

@@ -81,7 +81,7 @@ def test_resolved_variables_equal_what_ansible_renders(name: str) -> None:
     ("yaml", "gpu01", "omni_swap_size_mib", 2048),   # group_vars/blackwell.yml (child group)
     ("yaml", "gpu02", "omni_swap_size_mib", 4096),   # host_vars/gpu02.yml
     ("yaml", "gpu03", "omni_swap_size_mib", 1024),   # inference's inline vars
-    ("yaml", "gpu03", "omni_numa_nodes", 1),         # group_vars/all.yml over all's inline vars
+    ("yaml", "gpu03", "omni_numa_nps", 1),         # group_vars/all.yml over all's inline vars
     ("ini", "gpu01", "omni_swap_size_mib", 2048),
     ("ini", "gpu02", "ansible_user", "root"),
     ("ini", "gpu01", "ansible_port", 2222),
@@ -212,7 +212,7 @@ def test_what_paramiko_cannot_do_is_refused_by_name(tmp_path: Path, hostvars: st
 
 @pytest.mark.parametrize(("vars_", "message"), [
     ({"omni_swap_size_mib": -1}, "omni_swap_size_mib: must be >= 0"),
-    ({"omni_numa_nodes": "one"}, "argument 'omni_numa_nodes' is of type str and we were unable "
+    ({"omni_numa_nps": "one"}, "argument 'omni_numa_nps' is of type str and we were unable "
                                  "to convert to int"),  # Ansible's own words
     ({"omni_tunables_everywhere": "maybe"}, "unable to convert to bool"),
     ({"omni_gpu_driver_min": "latest"}, "omni_gpu_driver_min: must be a dotted version"),
@@ -232,7 +232,7 @@ def test_shipped_reference_inventory_is_valid() -> None:
     plans = plan_inventory(load_inventory(REPO / "inventory"), "omni")
     assert [p.name for p in plans] == ["omni"]
     policy = plans[0].policy
-    assert policy.numa_nodes == 1 and policy.swap_size_mib == 204800
+    assert policy.numa_nps == 1 and policy.swap_size_mib == 204800  # NPS1: the role default
     assert [g.vram_gib for g in policy.gpus or ()] == [96, 32]
     assert policy.zen5_tunables_containers == ("memgraph",)
 

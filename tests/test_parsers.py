@@ -29,6 +29,30 @@ def test_numactl_public_captures(capture: str, nodes: int, cpus0: int, size0: in
     assert topo.source == "numactl"
 
 
+@pytest.mark.parametrize(("capture", "sockets"), [
+    ("numactl/epyc-7713-2s-nps4_8nodes.txt", 2),
+    ("numactl/epyc-9375f-2s-zen5-smtoff_2nodes.txt", 2),
+    ("numactl/epyc-9135-2s-zen5_2nodes_cpu-compress.txt", 2),
+    ("numactl/epyc-7551-2s_8nodes_memoryless_PARTIAL.txt", None),  # matrix cut off
+])
+def test_numactl_distance_matrix_gives_the_sockets(capture: str, sockets: int | None) -> None:
+    topo = numa.parse_numactl_hardware(public_capture(capture))
+    assert topo.sockets_from_distances() == sockets
+    assert topo.distances[0][0] == 10
+
+
+def test_cpuinfo_counts_sockets_by_physical_id() -> None:
+    info = cpu.parse_cpuinfo((FIXTURES / "captures" / "proc-cpuinfo_h200x2.txt").read_text())
+    assert info.sockets == 1  # every "physical id" line of the capture says 0
+
+
+@pytest.mark.parametrize("text", ["node 0 cpus: 0-400000000\n", "node 0 cpus: 0 -1\n",
+                                  "node 0 cpus: x-y\n"])
+def test_numactl_impossible_cpu_lists_are_unparseable(text: str) -> None:
+    with pytest.raises(ParseError):
+        numa.parse_numactl_hardware("available: 1 nodes (0)\n" + text)
+
+
 def test_numactl_memoryless_nodes_are_reported() -> None:
     topo = numa.parse_numactl_hardware(
         public_capture("numactl/epyc-7551-2s_8nodes_memoryless_PARTIAL.txt"))

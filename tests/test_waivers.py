@@ -59,7 +59,7 @@ def local_inventory(tmp_path: Path) -> Path:
     inv = tmp_path / "inv"
     inv.mkdir()
     (inv / "hosts.yml").write_text("all:\n  hosts:\n    localbox:\n      ansible_connection: local\n"
-                                   "  vars:\n    omni_numa_nodes: 1\n    omni_swap_size_mib: 4096\n"
+                                   "  vars:\n    omni_numa_nps: 1\n    omni_swap_size_mib: 4096\n"
                                    "    omni_build_packages: []\n")  # only swap is judged
     return inv
 

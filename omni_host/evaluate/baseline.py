@@ -17,8 +17,11 @@ def observed_vars(facts: HostFacts) -> dict[str, Any]:
     written: an unobserved fact never becomes an expectation."""
     out: dict[str, Any] = {}
     numa = facts.first_observed("numa.numactl", "numa.sysfs")
+    cpu = facts.first_observed("cpu.cpuinfo", "cpu.pycpuinfo")
     if numa.ok:
-        out["omni_numa_nodes"] = numa.fact.node_count
+        sockets = (cpu.fact.sockets if cpu.ok else None) or numa.fact.sockets_from_distances()
+        if sockets and numa.fact.node_count % sockets == 0:
+            out["omni_numa_nps"] = numa.fact.node_count // sockets
     gpus = facts.first_observed("gpu.nvidia-smi", "gpu.pynvml")
     if gpus.ok and gpus.fact.gpus:
         out["omni_gpu_driver_min"] = gpus.fact.driver_version
@@ -31,7 +34,6 @@ def observed_vars(facts: HostFacts) -> dict[str, Any]:
         files = [a.path for a in swaps.fact if a.kind == "file"]
         if len(swaps.fact) == 1 and files:
             out["omni_swap_path"] = files[0]
-    cpu = facts.first_observed("cpu.cpuinfo", "cpu.pycpuinfo")
     docker = facts.get("docker.containers")
     if cpu.ok and cpu.fact.is_zen5 and docker.ok:
         masked = sorted(c.compose_service or c.name for c in docker.fact if c.running and

@@ -31,6 +31,8 @@ def fact_summary(facts: HostFacts) -> dict[str, Any]:
     containers = fact("docker.containers")
     return {
         "numa_nodes": numa.node_count if numa else None,
+        "sockets": (cpu.sockets if cpu else None) or (numa.sockets_from_distances() if numa
+                                                      else None),
         "cpu": cpu.describe() if cpu else None,
         "zen5": cpu.is_zen5 if cpu else None,
         "kernel": kernel.release if kernel else None,

@@ -27,7 +27,7 @@ ZEN5_HWCAPS = ("AVX512F", "AVX512VL", "AVX512BW", "AVX512CD", "AVX512DQ")
 _VERSION = re.compile(r"^\d+(\.\d+)*$")
 _PACKAGE = re.compile(r"^[a-z0-9][a-z0-9+.-]+$")
 ROLE = "roles/omni_policy"
-RENAMED = {"omni_base_packages": "omni_build_packages"}
+RENAMED = {"omni_base_packages": "omni_build_packages", "omni_numa_nodes": "omni_numa_nps"}
 
 
 def version_tuple(text: str) -> tuple[int, ...]:
@@ -65,7 +65,7 @@ class DiskHeadroom:
 
 @dataclass(frozen=True)
 class Policy:
-    numa_nodes: int | None = None
+    numa_nps: int | None = None  # NUMA nodes per socket (1 = NPS1)
     gpu_driver_min: str | None = None
     gpu_driver_recommended: str | None = None
     gpus: tuple[ExpectedGpu, ...] | None = None
@@ -194,7 +194,7 @@ def _absolute(origin: str, var: str, path: str | None) -> None:
 
 def _rules(origin: str, v: dict[str, Any]) -> None:
     """What the spec cannot say."""
-    _minimum(origin, v, "omni_numa_nodes", 1)
+    _minimum(origin, v, "omni_numa_nps", 1)
     _minimum(origin, v, "omni_swap_size_mib", 0)
     pct = v.get("omni_swap_max_used_pct")
     if pct is not None and not 0 < pct <= 100:
@@ -236,7 +236,7 @@ def policy_from_vars(values: dict[str, Any], origin: str) -> Policy:
     v = _validated(resolve_vars(values), origin)
     _rules(origin, v)
     return Policy(
-        numa_nodes=v.get("omni_numa_nodes"),
+        numa_nps=v.get("omni_numa_nps"),
         gpu_driver_min=v.get("omni_gpu_driver_min"),
         gpu_driver_recommended=v.get("omni_gpu_driver_recommended"),
         gpus=tuple(ExpectedGpu(g["model"], float(g["vram_gib"])) for g in v["omni_gpus"])

@@ -65,7 +65,8 @@ print(json.dumps({'driver_version': s(pynvml.nvmlSystemGetDriverVersion()),
 PYCPUINFO_CODE = _IMPORT.format(mod="cpuinfo") + "print(json.dumps(cpuinfo.get_cpu_info()))\n"
 
 SYSFS_NODES = ("grep -H . /sys/devices/system/node/node*/cpulist; "
-               "grep -H MemTotal /sys/devices/system/node/node*/meminfo")
+               "grep -H MemTotal /sys/devices/system/node/node*/meminfo; "
+               "grep -H . /sys/devices/system/node/node*/distance")
 
 CUDA_PATH = 'PATH="$PATH:/usr/local/cuda/bin"; '
 NVCC = CUDA_PATH + "exec nvcc --version"

@@ -17,7 +17,7 @@ from omni_host.model import REPORT_SCHEMA
 from omni_host.report.store import audit_dirs
 
 BAD = ("fail", "error")
-COMPARED_FACTS = ("numa_nodes", "driver_version", "cuda_version", "gpus", "swap_total_mib",
+COMPARED_FACTS = ("numa_nodes", "sockets", "driver_version", "cuda_version", "gpus", "swap_total_mib",
                   "mem_total_mib", "kernel", "cpu", "nvlink")
 
 

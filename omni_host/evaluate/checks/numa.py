@@ -1,4 +1,11 @@
-"""numa.nps1 (S-005): the NUMA node count equals the policy (1 = NPS1 on one socket)."""
+"""numa.nps1 (S-005): NUMA nodes per socket equal the policy (1 = NPS1).
+
+Two sockets in NPS1 show two nodes: the check divides by the sockets, taken from the CPU
+topology (distinct ``physical id`` in /proc/cpuinfo) or, where only numactl's output is there,
+from its distance matrix. The BIOS setting it names depends on the CPU: NPS on AMD Zen 2 and
+later; on Zen 1 the nodes are the dies (memory interleaving decides); on Intel, Sub-NUMA
+Clustering (SNC) or Cluster-on-Die.
+"""
 
 from __future__ import annotations
 
@@ -6,26 +13,75 @@ from omni_host.evaluate.checks import CheckMeta, check
 from omni_host.evaluate.facts import HostFacts
 from omni_host.model import CheckResult, Evidence, Status
 from omni_host.plan.policy import Policy
+from omni_host.probes.parsers.cpu import CpuInfo
 from omni_host.probes.parsers.numa import NumaTopology
+
+ZEN1 = (23, 0x30)  # AMD family 23 below model 0x30: Zen and Zen+ (EPYC 7001, TR 1000/2000)
+
+
+def bios_setting(cpu: CpuInfo | None, per_socket: int) -> str:
+    """What to set in the BIOS for ``per_socket`` nodes, in this CPU's own terms."""
+    if cpu is None:
+        return f"the BIOS setting that gives {per_socket} NUMA node(s) per socket"
+    if cpu.vendor == "AuthenticAMD":
+        if (cpu.family, cpu.model or 0) < ZEN1 and cpu.family == ZEN1[0]:
+            return ("no NPS setting on Zen 1: each die is a node; set memory interleaving to "
+                    "'socket' (or 'channel') in the BIOS")
+        return f"NPS{per_socket} (BIOS: CbsDfCmnDramNpsSHP=NPS{per_socket})"
+    if cpu.vendor == "GenuineIntel":
+        return "Sub-NUMA Clustering (SNC) or Cluster-on-Die off in the BIOS" if per_socket == 1 \
+            else f"SNC{per_socket} in the BIOS"
+    return f"the BIOS setting that gives {per_socket} NUMA node(s) per socket"
+
+
+def _sockets(topo: NumaTopology, cpu: CpuInfo | None) -> tuple[int | None, str]:
+    if cpu is not None and cpu.sockets:
+        return cpu.sockets, f"{cpu.source} physical id"
+    from_matrix = topo.sockets_from_distances()
+    return from_matrix, "numactl distance matrix" if from_matrix else "unknown"
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}" + ("" if n == 1 else "s")
 
 
 @check("numa.nps1")
 def nps1(facts: HostFacts, policy: Policy, meta: CheckMeta) -> CheckResult:
-    if policy.numa_nodes is None:
-        return meta.no_policy("omni_numa_nodes")
-    expected = policy.numa_nodes
+    if policy.numa_nps is None:
+        return meta.no_policy("omni_numa_nps")
+    expected = policy.numa_nps
     probe = facts.first_observed("numa.numactl", "numa.sysfs")
     if not probe.ok:
         return meta.not_evaluated(probe, expected=expected)
     topo: NumaTopology = probe.fact
-    lines = (topo.summary_line, *(f"node {n.node_id} size: {n.size_mib} MB" for n in topo.nodes))
-    evidence = (Evidence(probe.probe_id, probe.command, lines[:9]),)
+    cpu_probe = facts.first_observed("cpu.cpuinfo", "cpu.pycpuinfo")
+    cpu: CpuInfo | None = cpu_probe.fact if cpu_probe.ok else None
+    sockets, how = _sockets(topo, cpu)
+    lines = (topo.summary_line, *(f"node {n.node_id} size: {n.size_mib} MB" for n in topo.nodes),
+             *(f"{i}: {' '.join(map(str, row))}" for i, row in sorted(topo.distances.items())))
+    evidence = (Evidence(probe.probe_id, probe.command, lines[:12]),)
     via = "" if topo.source == "numactl" else " (from sysfs: numactl is not installed)"
-    details = {"memoryless_nodes": list(topo.memoryless_nodes), "source": topo.source}
-    if topo.node_count == expected:
-        return meta.result(Status.PASS, f"{topo.node_count} NUMA node(s), as expected{via}",
-                           expected=expected, actual=topo.node_count, evidence=evidence,
+    memoryless = f"; memoryless node(s): {', '.join(map(str, topo.memoryless_nodes))}" \
+        if topo.memoryless_nodes else ""
+    details = {"memoryless_nodes": list(topo.memoryless_nodes), "source": topo.source,
+               "nodes": topo.node_count, "sockets": sockets, "sockets_from": how}
+    if sockets is None:
+        return meta.result(Status.SKIP, f"{topo.node_count} NUMA nodes, but the sockets are "
+                           "unknown (no physical id in /proc/cpuinfo, no complete distance "
+                           f"matrix): nodes per socket cannot be told{via}", expected=expected,
+                           evidence=evidence, details=details)
+    if topo.node_count % sockets:
+        return meta.result(Status.FAIL, f"{topo.node_count} NUMA nodes on {sockets} sockets: "
+                           f"not the same on every socket{memoryless}{via}", expected=expected,
+                           actual=None, evidence=evidence, details=details)
+    per_socket = topo.node_count // sockets
+    details["nodes_per_socket"] = per_socket
+    where = (f"{_count(sockets, 'socket')} ({how}), "
+             f"{_count(per_socket, 'NUMA node')} per socket")
+    if per_socket == expected:
+        return meta.result(Status.PASS, f"{where}, as expected{memoryless}{via}",
+                           expected=expected, actual=per_socket, evidence=evidence,
                            details=details)
-    hint = " (BIOS NPS4 or NPS2?)" if topo.node_count > expected else ""
-    return meta.result(Status.FAIL, f"{topo.node_count} NUMA nodes, expected {expected}{hint}{via}",
-                       expected=expected, actual=topo.node_count, evidence=evidence, details=details)
+    return meta.result(Status.FAIL, f"{where}, expected {expected}: set "
+                       f"{bios_setting(cpu, expected)}{memoryless}{via}", expected=expected,
+                       actual=per_socket, evidence=evidence, details=details)

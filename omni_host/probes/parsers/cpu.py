@@ -23,6 +23,8 @@ _KEYS = {
     "flags": "flags",
     "processor": "processor",
     "cpu(s)": "cpus",
+    "physical id": "physical_id",
+    "socket(s)": "sockets",
 }
 
 
@@ -35,6 +37,7 @@ class CpuInfo:
     flags: frozenset[str]
     logical_cpus: int | None
     source: str
+    sockets: int | None = None  # distinct "physical id" (lscpu: "Socket(s)"); None: not shown
 
     @property
     def is_zen5(self) -> bool:
@@ -57,6 +60,7 @@ def parse_cpuinfo(text: str) -> CpuInfo:
     ``lscpu`` (the same keys with other spellings)."""
     seen: dict[str, str] = {}
     processors = 0
+    packages: set[str] = set()
     for line in text.splitlines():
         key, sep, value = line.partition(":")
         if not sep:
@@ -64,6 +68,8 @@ def parse_cpuinfo(text: str) -> CpuInfo:
         name = _KEYS.get(key.strip().lower())
         if name == "processor":
             processors += 1
+        elif name == "physical_id":
+            packages.add(value.strip())
         elif name and name not in seen:
             seen[name] = value.strip()
     if "vendor" not in seen:
@@ -76,6 +82,7 @@ def parse_cpuinfo(text: str) -> CpuInfo:
         flags=frozenset(seen.get("flags", "").split()),
         logical_cpus=processors or _int(seen.get("cpus")),
         source="lscpu" if processors == 0 else "/proc/cpuinfo",
+        sockets=len(packages) or _int(seen.get("sockets")),
     )
 
 

@@ -1,13 +1,15 @@
 """NUMA topology from ``numactl --hardware`` or, when numactl is absent, from sysfs.
 
 Lesson S-005: ``available: 1 nodes`` is how the operator proves BIOS NPS1 on a one-socket
-Threadripper; NPS4 shows four nodes and halves tokens/s.
+Threadripper; NPS4 shows four nodes and halves tokens/s. On two sockets NPS1 shows two nodes:
+what matters is nodes per socket, so the distance matrix is kept (ACPI SLIT: 10 is local, a
+node on the same socket is closer than 20, one on another socket is 20 or more).
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from omni_host.errors import ParseError
 from omni_host.probes.parsers import cpu_list, excerpt
@@ -16,6 +18,10 @@ _AVAILABLE = re.compile(r"^available:\s+(\d+)\s+nodes?", re.M)
 _NODE_CPUS = re.compile(r"^node\s+(\d+)\s+cpus:(.*)$", re.M)
 _NODE_SIZE = re.compile(r"^node\s+(\d+)\s+(size|free):\s+(\d+)\s+MB", re.M)
 _SYS_CPULIST = re.compile(r"^/sys/devices/system/node/node(\d+)/cpulist:(.*)$", re.M)
+_DISTANCE_ROW = re.compile(r"^\s*(\d+):((?:\s+\d+)+)\s*$", re.M)
+_SYS_DISTANCE = re.compile(r"^/sys/devices/system/node/node(\d+)/distance:([\d ]+)$", re.M)
+SAME_SOCKET_BELOW = 20  # SLIT distances: 10 local, 11-16 same socket, >= 20 another socket
+MAX_CPU_ID = 1 << 16
 _SYS_MEMTOTAL = re.compile(r"^/sys/devices/system/node/node(\d+)/meminfo:Node\s+\d+\s+MemTotal:\s+(\d+)\s+kB",
                            re.M)
 
@@ -33,10 +39,28 @@ class NumaTopology:
     nodes: tuple[NumaNode, ...]
     source: str  # "numactl" or "sysfs"
     summary_line: str
+    # node id -> its distances to nodes 0..n-1, as printed; empty when not shown (or cut off)
+    distances: dict[int, tuple[int, ...]] = field(default_factory=dict)
 
     @property
     def memoryless_nodes(self) -> tuple[int, ...]:
         return tuple(n.node_id for n in self.nodes if n.size_mib == 0)
+
+    def sockets_from_distances(self) -> int | None:
+        """Sockets as groups of nodes closer than 20 to each other; None when the matrix is
+        missing or incomplete (a partial paste), or does not split into consistent groups."""
+        n = self.node_count
+        if n == 1:
+            return 1
+        if sorted(self.distances) != list(range(n)) or \
+                any(len(row) != n for row in self.distances.values()):
+            return None
+        groups = {frozenset(j for j, d in enumerate(self.distances[i]) if d < SAME_SOCKET_BELOW)
+                  for i in range(n)}
+        members = [i for g in groups for i in g]
+        if sorted(members) != list(range(n)):  # overlapping groups: not a socket partition
+            return None
+        return len(groups)
 
 
 def parse_numactl_hardware(text: str) -> NumaTopology:
@@ -49,7 +73,11 @@ def parse_numactl_hardware(text: str) -> NumaTopology:
     nodes = tuple(
         NumaNode(int(n), cpu_list(cpus), sizes.get(int(n))) for n, cpus in _NODE_CPUS.findall(text)
     )
-    return NumaTopology(int(match.group(1)), nodes, "numactl", match.group(0).strip())
+    _, _, table = text.partition("node distances:")
+    distances = {int(n): tuple(int(d) for d in row.split())
+                 for n, row in _DISTANCE_ROW.findall(table)}
+    return NumaTopology(int(match.group(1)), nodes, "numactl", match.group(0).strip(),
+                        distances)
 
 
 def parse_sysfs_nodes(text: str) -> NumaTopology:
@@ -60,4 +88,7 @@ def parse_sysfs_nodes(text: str) -> NumaTopology:
         raise ParseError(f"no /sys/devices/system/node/node*/cpulist lines: {excerpt(text, 80)!r}")
     sizes = {int(n): int(kib) // 1024 for n, kib in _SYS_MEMTOTAL.findall(text)}
     nodes = tuple(NumaNode(n, cpus[n], sizes.get(n)) for n in sorted(cpus))
-    return NumaTopology(len(nodes), nodes, "sysfs", f"{len(nodes)} node directories in sysfs")
+    distances = {int(n): tuple(int(d) for d in row.split())
+                 for n, row in _SYS_DISTANCE.findall(text)}
+    return NumaTopology(len(nodes), nodes, "sysfs", f"{len(nodes)} node directories in sysfs",
+                        distances)

@@ -9,5 +9,5 @@ else:
     print(json.dumps({
         "inference": {"hosts": ["gpu01", "gpu02"], "vars": {"omni_swap_size_mib": 2048}},
         "_meta": {"hostvars": {"gpu01": {"ansible_host": "10.0.2.1", "ansible_port": 2201},
-                               "gpu02": {"ansible_host": "10.0.2.2", "omni_numa_nodes": 1}}},
+                               "gpu02": {"ansible_host": "10.0.2.2", "omni_numa_nps": 1}}},
     }))
