@@ -508,7 +508,22 @@ def test_gpu_health_falls_back_to_nvidia_smi_xml() -> None:
     result = verdict(gpu_bundle("h200-x2"), "gpu.health")
     assert result.status is Status.PASS, result.summary
     assert result.evidence[0].probe == "gpu.nvidia-smi"
-    assert "2 GPU(s): persistence on, full PCIe width, ECC counts not reported" in result.summary
+    # the H200s' XML reports <dram_uncorrectable>0</dram_uncorrectable> (and SRAM 0) per GPU
+    assert "2 GPU(s): persistence on, full PCIe width, no uncorrectable ECC error" in result.summary
+    # this bundle has no dmesg probe: said as such, never "no Xid"
+    assert "Xid events not readable (not collected in this bundle)" in result.summary
+    assert "no Xid" not in result.summary
+
+
+@pytest.mark.parametrize(("capture", "ecc"), [
+    ("nvidia-smi/telegraf_rtx-pro-6000-maxq-blackwell_590.44.01_q-x.xml", [None]),  # all N/A
+    ("nvidia-smi/telegraf_dual-rtx-a5000_590.44.01_q-x.xml", [None, None]),
+])
+def test_ecc_from_xml_is_unknown_where_the_driver_says_na(capture, ecc) -> None:
+    from omni_host.probes.parsers import nvidia
+
+    inv = nvidia.parse_nvidia_smi_xml(public_capture(capture))
+    assert [g.ecc_uncorrected for g in inv.gpus] == ecc
 
 
 def test_docs_inventory_md_table_is_generated_from_the_spec() -> None:

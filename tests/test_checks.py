@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import re
 
 import pytest
 from conftest import FIXTURES, public_capture
@@ -46,13 +47,28 @@ def test_driver_version_on_gpu_machines(machine, minimum, recommended, status) -
     assert result.evidence[0].command == "nvidia-smi -q -x"
 
 
-def test_driver_version_kernel_619_needs_580_126_09() -> None:
-    bundle = with_output(gpu_bundle("h100-x1"), "gpu.nvidia-smi",
-                         public_capture("nvidia-smi/telegraf_4x-a100-sxm4-80gb_535.54.03_q-x.xml"))
-    bundle = with_output(bundle, "system.kernel", "6.19.2-generic\n")
-    result = verdicts(bundle, omni_gpu_driver_min="535.0")["gpu.driver-version"]
-    assert result.status is Status.FAIL
-    assert "6.19.2-generic needs driver >= 580.126.09" in result.summary
+@pytest.mark.parametrize(("driver", "status"), [
+    # the driver of telegraf's A100 capture (its XML lists one GPU of four: unparseable as a
+    # whole, so its version is taken from its own <driver_version> line) and the H100's own
+    (re.search(r"<driver_version>([\d.]+)<", public_capture(
+        "nvidia-smi/telegraf_4x-a100-sxm4-80gb_535.54.03_q-x.xml")).group(1), Status.FAIL),
+    (None, Status.PASS),
+])
+def test_driver_version_kernel_619_needs_580_126_09(driver, status) -> None:
+    from omni_host.evaluate.checks import catalog, registry
+    from omni_host.evaluate.facts import facts_from_bundle
+
+    bundle = with_output(gpu_bundle("h100-x1"), "system.kernel", "6.19.2-generic\n")
+    facts = facts_from_bundle(bundle)
+    if driver is not None:
+        gpu = facts.probes["gpu.nvidia-smi"]
+        facts.probes["gpu.nvidia-smi"] = dataclasses.replace(
+            gpu, fact=dataclasses.replace(gpu.fact, driver_version=driver))
+    policy = policy_from_vars({"omni_gpu_driver_min": "535.0"}, "test policy")
+    result = registry()["gpu.driver-version"](facts, policy, catalog()["gpu.driver-version"])
+    assert result.status is status, result.summary
+    if status is Status.FAIL:
+        assert f"6.19.2-generic needs driver >= 580.126.09, found {driver}" in result.summary
 
 
 def test_driver_version_fails_when_policy_expects_gpus_and_there_are_none() -> None:

@@ -77,9 +77,16 @@ XML = [
      [("NVIDIA RTX PRO 6000 Blackwell Max-Q Workstation Edition", 97887, True, 4)]),
     ("nvidia-smi/telegraf_dual-rtx-a5000_590.44.01_q-x.xml", "590.44.01", None,
      [("NVIDIA RTX A5000", None, None, None)] * 2),
-    ("nvidia-smi/telegraf_4x-a100-sxm4-80gb_535.54.03_q-x.xml", "535.54.03", "12.2",
-     [("NVIDIA A100-SXM4-80GB", 81920, False, 4)]),
 ]
+
+
+def test_an_incomplete_xml_is_unparseable_never_a_smaller_machine() -> None:
+    """telegraf's 4x A100 test data says <attached_gpus>4</attached_gpus> and keeps one <gpu>:
+    read as a one-GPU host, three A100s would be reported missing."""
+    text = public_capture("nvidia-smi/telegraf_4x-a100-sxm4-80gb_535.54.03_q-x.xml")
+    assert "<attached_gpus>4</attached_gpus>" in text and text.count("<gpu id=") == 1
+    with pytest.raises(ParseError, match="attached_gpus 4 but lists 1 <gpu> element"):
+        nvidia.parse_nvidia_smi_xml(text)
 
 
 @pytest.mark.parametrize(("capture", "driver", "cuda", "gpus"), XML)

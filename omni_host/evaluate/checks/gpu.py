@@ -110,18 +110,25 @@ def _match_gpus(expected: tuple[ExpectedGpu, ...], gpus: tuple[Gpu, ...]) -> lis
     return problems
 
 
-def _split_advice(gpus: tuple[Gpu, ...], links: list[tuple[str, str, str]]) -> tuple[str, list[int] | None]:
+def _split_advice(gpus: tuple[Gpu, ...], links: list[tuple[str, str, str]] | None,
+                  ) -> tuple[str, list[int] | None]:
+    """The llama.cpp split to use; ``links`` is None when the topology was not observed (then
+    NVLink is unknown, never "absent")."""
     mem = [g.memory_total_mib for g in gpus]
     if len(gpus) < 2 or any(m is None for m in mem):
         return "single GPU: no split needed", None
     sizes: list[int] = [m for m in mem if m is not None]
     split = tensor_split(sizes)
-    nvlink = any(cell.startswith("NV") for _, _, cell in links)
     if max(sizes) > ASYMMETRY_RATIO * min(sizes):
         return (f"asymmetric VRAM: use a layer split, --split-mode layer --tensor-split "
                 f"{','.join(map(str, split))}; never tensor-parallel / split-mode graph (F-002, F-024)",
                 split)
-    link = "NVLink present" if nvlink else "no NVLink: peer traffic crosses PCIe"
+    if links is None:
+        link = "NVLink unknown: the GPU topology was not observed"
+    elif any(cell.startswith("NV") for _, _, cell in links):
+        link = "NVLink present"
+    else:
+        link = "no NVLink: peer traffic crosses PCIe"
     return f"symmetric VRAM ({link}): --split-mode layer is safe; even split", split
 
 
@@ -140,7 +147,7 @@ def topology(facts: HostFacts, policy: Policy, meta: CheckMeta) -> CheckResult:
     p2p = facts.get("gpu.p2p")
     links = topo.fact.links() if topo.ok else []
     p2p_links = p2p.fact.links() if p2p.ok else []
-    advice, split = _split_advice(gpus, links)
+    advice, split = _split_advice(gpus, links if topo.ok else None)
     evidence = [Evidence(probe.probe_id, probe.command, tuple(_gpu_line(g) for g in gpus))]
     for res in (topo, p2p):
         matrix: TopoMatrix | None = res.fact if res.ok else None

@@ -87,8 +87,8 @@ def _from_inventory(facts: HostFacts) -> tuple[GpuQuery, ...] | None:
     if not inv.ok:
         return None
     return tuple(GpuQuery(g.index, g.name, None, g.pcie_gen_current, g.pcie_gen_max,
-                          g.pcie_width_current, g.pcie_width_max, g.persistence_mode, None)
-                 for g in inv.fact.gpus)
+                          g.pcie_width_current, g.pcie_width_max, g.persistence_mode,
+                          g.ecc_uncorrected) for g in inv.fact.gpus)
 
 
 @check("gpu.health")
@@ -124,5 +124,6 @@ def gpu_health(facts: HostFacts, policy: Policy, meta: CheckMeta) -> CheckResult
                            evidence=tuple(evidence))
     ecc = "ECC counts not reported" if any(g.ecc_uncorrected is None for g in gpus) else \
         "no uncorrectable ECC error"
+    xids = "no Xid event in the kernel log" if xid.ok else unread.lstrip("; ")
     return meta.result(Status.PASS, f"{len(lines)} GPU(s): persistence on, full PCIe width, "
-                       f"{ecc}, no Xid{unread}", actual=lines, evidence=tuple(evidence))
+                       f"{ecc}, {xids}", actual=lines, evidence=tuple(evidence))

@@ -32,6 +32,9 @@ class Gpu:
     pcie_gen_max: int | None
     pcie_width_current: int | None
     pcie_width_max: int | None
+    # Volatile uncorrectable ECC errors (SRAM + DRAM); None where the driver says N/A (ECC off
+    # or not supported) or the tool does not report it.
+    ecc_uncorrected: int | None = None
 
     @property
     def memory_gib(self) -> float | None:
@@ -84,6 +87,15 @@ def _bool(value: str | None) -> bool | None:
     return None if value is None else value.lower() == "enabled"
 
 
+def _ecc_uncorrected(el: ET.Element) -> int | None:
+    """Sum of the volatile ``*uncorrectable*`` counters (``dram_uncorrectable``,
+    ``sram_uncorrectable_parity``/``_secded`` in DTD v13, ``sram_uncorrectable`` before)."""
+    values = [_int(c.text) for c in el.findall("ecc_errors/volatile/*")
+              if "uncorrectable" in c.tag]
+    known = [v for v in values if v is not None]
+    return sum(known) if known else None
+
+
 def _gpu(index: int, el: ET.Element) -> Gpu:
     link = "pci/pci_gpu_link_info/"
     return Gpu(
@@ -98,6 +110,7 @@ def _gpu(index: int, el: ET.Element) -> Gpu:
         pcie_gen_max=_int(el.findtext(link + "pcie_gen/max_link_gen")),
         pcie_width_current=_int(el.findtext(link + "link_widths/current_link_width")),
         pcie_width_max=_int(el.findtext(link + "link_widths/max_link_width")),
+        ecc_uncorrected=_ecc_uncorrected(el),
     )
 
 
@@ -112,6 +125,12 @@ def parse_nvidia_smi_xml(text: str) -> GpuInventory:
     except ET.ParseError as exc:
         raise ParseError(f"nvidia-smi XML is malformed or truncated ({exc})") from exc
     gpus = tuple(_gpu(i, el) for i, el in enumerate(root.findall("gpu")))
+    attached = root.findtext("attached_gpus")
+    if attached is not None and attached.strip().isdigit() and int(attached) != len(gpus):
+        # A capture that lists fewer GPUs than it says are attached is incomplete: reading it
+        # as a smaller machine would report GPUs "missing" that were merely not listed.
+        raise ParseError(f"nvidia-smi reports attached_gpus {attached.strip()} but lists "
+                         f"{len(gpus)} <gpu> element(s): an incomplete capture")
     return GpuInventory(na(root.findtext("driver_version")), na(root.findtext("cuda_version")),
                         gpus, "nvidia-smi")
 
