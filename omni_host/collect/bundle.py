@@ -16,6 +16,7 @@ import json
 import os
 import re
 import tarfile
+import zlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -93,6 +94,48 @@ def write_archive(bundles: list[Bundle], path: Path) -> Path:
     return path
 
 
+# Bundles are untrusted input (collected elsewhere, mailed, stored): every read stays inside
+# the bundle, and sizes are capped while reading, so a decompression bomb is refused at its
+# first oversized member, before it is inflated.
+MAX_FILE_BYTES = 16 * 1024 * 1024  # one probe's output (a real one is at most a few MB)
+MAX_BUNDLE_BYTES = 64 * 1024 * 1024  # one host's files together
+MAX_MEMBERS = 20_000  # files in one archive
+_MEMBER = re.compile(r"^probes/[A-Za-z0-9_][A-Za-z0-9._-]*\.(stdout|stderr)$")
+
+
+def _member_path(rel: Any, origin: str) -> str:
+    """A manifest's file reference, refused unless it is one of the bundle's own files."""
+    if not isinstance(rel, str) or not _MEMBER.match(rel) or ".." in rel:
+        raise BundleError(f"{origin}: manifest names a file outside the bundle's probes/ "
+                          f"({str(rel)[:80]!r})")
+    return rel
+
+
+def _text(data: bytes) -> str:
+    return data.decode("utf-8", "replace")
+
+
+def _record(rec: Any, read: Any, origin: str) -> CommandResult:
+    if not isinstance(rec, dict):
+        raise BundleError(f"{origin}: a probe record is not a mapping")
+    argv = rec.get("argv")
+    if not isinstance(rec.get("id"), str) or not isinstance(argv, list) or \
+            not all(isinstance(a, str) for a in argv) or not isinstance(rec.get("status"), str):
+        raise BundleError(f"{origin}: probe record {str(rec.get('id'))[:40]!r} lacks id, argv "
+                          "or status of the right type")
+    code = rec.get("exit_code")
+    if code is not None and (isinstance(code, bool) or not isinstance(code, int)):
+        raise BundleError(f"{origin}: probe {rec['id']!r}: exit_code is not an integer")
+    stdout = _text(read(_member_path(rec.get("stdout"), origin)))
+    stderr = _text(read(_member_path(rec["stderr"], origin))) if rec.get("stderr") else ""
+    try:
+        duration = float(rec.get("duration_s", 0.0))
+    except (TypeError, ValueError):
+        raise BundleError(f"{origin}: probe {rec['id']!r}: duration_s is not a number") from None
+    return CommandResult(rec["id"], tuple(argv), rec["status"], code, stdout, stderr, duration,
+                         str(rec.get("reason") or ""))
+
+
 def _from_files(read: Any, origin: str) -> Bundle:
     try:
         manifest = json.loads(read("manifest.json"))
@@ -100,43 +143,86 @@ def _from_files(read: Any, origin: str) -> Bundle:
         raise BundleError(f"{origin}: no manifest.json") from exc
     except ValueError as exc:
         raise BundleError(f"{origin}: manifest.json is not valid JSON ({exc})") from exc
-    if manifest.get("kind") != "omni-host-bundle":
+    if not isinstance(manifest, dict) or manifest.get("kind") != "omni-host-bundle":
         raise BundleError(f"{origin}: not an omni-host bundle")
     if manifest.get("schema_version") != BUNDLE_SCHEMA:
-        raise BundleError(f"{origin}: bundle schema {manifest.get('schema_version')} is not "
+        raise BundleError(f"{origin}: bundle schema {manifest.get('schema_version')!r} is not "
                           f"supported (this omni-host reads schema {BUNDLE_SCHEMA})")
+    host, probes = manifest.get("host"), manifest.get("probes")
+    if not isinstance(host, str) or not host or not isinstance(probes, list):
+        raise BundleError(f"{origin}: manifest needs a host name (text) and a list of probes")
+    collector, policy = manifest.get("collector") or {}, manifest.get("policy")
+    if not isinstance(collector, dict) or not (policy is None or isinstance(policy, dict)):
+        raise BundleError(f"{origin}: manifest's collector or policy is not a mapping")
+    try:
+        collected_at = float(manifest.get("collected_at"))
+    except (TypeError, ValueError):
+        raise BundleError(f"{origin}: manifest's collected_at is not a time") from None
     results = {}
     try:
-        for rec in manifest["probes"]:
-            stdout = read(rec["stdout"]).decode()
-            stderr = read(rec["stderr"]).decode() if rec.get("stderr") else ""
-            results[rec["id"]] = CommandResult(rec["id"], tuple(rec["argv"]), rec["status"],
-                                               rec["exit_code"], stdout, stderr,
-                                               float(rec["duration_s"]), rec.get("reason", ""))
-        return Bundle(manifest["host"], float(manifest["collected_at"]), manifest["transport"],
-                      manifest.get("collector", {}), results, manifest.get("policy"))
-    except (KeyError, TypeError, ValueError, FileNotFoundError) as exc:
-        raise BundleError(f"{origin}: incomplete bundle ({type(exc).__name__}: {exc})") from exc
+        for rec in probes:
+            result = _record(rec, read, origin)
+            results[result.probe_id] = result
+    except (KeyError, FileNotFoundError) as exc:
+        raise BundleError(f"{origin}: incomplete bundle (missing {exc})") from exc
+    return Bundle(host, collected_at, str(manifest.get("transport", "?")), collector, results,
+                  policy)
+
+
+def _dir_reader(root: Path) -> Any:
+    base = root.resolve()
+    used = [0]
+
+    def read(rel: str) -> bytes:
+        path = root / rel
+        if path.is_symlink() or not path.resolve().is_relative_to(base):
+            raise BundleError(f"{root}: {rel} points outside the bundle")
+        size = path.stat().st_size
+        used[0] += size
+        if size > MAX_FILE_BYTES or used[0] > MAX_BUNDLE_BYTES:
+            raise BundleError(f"{root}: {rel} is {size} bytes: over the limit of "
+                              f"{MAX_FILE_BYTES} a file, {MAX_BUNDLE_BYTES} a bundle")
+        return path.read_bytes()
+    return read
+
+
+def _tar_members(tar: tarfile.TarFile, path: Path) -> dict[str, tarfile.TarInfo]:
+    """The archive's regular files, its caps enforced member by member (before inflating)."""
+    members: dict[str, tarfile.TarInfo] = {}
+    per_top: dict[str, int] = {}
+    for count, member in enumerate(tar, start=1):
+        if count > MAX_MEMBERS:
+            raise BundleError(f"{path}: more than {MAX_MEMBERS} members: not a bundle archive")
+        if not member.isfile():
+            continue
+        top = member.name.split("/", 1)[0]
+        per_top[top] = per_top.get(top, 0) + member.size
+        if member.size > MAX_FILE_BYTES or per_top[top] > MAX_BUNDLE_BYTES:
+            raise BundleError(f"{path}: {member.name} would inflate to {member.size} bytes: over "
+                              f"the limit of {MAX_FILE_BYTES} a file, {MAX_BUNDLE_BYTES} a host")
+        members[member.name] = member
+    return members
 
 
 def _read_tar(path: Path) -> list[Bundle]:
     try:
         with tarfile.open(path, "r:gz") as tar:
-            members = {m.name: m for m in tar.getmembers() if m.isfile()}
-            tops = sorted({name.split("/", 1)[0] for name in members if name.endswith("/manifest.json")})
+            members = _tar_members(tar, path)
+            tops = sorted({name.split("/", 1)[0] for name in members
+                           if name.count("/") == 1 and name.endswith("/manifest.json")})
 
             def reader(top: str) -> Any:
                 def read(rel: str) -> bytes:
-                    member = members[f"{top}/{rel}"]
-                    fh = tar.extractfile(member)
-                    assert fh is not None
-                    return fh.read()
+                    fh = tar.extractfile(members[f"{top}/{rel}"])
+                    if fh is None:
+                        raise KeyError(rel)
+                    return fh.read(MAX_FILE_BYTES + 1)
                 return read
 
             if not tops:
                 raise BundleError(f"{path}: no manifest.json in archive")
             return [_from_files(reader(top), f"{path}:{top}") for top in tops]
-    except (tarfile.TarError, EOFError, OSError) as exc:
+    except (tarfile.TarError, EOFError, OSError, zlib.error) as exc:
         raise BundleError(f"{path}: unreadable archive ({exc})") from exc
 
 
@@ -155,7 +241,7 @@ def read_bundles(path: Path) -> list[Bundle]:
     if path.is_file():
         return [_read_raw(path)] if path.suffix == ".out" else _read_tar(path)
     if (path / "manifest.json").is_file():
-        return [_from_files(lambda rel: (path / rel).read_bytes(), str(path))]
+        return [_from_files(_dir_reader(path), str(path))]
     if path.is_dir():
         found = sorted(p.parent for p in path.glob("*/manifest.json"))
         found_tars = sorted(path.glob("*.tar.gz"))
