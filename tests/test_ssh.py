@@ -203,3 +203,52 @@ def test_become_without_passwordless_sudo_is_one_clear_line(sshd: Sshd, tmp_path
     host = json.loads(result.stdout)["hosts"][0]
     assert host["error"].startswith("become needs passwordless sudo")
     assert "Traceback" not in result.stderr
+
+
+def test_a_malformed_known_hosts_line_is_skipped_with_a_warning(sshd: Sshd, tmp_path: Path) -> None:
+    inv = sshd.inventory(tmp_path / "inv", {"loop": {}})
+    known = tmp_path / "known_hosts"
+    known.write_text("# a comment\nbroken ssh-ed25519 AAAA!!not-base64\n"
+                     + sshd.known_hosts.read_text())
+    result = audit(sshd, inv, known_hosts=known)
+    assert result.code == 0, result.stderr
+    assert f"warning: {known}:2: malformed known_hosts line skipped" in result.stderr
+    assert "Traceback" not in result.stderr and "InvalidHostKey" not in result.stderr.split(
+        "(")[0]
+
+
+def test_accept_new_writes_a_line_of_its_own_after_a_file_without_final_newline(
+        sshd: Sshd, tmp_path: Path) -> None:
+    inv = sshd.inventory(tmp_path / "inv", {"loop": {}})
+    known = tmp_path / "known_hosts"
+    other = keygen(tmp_path / "other_key").split()
+    known.write_text(f"other.example {other[0]} {other[1]}")  # no final newline
+    result = audit(sshd, inv, "--accept-new-host-key", known_hosts=known)
+    assert result.code == 0, result.stderr
+    lines = known.read_text().splitlines()
+    assert len(lines) == 2 and lines[1].split()[:2] == [f"[127.0.0.1]:{sshd.port}",
+                                                          sshd.host_pub.split()[0]]
+    again = audit(sshd, inv, known_hosts=known)
+    assert again.code == 0 and "warning" not in again.stderr
+
+
+def test_a_port_that_never_speaks_ssh_is_one_line_without_traceback(sshd: Sshd,
+                                                                    tmp_path: Path) -> None:
+    import socket
+
+    silent = socket.socket()
+    silent.bind(("127.0.0.1", 0))
+    silent.listen(4)  # accepts (the kernel completes the handshake), never says a word
+    port = silent.getsockname()[1]
+    try:
+        inv = sshd.inventory(tmp_path / "inv", {"mute": {"ansible_port": port}})
+        result = run_cli("audit", "-i", str(inv), "--no-store", "--known-hosts",
+                         str(sshd.known_hosts), "--ssh-config", str(tmp_path / "none"),
+                         "--connect-timeout", "1")
+    finally:
+        silent.close()
+    assert result.code == 3
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert lines == [f"omni-host: mute: unreachable: no SSH banner from 127.0.0.1:{port} "
+                     "within 1s (is an SSH server listening there?)"]
+    assert "Traceback" not in result.stderr + result.stdout

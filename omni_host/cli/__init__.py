@@ -35,10 +35,27 @@ HANDLERS = {"audit": audit.cmd_audit, "collect": audit.cmd_collect,
             "payload": catalog.cmd_payload, "checks": catalog.cmd_checks, "init": catalog.cmd_init}
 
 
+def _warnings_to_stderr() -> None:
+    """Library warnings (logger "omni_host": a skipped known_hosts line...) as one line each."""
+    import logging
+
+    class Line(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            err(f"warning: {record.getMessage()}")
+
+    logger = logging.getLogger("omni_host")
+    if not any(h.get_name() == "omni-host-cli" for h in logger.handlers):
+        handler = Line(logging.WARNING)
+        handler.set_name("omni-host-cli")
+        logger.addHandler(handler)
+        logger.propagate = False
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     from omni_host.errors import OmniHostError
 
+    _warnings_to_stderr()
     try:
         return HANDLERS[args.command](args)
     except OmniHostError as exc:

@@ -9,6 +9,7 @@ in turn, each verified the same way.
 
 from __future__ import annotations
 
+import logging
 import os
 import select
 import socket
@@ -22,6 +23,37 @@ from paramiko.ssh_exception import NoValidConnectionsError
 from omni_host.collect.transport.base import RawRun, SshOptions, command_line
 from omni_host.errors import TransportError
 from omni_host.plan.hosts import SshEndpoint
+
+# paramiko logs a transport thread's failure with its traceback; the reason reaches the user
+# as this host's one-line error instead (no traceback ever reaches the terminal).
+logging.getLogger("paramiko").addHandler(logging.NullHandler())
+logging.getLogger("paramiko").propagate = False
+log = logging.getLogger("omni_host")
+
+
+def load_known_hosts(client: paramiko.SSHClient, path: Path) -> None:
+    """Load a known_hosts file as OpenSSH does: a malformed line is skipped (with a warning
+    naming the file and line), never the end of every connection."""
+    try:
+        lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
+    except OSError as exc:
+        log.warning("%s: cannot read (%s)", path, exc.strerror)
+        return
+    keys = client.get_host_keys()
+    for number, line in enumerate(lines, start=1):
+        if not line.strip() or line.lstrip().startswith("#"):
+            continue
+        try:
+            entry = paramiko.hostkeys.HostKeyEntry.from_line(line, number)
+        except (paramiko.hostkeys.InvalidHostKey, paramiko.SSHException, ValueError) as exc:
+            log.warning("%s:%d: malformed known_hosts line skipped (%s)", path, number,
+                        type(exc).__name__)
+            continue
+        if entry is None:  # too few fields, or a key type paramiko does not know
+            log.warning("%s:%d: known_hosts line not understood, skipped", path, number)
+            continue
+        for name in entry.hostnames:
+            keys.add(name, entry.key.get_name(), entry.key)
 
 
 @dataclass(frozen=True)
@@ -77,8 +109,13 @@ class _AcceptNew(paramiko.MissingHostKeyPolicy):
     def missing_host_key(self, client, hostname, key) -> None:  # noqa: ANN001 (paramiko API)
         entry = f"{hostname} {key.get_name()} {key.get_base64()}\n"
         self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        with open(self.path, "a", encoding="ascii") as fh:
-            fh.write(entry)
+        with open(self.path, "a+b") as fh:
+            fh.seek(0, os.SEEK_END)
+            if fh.tell():  # a file without a final newline: start a line of our own
+                fh.seek(-1, os.SEEK_END)
+                if fh.read(1) != b"\n":
+                    fh.write(b"\n")
+            fh.write(entry.encode("ascii"))
         client.get_host_keys().add(hostname, key.get_name(), key)
 
 
@@ -122,7 +159,7 @@ class SshTransport:
         client = paramiko.SSHClient()
         for path in (self.options.known_hosts, *map(Path, self.target.known_hosts_files)):
             if path.is_file():
-                client.load_system_host_keys(str(path))
+                load_known_hosts(client, path)
         policy = _AcceptNew(self.options.known_hosts) if self.options.accept_new else _RejectUnknown()
         client.set_missing_host_key_policy(policy)
         return client
@@ -167,6 +204,11 @@ class SshTransport:
             raise TransportError(f"cannot resolve {target.hostname}: {exc.strerror}") from exc
         except (OSError, paramiko.SSHException, EOFError) as exc:
             client.close()
+            text = str(exc)
+            if "banner" in text or "No existing session" in text or isinstance(exc, EOFError):
+                raise TransportError(f"no SSH banner from {where} within "
+                                     f"{self.options.connect_timeout_s:g}s (is an SSH server "
+                                     "listening there?)") from exc
             raise TransportError(f"cannot connect to {where}: {exc or type(exc).__name__}") from exc
         self._clients.append(client)
         return client
