@@ -149,3 +149,27 @@ def test_one_omni_value_is_expected_state_and_the_rest_is_listed(tmp_path: Path)
     assert "swap.capacity" not in host["no_expected_state"]
     assert "numa.nps1" not in host["no_expected_state"]  # NPS1 per socket: a role default
     assert result.code in (0, 1)  # judged: whatever this machine shows, not "no policy"
+
+
+def test_the_store_and_collected_bundles_are_private(tmp_path: Path) -> None:
+    inv = _local_inventory(tmp_path / "inv", ["bash"])
+    stored = run_cli("audit", "-i", str(inv), "--report-dir", str(tmp_path / "store"))
+    collected = run_cli("collect", "-i", str(inv), "--out", str(tmp_path / "out.tar.gz"))
+    plain = run_cli("collect", "-i", str(inv), "--out", str(tmp_path / "dir"))
+    assert stored.code in (0, 1) and collected.code == 0 and plain.code == 0
+    (audit,) = [p for p in (tmp_path / "store").iterdir()]
+    paths = [audit, *audit.rglob("*"), *(tmp_path / "dir").rglob("*")]
+    assert len(paths) > 20  # the audit's report and bundle, the collected bundle
+    for path in paths:
+        assert oct(path.stat().st_mode & 0o777) == ("0o700" if path.is_dir() else "0o600"), path
+    assert oct((tmp_path / "out.tar.gz").stat().st_mode & 0o777) == "0o600"
+
+
+def test_collect_into_an_existing_directory_leaves_its_mode_alone(tmp_path: Path) -> None:
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o1777)  # like /tmp
+    inv = _local_inventory(tmp_path / "inv", ["bash"])
+    assert run_cli("collect", "-i", str(inv), "--out", str(shared)).code == 0
+    assert oct(shared.stat().st_mode & 0o7777) == "0o1777"
+    assert oct((shared / "box").stat().st_mode & 0o777) == "0o700"

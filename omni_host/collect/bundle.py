@@ -35,6 +35,14 @@ def safe_name(name: str) -> str:
     return cleaned or "_"
 
 
+def private_write(path: Path, data: bytes) -> None:
+    """Write a file only its owner can read (evidence from production hosts)."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "wb") as fh:
+        fh.write(data)
+    os.chmod(path, 0o600)  # an existing file keeps its mode through O_CREAT: set it
+
+
 @dataclass(frozen=True)
 class Bundle:
     host: str
@@ -68,11 +76,14 @@ class Bundle:
         return files
 
     def write_dir(self, parent: Path) -> Path:
+        """``parent/<host>/``: directories 0700, files 0600 (evidence of production hosts)."""
         root = parent / safe_name(self.host)
+        for directory in (parent, root, root / "probes"):
+            if not directory.exists():  # never re-permission a directory we did not create
+                directory.mkdir(parents=True, mode=0o700)
+                directory.chmod(0o700)
         for rel, data in self.files().items():
-            path = root / rel
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_bytes(data)
+            private_write(root / rel, data)
         return root
 
 
@@ -80,6 +91,7 @@ def write_archive(bundles: list[Bundle], path: Path) -> Path:
     """All bundles in one .tar.gz, written beside the target and renamed into place."""
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
     try:
+        os.close(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600))
         with tarfile.open(tmp, "w:gz") as tar:
             for bundle in bundles:
                 top = safe_name(bundle.host)

@@ -35,8 +35,8 @@ def store_report(report: Report, root: Path, *, extra: dict[str, Any] | None = N
     tmp = root / f".tmp-{audit_id}"
     final = root / audit_id
     try:
-        root.mkdir(parents=True, exist_ok=True)
-        tmp.mkdir()
+        root.mkdir(parents=True, exist_ok=True, mode=0o700)
+        tmp.mkdir(mode=0o700)  # evidence from production hosts: private to its owner
         for host in report.hosts:
             if host.bundle is not None:
                 host.bundle.write_dir(tmp / "bundles")
@@ -44,7 +44,8 @@ def store_report(report: Report, root: Path, *, extra: dict[str, Any] | None = N
             if src.exists():
                 shutil.move(str(src), str(tmp / name))
         data = json.dumps({"id": audit_id, **report.to_dict(), **(extra or {})}, indent=2)
-        with open(tmp / "report.json", "w", encoding="utf-8") as fh:
+        fd = os.open(tmp / "report.json", os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
             fh.write(data)
             fh.flush()
             os.fsync(fh.fileno())
