@@ -298,3 +298,20 @@ def test_unavailable_probe_result_is_never_a_pass() -> None:
         for k, v in bundle.results.items()})
     for result in evaluate_bundle(empty, policy_from_vars(reference_vars(), "ref")).results:
         assert result.status in (Status.SKIP, Status.FAIL), (result.id, result.summary)
+
+
+def test_a_parser_crash_costs_its_checks_never_the_host(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A parser bug (not a ParseError) is that probe's unparseable outcome with the reason and
+    an excerpt: its checks say error, every other check still judges the evidence."""
+    from omni_host.probes import catalog
+
+    def crash(text: str) -> object:
+        raise ZeroDivisionError("a bug")
+
+    numactl = catalog.PROBES_BY_ID["numa.numactl"]
+    monkeypatch.setitem(catalog.PROBES_BY_ID, "numa.numactl",
+                        dataclasses.replace(numactl, parse=crash))
+    results = verdicts(gpu_bundle("h100-x1"), omni_numa_nps=1)
+    assert results["numa.nps1"].status is Status.ERROR
+    assert "parser crashed: ZeroDivisionError: a bug" in results["numa.nps1"].summary
+    assert results["gpu.driver-version"].status is not Status.ERROR

@@ -134,3 +134,17 @@ def test_read_only_report_dir(tiny_mount: Path) -> None:
     assert result.code == 2
     assert "Read-only file system" in result.stderr
     assert list((tiny_mount / "reports").iterdir()) == []
+
+
+@pytest.mark.parametrize("cpus", ["0 -1", "0-400000000"])
+def test_an_impossible_cpu_list_costs_the_check_not_the_host(tmp_path: Path, cpus: str) -> None:
+    """numactl printing 'node 0 cpus: 0 -1' once killed the worker thread: the host waited out
+    its deadline and was reported unreachable, its evidence lost."""
+    env = fake_tool(tmp_path / "bin", "numactl",
+                    f"printf 'available: 1 nodes (0)\\nnode 0 cpus: {cpus}\\n'")
+    result = run_cli("audit", "--format", "json", "--no-store", timeout=60, env=env)
+    host = json.loads(result.stdout)["hosts"][0]
+    assert host["reachable"] is True
+    nps1 = statuses(result.stdout)["numa.nps1"]
+    assert nps1["status"] == "error" and "unparseable output" in nps1["summary"]
+    assert result.seconds < 30

@@ -42,14 +42,15 @@ def audit_host(plan: HostPlan, ssh: SshOptions, probe_timeout_s: float | None = 
     try:
         bundle = collect_host(plan, ssh, probe_timeout_s)
     except TransportError as exc:
-        error = str(exc)
+        return _failed(plan, str(exc), time.monotonic() - start)
     except Exception as exc:  # a bug must cost this host its audit, not the fleet its run
-        error = f"internal error while collecting: {type(exc).__name__}: {exc}"
-    else:
-        report = evaluate_bundle(bundle, plan.policy, address=plan.address,
-                                 duration_s=time.monotonic() - start, expected=plan.expected)
-        return scrub_host(report, plan.expected.secrets() if plan.expected else ())
-    return _failed(plan, error, time.monotonic() - start)
+        return _failed(plan, f"internal error while collecting: {type(exc).__name__}: {exc}",
+                       time.monotonic() - start)
+    # Parsers and checks are each contained (a crash is that probe's or check's error), so
+    # the collected evidence is always judged and kept.
+    report = evaluate_bundle(bundle, plan.policy, address=plan.address,
+                             duration_s=time.monotonic() - start, expected=plan.expected)
+    return scrub_host(report, plan.expected.secrets() if plan.expected else ())
 
 
 def _failed(plan: HostPlan, error: str, elapsed: float) -> HostReport:

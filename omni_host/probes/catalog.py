@@ -226,4 +226,8 @@ def evaluate(probe: Probe, result: CommandResult | None) -> ProbeResult:
     except ParseError as exc:
         return ProbeResult(probe.id, probe.command, Outcome.UNPARSEABLE, reason=str(exc),
                            excerpt=_excerpt(result.stdout))
+    except Exception as exc:  # a parser bug costs this probe (its checks say error), never the host
+        return ProbeResult(probe.id, probe.command, Outcome.UNPARSEABLE,
+                           reason=f"parser crashed: {type(exc).__name__}: {exc}",
+                           excerpt=_excerpt(result.stdout))
     return ProbeResult(probe.id, probe.command, Outcome.OBSERVED, fact=fact)
