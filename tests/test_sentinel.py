@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -80,3 +81,39 @@ def test_schedule_install_status_remove(tmp_path: Path, flag: str, files: list[s
     assert "installed: " in status.stdout
     removed = run_cli("schedule", "remove", *args)
     assert removed.code == 0 and not any((root / rel).exists() for rel in files)
+
+
+@pytest.mark.parametrize("flag", ["--system", "--cron"])
+def test_schedule_refuses_an_argument_with_a_newline_and_writes_nothing(tmp_path: Path,
+                                                                         flag: str) -> None:
+    root = tmp_path / "root"
+    result = run_cli("schedule", "install", "--quarterly", "--root", str(root), flag, "--",
+                     "-i", "/etc/inv\n* * * * * root rm -rf /", "all")
+    assert result.code == 2 and "control character" in result.stderr
+    assert not root.exists() or not any(p.is_file() for p in root.rglob("*"))
+
+
+def test_cron_escapes_percent_so_no_second_command_is_injected(tmp_path: Path) -> None:
+    root = tmp_path / "root"
+    result = run_cli("schedule", "install", "--quarterly", "--root", str(root), "--cron", "--",
+                     "-i", "/etc/inv%date", "all")
+    assert result.code == 0, result.stderr
+    line = (root / "etc/cron.d/omni-host-audit").read_text().splitlines()[-1]
+    assert "/etc/inv\\%date" in line and line.count("%") == line.count("\\%")
+
+
+@pytest.mark.system  # systemd-analyze verify
+def test_systemd_escapes_specifiers_and_a_failed_verify_leaves_nothing(tmp_path: Path) -> None:
+    from omni_host.app import schedule
+
+    target = schedule.ScheduleTarget("systemd-system", tmp_path / "root")
+    exe = shutil.which("omni-host") or str(Path(sys.executable).parent / "omni-host")
+    command = schedule.audit_command(exe, ["-i", "/etc/inv%h$HOME", "all"])
+    paths, ok, message = schedule.install(target, command, force=False, run_as="root")
+    assert ok, message  # systemd-analyze accepts the escaped ExecStart
+    assert "ExecStart=" in paths[0].read_text() and "/etc/inv%%h$$HOME" in paths[0].read_text()
+    schedule.remove(target)
+    broken = schedule.audit_command("/nonexistent/omni-host", ["all"])
+    paths, ok, message = schedule.install(target, broken, force=False, run_as="root")
+    assert not ok and message
+    assert not any(p.exists() for p in paths)  # nothing broken left on disk

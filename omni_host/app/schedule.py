@@ -39,7 +39,23 @@ class ScheduleTarget:
 
 
 def audit_command(executable: str, audit_args: list[str]) -> str:
+    """The audit's command line; an argument with a control character (a newline would start
+    a second cron job or unit line) or a backslash is refused before anything is written."""
+    for arg in (executable, *audit_args):
+        if any(ord(c) < 0x20 or c == "\x7f" or c == "\\" for c in arg):
+            raise UsageError(f"schedule: argument {arg!r} has a control character or a "
+                             "backslash: refused (it would change the generated file)")
     return shlex.join([executable, "audit", *audit_args])
+
+
+def systemd_escaped(command: str) -> str:
+    """ExecStart= text: '%' starts a specifier and '$' a variable in systemd: doubled."""
+    return command.replace("%", "%%").replace("$", "$$")
+
+
+def cron_escaped(command: str) -> str:
+    """crontab command text: an unescaped '%' ends the command (the rest becomes stdin)."""
+    return command.replace("%", "\\%")
 
 
 def service_unit(command: str) -> str:
@@ -52,7 +68,7 @@ def service_unit(command: str) -> str:
         "Type=oneshot\n"
         # Non-interactive: no colour, no prompt; the stored report is the output.
         "Environment=NO_COLOR=1 TERM=dumb\n"
-        f"ExecStart={command}\n"
+        f"ExecStart={systemd_escaped(command)}\n"
     )
 
 
@@ -71,7 +87,7 @@ def timer_unit() -> str:
 
 def cron_entry(command: str, user: str) -> str:
     return (f"# omni-host quarterly Sentinel audit (lesson S-013)\n"
-            f"NO_COLOR=1\n{CRON_QUARTERLY} {user} {command} >/dev/null 2>&1\n")
+            f"NO_COLOR=1\n{CRON_QUARTERLY} {user} {cron_escaped(command)} >/dev/null 2>&1\n")
 
 
 def pick_kind(*, user: bool, system: bool) -> str:
@@ -82,18 +98,30 @@ def pick_kind(*, user: bool, system: bool) -> str:
     return "systemd-user" if user else "systemd-system"
 
 
-def install(target: ScheduleTarget, command: str, *, force: bool, run_as: str) -> list[Path]:
+def install(target: ScheduleTarget, command: str, *, force: bool,
+            run_as: str) -> tuple[list[Path], bool, str]:
+    """Write the files, verify them (systemd-analyze), and on failure put back what was there
+    before: nothing broken is left on disk. Returns (paths, verified, message)."""
     paths = target.files()
     existing = [p for p in paths if p.exists()]
     if existing and not force:
         raise UsageError(f"already installed ({existing[0]}); use --force to replace it")
+    before = {p: p.read_text() for p in existing}
     target.directory().mkdir(parents=True, exist_ok=True)
-    if target.kind == "cron":
-        paths[0].write_text(cron_entry(command, run_as))
-    else:
-        paths[0].write_text(service_unit(command))
-        paths[1].write_text(timer_unit())
-    return paths
+    texts = [cron_entry(command, run_as)] if target.kind == "cron" else \
+        [service_unit(command), timer_unit()]
+    for path, text in zip(paths, texts, strict=True):
+        tmp = path.with_name(f".{path.name}.tmp")
+        tmp.write_text(text)
+        tmp.replace(path)
+    ok, message = verify(paths)
+    if not ok:
+        for path in paths:
+            if path in before:
+                path.write_text(before[path])
+            else:
+                path.unlink(missing_ok=True)
+    return paths, ok, message
 
 
 def remove(target: ScheduleTarget) -> list[Path]:

@@ -169,14 +169,13 @@ def cmd_schedule(args: argparse.Namespace) -> int:
     if args.schedule_command == "install":
         extra = [a for a in args.audit_args if a != "--"]
         exe = sh.which("omni-host") or str(Path(sys.executable).parent / "omni-host")
-        paths = schedule.install(target, schedule.audit_command(exe, extra), force=args.force,
-                                 run_as=getpass.getuser())
-        ok, message = schedule.verify(paths)
+        paths, ok, message = schedule.install(target, schedule.audit_command(exe, extra),
+                                              force=args.force, run_as=getpass.getuser())
+        if not ok:
+            err(f"systemd-analyze verify failed, nothing installed: {message.splitlines()[0]}")
+            return EXIT_USAGE
         for p in paths:
             sys.stdout.write(f"wrote {p}\n")
-        if not ok:
-            err(f"systemd-analyze verify: {message}")
-            return EXIT_USAGE
         enable = {"systemd-user": f"systemctl --user enable --now {schedule.NAME}.timer",
                   "systemd-system": f"systemctl enable --now {schedule.NAME}.timer"}.get(kind)
         if enable:
