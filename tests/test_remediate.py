@@ -224,3 +224,15 @@ def test_bootstrap_ends_with_a_stored_baseline(sshd: Sshd, tmp_path: Path, swap_
     statuses = {r["id"]: r["status"] for r in report["hosts"][0]["results"]}
     assert statuses["swap.capacity"] == "pass"
     assert str(swap_target) in active_swaps()
+
+
+def test_a_preview_with_an_unreachable_host_does_not_exit_0(sshd: Sshd, tmp_path: Path,
+                                                             swap_target: Path,
+                                                             report_dir: Path) -> None:
+    inv = sshd.inventory(tmp_path / "inv", {"loop": PY, "gone": {**PY, "ansible_port": free_port()}},
+                         group_vars={"omni_swap_size_mib": 64, "omni_swap_path": str(swap_target)})
+    preview = cli(sshd, "remediate", "-i", str(inv), report_dir=report_dir)
+    assert "gone: unreachable" in preview.stderr
+    assert "swap.yml on loop: 3 task(s) would change" in preview.stdout  # loop still previewed
+    assert preview.code == 3
+    assert not swap_target.exists()

@@ -95,3 +95,14 @@ def test_stale_waiver_is_flagged(tmp_path: Path) -> None:
     result = run_cli("audit", "--format", "json", "--no-store", "--waivers", str(waivers))
     assert "numa.nps1 (waivers line 3): STALE: the check is pass now" in result.stderr
     assert dt.date.today() < dt.date(2099, 1, 1)
+
+
+def test_an_impossible_unquoted_date_is_one_line(tmp_path: Path) -> None:
+    waivers = tmp_path / "waivers.yml"
+    waivers.write_text("version: 1\nwaivers:\n  - check: swap.capacity\n    justification: x\n"
+                       "    approver: ops\n    expires: 2027-13-01\n")
+    result = run_cli("audit", "-i", str(local_inventory(tmp_path)), "--waivers", str(waivers),
+                     "--no-store")
+    assert result.code == 2
+    assert result.stderr.count("\n") == 1 and "Traceback" not in result.stderr
+    assert f"{waivers}: not a valid date" in result.stderr

@@ -165,9 +165,10 @@ def cmd_remediate(args: argparse.Namespace) -> int:
     for run in plan.runs:
         out(f"PLAN {run.playbook}: {', '.join(run.hosts)} ({', '.join(run.checks)})")
     artifacts, applied, code = _preview_and_apply(args, plan, store_root)
+    unreachable = any(not h.reachable for h in findings)
     if applied is None:
         shutil.rmtree(artifacts, ignore_errors=True)  # a preview leaves nothing behind
-        return code
+        return EXIT_UNREACHABLE if unreachable and code == EXIT_OK else code
     touched = {h for step in applied for h in step.run.hosts}
     after = audit_many([p for p in host_plans if p.name in touched], ssh, forks=args.forks).results
     records = outcomes(plan, applied, after)

@@ -72,7 +72,11 @@ def load_waivers(path: Path, known_checks: set[str]) -> tuple[Waiver, ...]:
         mark = getattr(exc, "problem_mark", None)
         where = f"{path}:{mark.line + 1}" if mark else str(path)
         raise InventoryError(f"{where}: invalid YAML: {getattr(exc, 'problem', exc)}") from exc
-    doc = yaml.safe_load(text)
+    try:
+        doc = yaml.safe_load(text)
+    except ValueError as exc:  # YAML reads 2027-13-01 as a date, and fails on it
+        raise InventoryError(f"{path}: not a valid date ({exc}); write expires as "
+                             "YYYY-MM-DD") from None
     if not isinstance(doc, dict) or doc.get("version") != WAIVERS_SCHEMA:
         raise InventoryError(f"{path}: a waivers file starts with 'version: {WAIVERS_SCHEMA}'")
     entries = doc.get("waivers") or []
