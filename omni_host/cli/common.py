@@ -4,7 +4,6 @@ lines and the one place a report is rendered to its destination. Part of the CLI
 from __future__ import annotations
 
 import argparse
-import io
 import os
 import sys
 from collections.abc import Callable
@@ -19,7 +18,7 @@ if TYPE_CHECKING:
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_UNREACHABLE, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 EXIT_NO_POLICY = 4  # nothing failed, but a host had no expected state at all
-FORMATS = ("table", "json", "markdown", "html", "junit", "prometheus")
+FORMATS = ("table", "json", "markdown", "html", "junit", "prometheus")  # = report.views.VIEWS
 
 
 def err(message: str) -> None:
@@ -154,33 +153,22 @@ def write_output(text: str, output: Path | None) -> None:
 
 def emit(doc: dict[str, Any], fmt: str, output: Path | None,
          history: Callable[[], History]) -> None:
-    """Render a report (its JSON form) in ``fmt``. ``history`` is called only for the HTML
-    timelines, so other formats never read the report store for it."""
-    from omni_host.report import formats
-    from omni_host.report import text as render
+    """Render a report (its JSON form) through the view registry. ``history`` is read only by
+    views that need it (the HTML timelines), so other formats never read the report store."""
+    from omni_host.report.views import NEEDS_HISTORY, ViewContext, render
 
     if fmt == "table" and output is None:
         from rich.console import Console
 
-        render.render_table(doc, Console(soft_wrap=False))
+        from omni_host.report import text
+
+        text.render_table(doc, Console(soft_wrap=False))  # the live terminal: width, colour
         return
-    buf = io.StringIO()
-    if fmt == "json":
-        render.render_json(doc, buf)
-    elif fmt == "markdown":
-        render.render_markdown(doc, buf)
-    elif fmt == "html":
+    ctx = ViewContext()
+    if fmt in NEEDS_HISTORY:
         from omni_host.evaluate.checks import catalog
         from omni_host.report.history import timelines
 
-        layers = {cid: meta.layer for cid, meta in catalog().items()}
-        buf.write(formats.render_html(doc, layers, timelines(history(), doc)))
-    elif fmt == "junit":
-        buf.write(formats.render_junit(doc))
-    elif fmt == "prometheus":
-        buf.write(formats.render_prometheus(doc))
-    else:  # table into a file: plain text
-        from rich.console import Console
-
-        render.render_table(doc, Console(file=buf, width=100, no_color=True))
-    write_output(buf.getvalue(), output)
+        ctx = ViewContext(layers={cid: meta.layer for cid, meta in catalog().items()},
+                          timelines=timelines(history(), doc))
+    write_output(render(fmt, doc, ctx), output)
