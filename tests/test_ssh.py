@@ -252,3 +252,12 @@ def test_a_port_that_never_speaks_ssh_is_one_line_without_traceback(sshd: Sshd,
     assert lines == [f"omni-host: mute: unreachable: no SSH banner from 127.0.0.1:{port} "
                      "within 1s (is an SSH server listening there?)"]
     assert "Traceback" not in result.stderr + result.stdout
+
+
+def test_a_missing_interpreter_is_named(sshd: Sshd, tmp_path: Path) -> None:
+    inv = sshd.inventory(tmp_path / "inv", {
+        "loop": {"ansible_python_interpreter": "/opt/no-such/bin/python3"}})
+    result = audit(sshd, inv)
+    assert result.code == 3
+    assert ("loop: unreachable: /opt/no-such/bin/python3 is not installed on the host"
+            in result.stderr)

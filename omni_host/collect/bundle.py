@@ -265,23 +265,26 @@ def read_bundles(path: Path) -> list[Bundle]:
     raise BundleError(f"{path}: no such bundle")
 
 
-def _diagnose(code: int, stderr: str) -> str:
+def _diagnose(code: int, stderr: str, python: str = "python3") -> str:
     text = stderr.strip().splitlines()
     last = text[-1] if text else ""
-    if code == 127 or "python3: not found" in stderr or "No such file" in last:
-        return "python3 is not installed on the host (the agentless audit needs it; " \
-            "set ansible_python_interpreter if it lives elsewhere)"
+    if code == 127 or ": not found" in stderr or "No such file" in last:
+        return (f"{python} is not installed on the host (the agentless audit needs Python "
+                ">= 3.6; set ansible_python_interpreter if it lives elsewhere)")
+    if "SyntaxError" in stderr or "invalid syntax" in stderr:
+        return (f"{python} on the host is older than Python 3.6, which the collector needs "
+                "(set ansible_python_interpreter to a python3)")
     if "sudo" in stderr and ("password" in stderr or "not allowed" in stderr):
         return f"become needs passwordless sudo: {last}"
     return f"collector failed (exit {code}): {last or 'no output'}"
 
 
 def bundle_from_output(host: str, transport: str, *, stdout: str, stderr: str, exit_code: int,
-                       duration_s: float, started: float) -> Bundle:
+                       duration_s: float, started: float, python: str = "python3") -> Bundle:
     """The collector's output (whichever engine carried it) -> a bundle, or TransportError."""
     head, sep, body = stdout.partition(MARKER + "\n")
     if not sep:
-        raise TransportError(_diagnose(exit_code, stderr or head))
+        raise TransportError(_diagnose(exit_code, stderr or head, python))
     try:
         doc = json.loads(body)
         records = doc.pop("probes")

@@ -59,7 +59,7 @@ def collect(
                         timeout_s=deadline_s(probes, probe_timeout_s), sudo=become)
     return bundle_from_output(host, transport.name, stdout=raw.stdout, stderr=raw.stderr,
                               exit_code=raw.exit_code, duration_s=raw.duration_s,
-                              started=started)
+                              started=started, python=python)
 
 
 def import_transports(plans: list[HostPlan]) -> None:
