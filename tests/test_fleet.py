@@ -155,8 +155,9 @@ def test_bad_forks_is_a_usage_error(value: str) -> None:
     assert result.code == 2 and "--forks" in result.stderr
 
 
-def test_ctrl_c_stores_a_partial_report_marked_interrupted(sshd: Sshd, tmp_path: Path,
-                                                           report_dir: Path) -> None:
+@pytest.mark.parametrize(("sig", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_ctrl_c_or_sigterm_stores_a_partial_report_marked_interrupted(
+        sshd: Sshd, tmp_path: Path, report_dir: Path, sig: signal.Signals, code: int) -> None:
     slow = tmp_path / "slow-python"
     slow.write_text("#!/bin/sh\nsleep 60\n")
     slow.chmod(0o755)
@@ -167,10 +168,12 @@ def test_ctrl_c_stores_a_partial_report_marked_interrupted(sshd: Sshd, tmp_path:
          "--report-dir", str(report_dir), "--known-hosts", str(sshd.known_hosts),
          "--ssh-config", str(tmp_path / "none")],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO)
-    time.sleep(2.5)
-    proc.send_signal(signal.SIGINT)
+    assert proc.stderr is not None
+    first = proc.stderr.readline()  # readiness: the progress line of the first finished host
+    assert first.startswith("[1/2] good: done"), first
+    proc.send_signal(sig)
     out, err = proc.communicate(timeout=20)
-    assert proc.returncode == 130, err
+    assert proc.returncode == code, first + err
     assert "partial (interrupted) report stored in" in err
     (stored,) = list(report_dir.iterdir())
     report = json.loads((stored / "report.json").read_text())

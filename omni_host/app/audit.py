@@ -35,6 +35,7 @@ class Hosts:
     source: str  # "live" or "bundle"
     started_at: float
     interrupted: bool = False
+    terminated: bool = False  # the interruption was SIGTERM, not Ctrl-C
 
 
 @dataclass(frozen=True)
@@ -52,7 +53,8 @@ def audit_live(plans: list[HostPlan], ssh: SshOptions, *, forks: int,
     started = time.time()
     pooled = audit_many(plans, ssh, forks=forks, probe_timeout_s=probe_timeout_s,
                         host_timeout_s=host_timeout_s, on_start=on_start, on_done=on_done)
-    return Hosts(list(pooled.results), "live", started, pooled.interrupted)
+    return Hosts(list(pooled.results), "live", started, pooled.interrupted,
+                 pooled.signal == "Terminated")
 
 
 def judge_plan(bundle: Bundle, inventory: Inventory | None, origin: str) -> HostPlan:

@@ -3,7 +3,8 @@
 Exit codes: 0 nothing failed; 1 a check failed (or could not be evaluated: error); 2 usage,
 inventory or report-store error; 3 a host could not be audited (outranks 1); 4 nothing failed
 but a host had no expected state at all (its inventory sets no omni_* variable: only the
-universal defaults were checked; never a silent green); 130 interrupted.
+universal defaults were checked; never a silent green); 130 interrupted (Ctrl-C); 143
+terminated (SIGTERM), with the finished hosts stored as for Ctrl-C.
 
 Heavy imports (paramiko, rich, yaml, ansible) happen inside the commands so ``--help`` stays
 fast. One module per command group; ``common`` holds what they share.
@@ -15,7 +16,7 @@ import argparse
 
 from omni_host import __version__
 from omni_host.cli import audit, catalog, remediate, report
-from omni_host.cli.common import EXIT_INTERRUPTED, EXIT_USAGE, err
+from omni_host.cli.common import EXIT_INTERRUPTED, EXIT_TERMINATED, EXIT_USAGE, err
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -51,11 +52,24 @@ def _warnings_to_stderr() -> None:
         logger.propagate = False
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM (what ``systemctl stop`` and timeouts send), handled as Ctrl-C is: the hosts
+    that finished are stored, the report is marked interrupted."""
+
+
+def _on_sigterm(signum: int, frame: object) -> None:
+    raise Terminated
+
+
 def main(argv: list[str] | None = None) -> int:
+    import signal
+
     args = build_parser().parse_args(argv)
     from omni_host.errors import OmniHostError
 
     _warnings_to_stderr()
+    if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
+        signal.signal(signal.SIGTERM, _on_sigterm)
     try:
         return HANDLERS[args.command](args)
     except OmniHostError as exc:
@@ -64,6 +78,9 @@ def main(argv: list[str] | None = None) -> int:
     except OSError as exc:
         err(f"{exc.filename or ''}: {exc.strerror or exc}".lstrip(": "))
         return EXIT_USAGE
+    except Terminated:
+        err("terminated")
+        return EXIT_TERMINATED
     except KeyboardInterrupt:
         err("interrupted")
         return EXIT_INTERRUPTED

@@ -10,6 +10,7 @@ from pathlib import Path
 from omni_host.cli.common import (
     EXIT_INTERRUPTED,
     EXIT_OK,
+    EXIT_TERMINATED,
     EXIT_UNREACHABLE,
     FORMATS,
     add_target_args,
@@ -131,7 +132,8 @@ def cmd_audit(args: argparse.Namespace) -> int:
     for note in run.waiver_notes:
         err(f"waiver: {note}")
     emit(run.doc, args.format, args.output, lambda: run.history or load_history(store_root))
-    code = EXIT_INTERRUPTED if hosts.interrupted else exit_code(run.report)
+    code = EXIT_TERMINATED if hosts.terminated else \
+        EXIT_INTERRUPTED if hosts.interrupted else exit_code(run.report)
     if not args.no_store and hosts.source == "live":
         path = audit.keep(run, store_root)
         err(f"{'partial (interrupted) ' if hosts.interrupted else ''}report stored in {path}")

@@ -18,6 +18,7 @@ if TYPE_CHECKING:
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_UNREACHABLE, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 EXIT_NO_POLICY = 4  # nothing failed, but a host had no expected state at all
+EXIT_TERMINATED = 143  # SIGTERM: 128 + 15, as a shell reports it
 FORMATS = ("table", "json", "markdown", "html", "junit", "prometheus")  # = report.views.VIEWS
 
 

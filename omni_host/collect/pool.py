@@ -23,6 +23,7 @@ R = TypeVar("R")
 class PoolResult(Generic[R]):
     results: list[R]
     interrupted: bool
+    signal: str | None = None  # "KeyboardInterrupt" (Ctrl-C) or "Terminated" (SIGTERM)
 
 
 def run_pool(
@@ -91,12 +92,13 @@ def run_pool(
                     abandoned.add(i)
                 finish(i, late(items[i], time.monotonic() - started[i]))
                 threading.Thread(target=worker, daemon=True).start()
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM raised as its subclass by the CLI
         stop.set()
         for i in range(len(items)):
             with lock:
                 pending = i not in results
             if pending:
                 finish(i, cancelled(items[i]))
-        return PoolResult([results[i] for i in range(len(items))], True)
+        return PoolResult([results[i] for i in range(len(items))], True,
+                          type(exc).__name__)
     return PoolResult([results[i] for i in range(len(items))], False)
