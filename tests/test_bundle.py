@@ -7,6 +7,7 @@ import json
 import shutil
 from pathlib import Path
 
+import pytest
 from conftest import run_cli
 from helpers import BUNDLES, gpu_bundle
 
@@ -173,3 +174,26 @@ def test_collect_into_an_existing_directory_leaves_its_mode_alone(tmp_path: Path
     assert run_cli("collect", "-i", str(inv), "--out", str(shared)).code == 0
     assert oct(shared.stat().st_mode & 0o7777) == "0o1777"
     assert oct((shared / "box").stat().st_mode & 0o777) == "0o700"
+
+
+AUDITED = Path(__file__).resolve().parent / "fixtures" / "bundles-audit"
+
+
+@pytest.mark.parametrize("machine", ["h100-x1-audit", "h200-x2-audit"])
+def test_lent_gpu_machines_audited_there_replay_here_under_their_recorded_policy(
+        machine: str) -> None:
+    """benchmarks/capture_gpu_audit.sh ran omni-host on the lent machine with a policy that
+    describes it (the .inventory.ini beside the bundle): the verdicts it printed there
+    (.own.json) are what this bundle gives here, with no inventory at all."""
+    there = json.loads((AUDITED / f"{machine}.own.json").read_text())
+    result = run_cli("audit", "--bundle", str(AUDITED / f"{machine}.tar.gz"), "--format", "json")
+    here = json.loads(result.stdout)
+    assert result.code == 0, result.stderr  # every GPU check passes on its own policy
+    assert _verdicts(result.stdout) == {r["id"]: r["status"] for r in there["hosts"][0]["results"]}
+    (host,) = here["hosts"]
+    inventory = (AUDITED / f"{machine}.inventory.ini").read_text()
+    recorded = host["policy"]["values"]["omni_gpus"]
+    assert f"omni_gpus={json.dumps(recorded)}" in inventory  # the policy it was collected under
+    summaries = {r["id"]: r["summary"] for r in host["results"]}
+    assert "1 socket (/proc/cpuinfo physical id), 1 NUMA node per socket" in summaries["numa.nps1"]
+    assert "no uncorrectable ECC error" in summaries["gpu.health"]
