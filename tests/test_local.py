@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -103,6 +104,58 @@ def test_real_containers_are_inspected_and_secrets_never_stored(docker_image: st
     assert "GLIBC_TUNABLES=glibc.cpu.hwcaps=-AVX512F" in stored  # the evidence is kept
     assert "hunter2-secret" not in stored and "tok-secret-42" not in stored
     assert "hunter2-secret" not in result.stdout + result.stderr
+
+
+SECRETS = ("tok-health-77", "tok-output-99", "lbl-secret-55", "url-secret-66", "sh-secret-88",
+           "env-secret-44")
+
+
+def test_secrets_of_every_kind_in_a_real_container_are_never_stored_or_shown(
+        docker_image: str, tmp_path: Path) -> None:
+    """A healthcheck with a bearer token (and one that prints a token), secret labels, a URL
+    with a password, an --api-key inside a `sh -c` string, a secret env value: audited in every
+    format, stored, collected; none of them anywhere."""
+    name = "omni-test-secrets"
+    subprocess.run(["docker", "rm", "-f", name], capture_output=True, check=False)
+    subprocess.run([
+        "docker", "run", "-d", "--name", name, "-e", "HF_TOKEN=env-secret-44",
+        "--label", "db.password=lbl-secret-55", "--label", "backend=postgres://app:url-secret-66@db/x",
+        "--health-interval", "1s",
+        "--health-cmd", "echo tok-output-$((90 + 9)); wget -q --header 'Authorization: Bearer tok-health-77' "
+                        "http://127.0.0.1:1/ || true",
+        docker_image, "sh", "-c", "sleep 300; serve --api-key sh-secret-88"], check=True,
+        capture_output=True)
+    try:
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:  # readiness: the healthcheck has run and logged
+            logged = subprocess.run(["docker", "inspect", "-f", "{{len .State.Health.Log}}", name],
+                                    capture_output=True, text=True, check=False).stdout.strip()
+            if logged not in ("", "0"):
+                break
+            time.sleep(0.2)
+        raw = subprocess.run(["docker", "inspect", name], capture_output=True, text=True,
+                             check=True).stdout
+        assert all(secret in raw for secret in SECRETS)  # they are really there to find
+        store = tmp_path / "store"
+        outputs = [run_cli("audit", "--format", fmt, "--report-dir", str(store))
+                   for fmt in ("json", "markdown", "html", "junit", "prometheus", "table")]
+        collected = run_cli("collect", "--out", str(tmp_path / "fleet.tar.gz"))
+    finally:
+        subprocess.run(["docker", "rm", "-f", name], capture_output=True, check=False)
+    assert collected.code == 0, collected.stderr
+    host = json.loads(outputs[0].stdout)["hosts"][0]
+    assert host["probes"]["docker.containers"]["outcome"] == "observed"
+    shown = "".join(r.stdout + r.stderr for r in [*outputs, collected])
+    stored = b"".join(p.read_bytes() for p in store.rglob("*") if p.is_file())
+    import tarfile
+
+    with tarfile.open(tmp_path / "fleet.tar.gz") as tar:
+        archived = b"".join(tar.extractfile(m).read() for m in tar if m.isfile())  # type: ignore[union-attr]
+    assert f'"/{name}"'.encode() in stored and b"<redacted>" in stored and b"<redacted>" in archived
+    for secret in SECRETS:
+        assert secret not in shown, secret
+        assert secret.encode() not in stored, secret
+        assert secret.encode() not in archived, secret
 
 
 @pytest.fixture

@@ -17,6 +17,7 @@ shell noise printed before it cannot corrupt it.
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -61,33 +62,60 @@ def _secretish(word):
     return any(s in word for s in SECRET_WORDS)
 
 
+_SECRET = "(?:key|token|secret|passw|credential|auth)"
+# Inside one string (a `sh -c` line, a healthcheck, a label): a secret flag's value, a
+# NAME=value whose name looks secret, a bearer/basic credential, a URL's password.
+_TEXT_RULES = (
+    (re.compile(r"(--?[\w.-]*" + _SECRET + r"[\w.-]*)([ =]+)(\"[^\"]*\"|'[^']*'|[^\s'\"]+)",
+                re.I), r"\1\2<redacted>"),
+    (re.compile(r"\b([\w.]*" + _SECRET + r"[\w.]*)=(\"[^\"]*\"|'[^']*'|[^\s'\"&]+)", re.I),
+     r"\1=<redacted>"),
+    (re.compile(r"\b(Bearer|Basic|Token)\s+[A-Za-z0-9._~+/=-]+", re.I), r"\1 <redacted>"),
+    (re.compile(r"(\w+://[^\s:/@]+:)[^\s@/]+@"), r"\1<redacted>@"),
+)
+
+
+# What a healthcheck printed is free text (a token, a body); only the line that says a tool
+# is missing is kept, for docker.healthchecks (F-021). Mirrors checks/docker.py's pattern.
+_MISSING_TOOL_LINE = re.compile(
+    r'^.*(?:exec: "?[^":\s]+"?: (?:executable file not found|stat [^:]+: no such file)'
+    r"|(?:^|\s)(?:/bin/sh: )?(?:\d+: )?[\w./-]+: (?:command )?not found).*$", re.M)
+
+
+def _health_output(text):
+    if not isinstance(text, str):
+        return text
+    found = _MISSING_TOOL_LINE.search(text)
+    return _redact_text(found.group(0)) if found else "<redacted>"
+
+
+def _redact_text(text):
+    if not isinstance(text, str):
+        return text
+    for rule, replacement in _TEXT_RULES:
+        text = rule.sub(replacement, text)
+    return text
+
+
 def _redact_args(args):
     out, hide_next = [], False
     for arg in args or []:
-        if hide_next:
+        if not isinstance(arg, str):
+            out.append(arg)
+        elif hide_next:
             out.append("<redacted>")
             hide_next = False
         elif arg.startswith("-") and "=" in arg and _secretish(arg.split("=", 1)[0]):
             out.append(arg.split("=", 1)[0] + "=<redacted>")
         else:
-            out.append(arg)
+            out.append(_redact_text(arg))
             hide_next = arg.startswith("-") and _secretish(arg)
     return out
 
 
-def redact_docker_inspect(text):
-    """Secrets never leave the host: environment values other than the few the checks read,
-    and the values of secret-looking flags (--api-key X), are replaced before output."""
-    try:
-        docs = json.loads(text)
-    except ValueError:
-        return text
-    if not isinstance(docs, list):
-        return text
-    for doc in docs:
-        config = doc.get("Config") if isinstance(doc, dict) else None
-        if not isinstance(config, dict):
-            continue
+def _redact_container(doc):
+    config = doc.get("Config")
+    if isinstance(config, dict):
         env = []
         for item in config.get("Env") or []:
             key = item.split("=", 1)[0]
@@ -96,8 +124,38 @@ def redact_docker_inspect(text):
         for field in ("Cmd", "Entrypoint"):
             if isinstance(config.get(field), list):
                 config[field] = _redact_args(config[field])
-        if isinstance(doc.get("Args"), list):
-            doc["Args"] = _redact_args(doc["Args"])
+        health = config.get("Healthcheck")
+        if isinstance(health, dict) and isinstance(health.get("Test"), list):
+            health["Test"] = _redact_args(health["Test"])
+        labels = config.get("Labels")
+        if isinstance(labels, dict):
+            config["Labels"] = dict((k, "<redacted>" if _secretish(k) else _redact_text(v))
+                                    for k, v in labels.items())
+    if isinstance(doc.get("Args"), list):
+        doc["Args"] = _redact_args(doc["Args"])
+    if isinstance(doc.get("Path"), str):
+        doc["Path"] = _redact_text(doc["Path"])
+    health = (doc.get("State") or {}).get("Health") if isinstance(doc.get("State"), dict) else None
+    if isinstance(health, dict):
+        for entry in health.get("Log") or []:
+            if isinstance(entry, dict) and "Output" in entry:
+                entry["Output"] = _health_output(entry["Output"])
+
+
+def redact_docker_inspect(text):
+    """Secrets never leave the host: environment values other than the few the checks read,
+    secret-looking flags (--api-key X) and, inside shell strings, healthchecks and labels, the
+    values of secret-looking names, bearer tokens and URL passwords are replaced before output;
+    of what healthchecks printed, only a "tool not found" line is kept."""
+    try:
+        docs = json.loads(text)
+    except ValueError:
+        return text
+    if not isinstance(docs, list):
+        return text
+    for doc in docs:
+        if isinstance(doc, dict):
+            _redact_container(doc)
     return json.dumps(docs, indent=1)
 
 
