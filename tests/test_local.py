@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -201,3 +202,44 @@ def test_an_impossible_cpu_list_costs_the_check_not_the_host(tmp_path: Path, cpu
     nps1 = statuses(result.stdout)["numa.nps1"]
     assert nps1["status"] == "error" and "unparseable output" in nps1["summary"]
     assert result.seconds < 30
+
+
+def test_a_probe_that_leaves_a_daemon_holding_its_output_is_contained(tmp_path: Path) -> None:
+    """numactl that starts a setsid'd child (out of its process group) which keeps stdout
+    open: the probe's answer is kept, the child is killed, the host is not lost."""
+    env = fake_tool(tmp_path / "bin", "numactl",
+                    "setsid sleep 317 &\nprintf 'available: 1 nodes (0)\\nnode 0 cpus: 0 1\\n"
+                    "node 0 size: 100 MB\\n'")
+    result = run_cli("audit", "--format", "json", "--report-dir", str(tmp_path / "store"),
+                     env=env, timeout=60)
+    host = json.loads(result.stdout)["hosts"][0]
+    assert host["reachable"] is True and result.seconds < 20
+    (manifest,) = (tmp_path / "store").rglob("manifest.json")
+    (record,) = [r for r in json.loads(manifest.read_text())["probes"] if r["id"] == "numa.numactl"]
+    assert record["reason"] == "left a background process holding its output: killed"
+    assert statuses(result.stdout)["numa.nps1"]["status"] == "pass"  # its output was kept
+    left = subprocess.run(["pgrep", "-f", "sleep 317"], capture_output=True, text=True, check=False)
+    assert left.stdout.strip() == "", "the daemonized child outlived the audit"
+
+
+def test_the_collector_leaves_nothing_when_its_controller_is_killed(tmp_path: Path) -> None:
+    """The controller dies (SIGKILL: no goodbye) while a probe runs: the collector notices it
+    was orphaned, kills its probes and exits."""
+    import signal
+
+    env = fake_tool(tmp_path / "bin", "numactl", "exec sleep 318")
+    proc = subprocess.Popen([sys.executable, "-m", "omni_host.cli", "audit", "--no-store"],
+                            env={**os.environ, **env}, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 20
+    while subprocess.run(["pgrep", "-f", "sleep 318"], capture_output=True,
+                         check=False).returncode != 0:
+        assert time.monotonic() < deadline, "the probe never started"
+        time.sleep(0.1)  # readiness: wait for the probe itself, not a fixed time
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    deadline = time.monotonic() + 10
+    while subprocess.run(["pgrep", "-f", "sleep 318"], capture_output=True,
+                         check=False).returncode == 0:
+        assert time.monotonic() < deadline, "the probe outlived its controller"
+        time.sleep(0.1)

@@ -52,6 +52,88 @@ def _kill_group(proc):
         pass
 
 
+# After the probe's own process has exited, how long its output pipes may stay open: past
+# this, whatever still holds them is a background process the probe left behind.
+EXIT_GRACE_S = 1.0
+LIVE = set()  # the probes running now: killed if the controller goes away
+LIVE_LOCK = threading.Lock()
+
+
+def _pipe_holders(pipes):
+    """PIDs of processes (other than us) holding one of these pipes open: a daemonized
+    child escapes the probe's process group, but not the pipe it inherited."""
+    inodes = set()
+    for pipe in pipes:
+        try:
+            inodes.add(os.fstat(pipe.fileno()).st_ino)
+        except (OSError, ValueError):
+            pass
+    holders = set()
+    for pid in os.listdir("/proc") if inodes else ():
+        if not pid.isdigit() or int(pid) == os.getpid():
+            continue
+        try:
+            for fd in os.listdir("/proc/%s/fd" % pid):
+                target = os.readlink("/proc/%s/fd/%s" % (pid, fd))
+                if target.startswith("pipe:[") and int(target[6:-1]) in inodes:
+                    holders.add(int(pid))
+                    break
+        except (OSError, ValueError):
+            continue
+    return holders
+
+
+def _read_all(proc, deadline):
+    """Read stdout and stderr until both close, the deadline passes, or the probe's process
+    has exited and EXIT_GRACE_S more pass with the pipes still open. Returns (out, err,
+    why) with why None, "timeout" or "held" (a left-behind process held the output)."""
+    import select
+
+    chunks = {proc.stdout: [], proc.stderr: []}
+    sizes = {proc.stdout: 0, proc.stderr: 0}
+    open_pipes = [proc.stdout, proc.stderr]
+    exited_at = None
+    why = None
+    while open_pipes:
+        now = time.monotonic()
+        if exited_at is None and proc.poll() is not None:
+            exited_at = now
+        limit = deadline if exited_at is None else min(deadline, exited_at + EXIT_GRACE_S)
+        if now >= limit:
+            why = "timeout" if exited_at is None or now >= deadline else "held"
+            break
+        ready, _, _ = select.select(open_pipes, [], [], min(0.2, limit - now))
+        for pipe in ready:
+            data = os.read(pipe.fileno(), 65536)
+            if not data:
+                open_pipes.remove(pipe)
+            elif sizes[pipe] < MAX_OUTPUT_BYTES:
+                chunks[pipe].append(data)
+                sizes[pipe] += len(data)
+    return b"".join(chunks[proc.stdout]), b"".join(chunks[proc.stderr]), why
+
+
+def _contain(proc, why):
+    """Kill the probe's process group and anything else still holding its output, then close
+    the pipes: nothing the probe started outlives it."""
+    _kill_group(proc)
+    if why is not None:
+        for pid in _pipe_holders([proc.stdout, proc.stderr]):
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+    for pipe in (proc.stdout, proc.stderr):
+        try:
+            pipe.close()
+        except OSError:
+            pass
+    try:
+        proc.wait(timeout=5)
+    except subprocess.TimeoutExpired:
+        pass
+
+
 SECRET_WORDS = ("key", "token", "secret", "passw", "credential", "auth")
 KEEP_ENV = ("GLIBC_TUNABLES", "NVIDIA_VISIBLE_DEVICES", "NVIDIA_DRIVER_CAPABILITIES",
             "CUDA_VISIBLE_DEVICES", "LD_PRELOAD", "LD_LIBRARY_PATH", "PATH", "GGML_CUDA_NO_VMM")
@@ -242,12 +324,18 @@ def run_probe(probe, env):
     except OSError as exc:
         record.update(status="error", reason="%s: %s" % (argv[0], exc))
         return record
+    with LIVE_LOCK:
+        LIVE.add(proc)
     try:
-        out, err = proc.communicate(timeout=timeout_s)
-    except subprocess.TimeoutExpired:
-        _kill_group(proc)
-        out, err = proc.communicate()
+        out, err, why = _read_all(proc, start + timeout_s)
+        _contain(proc, why)
+    finally:
+        with LIVE_LOCK:
+            LIVE.discard(proc)
+    if why == "timeout":
         record.update(status="timeout", reason="timed out after %gs" % timeout_s)
+    elif why == "held":
+        record.update(reason="left a background process holding its output: killed")
     record["stdout"] = _decode(out)
     redactor = REDACTORS.get(probe.get("redact", ""))
     if redactor is not None:
@@ -293,9 +381,31 @@ def collect(plan):
     return [results[p["id"]] for p in plan]
 
 
+def _end(signum=None, frame=None):
+    """The controller went away (or asked us to stop): kill every running probe's process
+    group and leave, so that nothing of ours stays on the host."""
+    with LIVE_LOCK:
+        for proc in list(LIVE):
+            _kill_group(proc)
+    os._exit(1)
+
+
+def _watch_parent(parent):
+    """SSH: when the controller's session ends, sshd's process goes and we are re-parented."""
+    while True:
+        time.sleep(0.5)
+        if os.getppid() != parent:
+            _end()
+
+
 def main(plan_json):
     plan = json.loads(plan_json)
     sys.stdout, sys.stderr = _ThreadStreams(sys.stdout), _ThreadStreams(sys.stderr)
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(sig, _end)
+    watcher = threading.Thread(target=_watch_parent, args=(os.getppid(),))
+    watcher.daemon = True
+    watcher.start()
     started = time.time()
     records = collect(plan)
     doc = {
