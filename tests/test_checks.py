@@ -170,6 +170,8 @@ def without_cpu(bundle: Bundle) -> Bundle:
     ("numactl/epyc-9375f-2s-zen5-smtoff_2nodes.txt", 2, Status.FAIL, "1 NUMA node per socket"),
     ("numactl/epyc-7551-2s_8nodes_memoryless_PARTIAL.txt", 1, Status.SKIP,
      "sockets are unknown"),  # the pasted matrix is cut off: no verdict without sockets
+    ("numactl/nodejs-benchmark-1s_1node.txt", 1, Status.PASS,
+     "1 socket (numactl distance matrix), 1 NUMA node per socket, as expected"),
 ])
 def test_nps_per_socket_on_real_captures(capture, expected, status, words) -> None:
     bundle = with_output(without_cpu(gpu_bundle("h100-x1")), "numa.numactl",

@@ -34,6 +34,7 @@ def test_numactl_public_captures(capture: str, nodes: int, cpus0: int, size0: in
     ("numactl/epyc-9375f-2s-zen5-smtoff_2nodes.txt", 2),
     ("numactl/epyc-9135-2s-zen5_2nodes_cpu-compress.txt", 2),
     ("numactl/epyc-7551-2s_8nodes_memoryless_PARTIAL.txt", None),  # matrix cut off
+    ("numactl/nodejs-benchmark-1s_1node.txt", 1),
 ])
 def test_numactl_distance_matrix_gives_the_sockets(capture: str, sockets: int | None) -> None:
     topo = numa.parse_numactl_hardware(public_capture(capture))
