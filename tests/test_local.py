@@ -243,3 +243,12 @@ def test_the_collector_leaves_nothing_when_its_controller_is_killed(tmp_path: Pa
                          check=False).returncode == 0:
         assert time.monotonic() < deadline, "the probe outlived its controller"
         time.sleep(0.1)
+
+
+@pytest.mark.parametrize("script", ["exec 1>&- 2>&-; sleep 0.3; exit 7", "echo ok; exit 7"])
+def test_a_probe_that_closes_its_output_before_exiting_keeps_its_exit_status(script: str) -> None:
+    """Its pipes close before it exits: it is waited for, never killed (-9) as a leftover."""
+    from omni_host.remote.collector import _env, run_probe
+
+    record = run_probe({"id": "t", "argv": ["sh", "-c", script], "timeout_s": 5}, _env())
+    assert (record["status"], record["exit_code"], record["reason"]) == ("ran", 7, "")

@@ -113,9 +113,16 @@ def _read_all(proc, deadline):
     return b"".join(chunks[proc.stdout]), b"".join(chunks[proc.stderr]), why
 
 
-def _contain(proc, why):
-    """Kill the probe's process group and anything else still holding its output, then close
-    the pipes: nothing the probe started outlives it."""
+def _contain(proc, why, deadline):
+    """Let the probe's own process finish (its pipes may close before it exits: its exit
+    status is data), then kill whatever is left of its process group and anything else still
+    holding its output, and close the pipes: nothing the probe started outlives it. Returns
+    ``why``, now "timeout" if the process outlived the deadline after closing its output."""
+    if why is None:
+        try:
+            proc.wait(timeout=max(0.05, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            why = "timeout"
     _kill_group(proc)
     if why is not None:
         for pid in _pipe_holders([proc.stdout, proc.stderr]):
@@ -132,6 +139,7 @@ def _contain(proc, why):
         proc.wait(timeout=5)
     except subprocess.TimeoutExpired:
         pass
+    return why
 
 
 SECRET_WORDS = ("key", "token", "secret", "passw", "credential", "auth")
@@ -328,7 +336,7 @@ def run_probe(probe, env):
         LIVE.add(proc)
     try:
         out, err, why = _read_all(proc, start + timeout_s)
-        _contain(proc, why)
+        why = _contain(proc, why, start + timeout_s)
     finally:
         with LIVE_LOCK:
             LIVE.discard(proc)
