@@ -169,8 +169,12 @@ def test_ctrl_c_or_sigterm_stores_a_partial_report_marked_interrupted(
          "--ssh-config", str(tmp_path / "none")],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO)
     assert proc.stderr is not None
-    first = proc.stderr.readline()  # readiness: the progress line of the first finished host
-    assert first.startswith("[1/2] good: done"), first
+    seen = []  # readiness: the progress line of the first finished host (warnings may precede)
+    while not (seen and seen[-1].startswith("[1/2] good: done")):
+        line = proc.stderr.readline()
+        assert line, "the CLI ended before the good host finished: " + "".join(seen)
+        seen.append(line)
+    first = "".join(seen)
     proc.send_signal(sig)
     out, err = proc.communicate(timeout=20)
     assert proc.returncode == code, first + err
