@@ -10,6 +10,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from omni_host.report.views import VIEWS
+
 if TYPE_CHECKING:
     from omni_host.collect.transport.base import SshOptions
     from omni_host.model import Report
@@ -19,7 +21,7 @@ if TYPE_CHECKING:
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_UNREACHABLE, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 EXIT_NO_POLICY = 4  # nothing failed, but a host had no expected state at all
 EXIT_TERMINATED = 143  # SIGTERM: 128 + 15, as a shell reports it
-FORMATS = ("table", "json", "markdown", "html", "junit", "prometheus")  # = report.views.VIEWS
+FORMATS = tuple(VIEWS)  # every view of the registry
 
 
 def err(message: str) -> None:
@@ -47,9 +49,7 @@ def forks(text: str) -> int:
     return int(text)
 
 
-def add_target_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("pattern", nargs="?", default=None,
-                   help="Ansible host pattern (all, a group, a host; default: all)")
+def add_inventory_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("-i", "--inventory", type=Path,
                    help="Ansible inventory: a file (YAML, INI), a directory, a script or a "
                         "plugin config (default: ANSIBLE_INVENTORY or ansible.cfg's inventory; "
@@ -59,6 +59,12 @@ def add_target_args(p: argparse.ArgumentParser) -> None:
                                         "(also ANSIBLE_VAULT_PASSWORD_FILE)")
     p.add_argument("--ask-vault-pass", action="store_true",
                    help="ask for the vault password on the terminal")
+
+
+def add_target_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("pattern", nargs="?", default=None,
+                   help="Ansible host pattern (all, a group, a host; default: all)")
+    add_inventory_args(p)
     p.add_argument("--ssh-config", type=Path, default=Path("~/.ssh/config").expanduser(),
                    help="OpenSSH client config to honour (default: ~/.ssh/config)")
     p.add_argument("--known-hosts", type=Path, default=Path("~/.ssh/known_hosts").expanduser(),
@@ -107,10 +113,9 @@ def load_inventory_arg(args: argparse.Namespace):  # noqa: ANN201 (Inventory | N
     path = inventory_path(args)
     if path is None:
         return None
-    ask = getattr(args, "ask_vault_pass", False)
-    if ask and not sys.stdin.isatty():
+    if args.ask_vault_pass and not sys.stdin.isatty():
         raise UsageError("--ask-vault-pass needs a terminal: use --vault-password-file")
-    vault = VaultOptions(tuple(getattr(args, "vault_password_file", ()) or ()), ask)
+    vault = VaultOptions(tuple(args.vault_password_file), args.ask_vault_pass)
     return load_inventory(path, vault)
 
 

@@ -8,7 +8,15 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from omni_host.cli.common import EXIT_OK, EXIT_USAGE, FORMATS, emit, err, write_output
+from omni_host.cli.common import (
+    EXIT_OK,
+    EXIT_USAGE,
+    FORMATS,
+    add_inventory_args,
+    emit,
+    err,
+    write_output,
+)
 
 if TYPE_CHECKING:
     pass
@@ -33,8 +41,7 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
                            default="table")
             p.add_argument("--output", type=Path, default=None, help="write to this file")
         if name == "recheck":
-            p.add_argument("-i", "--inventory", type=Path,
-                           help="judge with this inventory's policy (default: built-in)")
+            add_inventory_args(p)  # default: the policy each bundle recorded
             p.add_argument("--no-store", action="store_true")
     sched = sub.add_parser("schedule", help="the unattended quarterly audit (systemd or cron)")
     ssub = sched.add_subparsers(dest="schedule_command", required=True)

@@ -96,7 +96,7 @@ def with_policy(bundle: Bundle, plan: HostPlan) -> Bundle:
 
 def scrubbed(bundle: Bundle, plan: HostPlan) -> Bundle:
     """The bundle as it may be stored: no clear text of a vaulted value in any output."""
-    secrets = plan.expected.secrets() if plan.expected is not None else ()
+    secrets = plan.secrets
     return dataclasses.replace(bundle, results={k: scrub_command(v, secrets)
                                                 for k, v in bundle.results.items()})
 

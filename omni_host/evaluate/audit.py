@@ -50,7 +50,7 @@ def audit_host(plan: HostPlan, ssh: SshOptions, probe_timeout_s: float | None = 
     # the collected evidence is always judged and kept.
     report = evaluate_bundle(bundle, plan.policy, address=plan.address,
                              duration_s=time.monotonic() - start, expected=plan.expected)
-    return scrub_host(report, plan.expected.secrets() if plan.expected else ())
+    return scrub_host(report, plan.secrets)
 
 
 def _failed(plan: HostPlan, error: str, elapsed: float) -> HostReport:

@@ -60,6 +60,5 @@ def facts_from_bundle(bundle: Bundle, policy: Policy | None = None) -> HostFacts
     probes = {}
     for p in PROBES_BY_ID.values():
         result = bundle.results.get(p.id)
-        probes[p.id] = (_uncovered(p, result, wanted.get(p.id)) if policy is not None else None) \
-            or evaluate(p, result)
+        probes[p.id] = _uncovered(p, result, wanted.get(p.id)) or evaluate(p, result)
     return HostFacts(bundle.host, probes)

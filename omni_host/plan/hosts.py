@@ -53,6 +53,11 @@ class HostPlan:
         return "local" if self.ssh is None else self.ssh.address
 
     @property
+    def secrets(self) -> tuple[str, ...]:
+        """The clear text of its vaulted values, scrubbed from all it stores or shows."""
+        return self.expected.secrets() if self.expected is not None else ()
+
+    @property
     def transport(self) -> str:
         return "local" if self.ssh is None else "ssh"
 

@@ -165,18 +165,26 @@ _TEXT_RULES = (
 )
 
 
-# What a healthcheck printed is free text (a token, a body); only the line that says a tool
-# is missing is kept, for docker.healthchecks (F-021). Mirrors checks/docker.py's pattern.
-_MISSING_TOOL_LINE = re.compile(
-    r'^.*(?:exec: "?[^":\s]+"?: (?:executable file not found|stat [^:]+: no such file)'
-    r"|(?:^|\s)(?:/bin/sh: )?(?:\d+: )?[\w./-]+: (?:command )?not found).*$", re.M)
+# A healthcheck that calls a tool its image lacks (F-021): group 1 or 2 is the tool. The one
+# definition for the collector (which keeps only that line of a healthcheck's output) and for
+# docker.healthchecks (which names the tool).
+MISSING_TOOL = re.compile(
+    r'(?:exec: "?([^":\s]+)"?: (?:executable file not found|stat [^:]+: no such file)'
+    r"|(?:^|\s)(?:/bin/sh: )?(?:\d+: )?([\w./-]+): (?:command )?not found)", re.M)
 
 
 def _health_output(text):
+    """What a healthcheck printed is free text (a token, a body): only the line that says a
+    tool is missing is kept."""
     if not isinstance(text, str):
         return text
-    found = _MISSING_TOOL_LINE.search(text)
-    return _redact_text(found.group(0)) if found else "<redacted>"
+    found = MISSING_TOOL.search(text)
+    if found is None:
+        return "<redacted>"
+    tool = found.start(found.lastindex or 0)  # the match may begin with the newline before it
+    start = text.rfind("\n", 0, tool) + 1
+    end = text.find("\n", tool)
+    return _redact_text(text[start:] if end < 0 else text[start:end])
 
 
 def _redact_text(text):

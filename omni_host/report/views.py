@@ -8,9 +8,10 @@ import io
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-Timelines = dict[str, dict[str, list[tuple[str, str]]]]
+if TYPE_CHECKING:
+    from omni_host.report.formats import Timelines
 
 
 @dataclass(frozen=True)

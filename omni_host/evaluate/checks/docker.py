@@ -3,18 +3,14 @@ docker.healthchecks (F-021), all from one ``docker inspect`` of the running cont
 
 from __future__ import annotations
 
-import re
-
 from omni_host.evaluate.checks import CheckMeta, check
 from omni_host.evaluate.facts import HostFacts
 from omni_host.model import CheckResult, Evidence, Status
 from omni_host.plan.policy import Policy
 from omni_host.probes.parsers.docker import Container
+from omni_host.remote.collector import MISSING_TOOL
 
 RESTARTING = ("always", "unless-stopped")
-_MISSING_TOOL = re.compile(
-    r'(?:exec: "?([^":\s]+)"?: (?:executable file not found|stat [^:]+: no such file)'
-    r"|(?:^|\s)(?:/bin/sh: )?(?:\d+: )?([\w./-]+): (?:command )?not found)", re.M)
 
 
 def _containers(facts: HostFacts, meta: CheckMeta) -> tuple[Container, ...] | CheckResult:
@@ -96,7 +92,7 @@ def restart_policy(facts: HostFacts, policy: Policy, meta: CheckMeta) -> CheckRe
 
 def missing_tool(output: str | None) -> str | None:
     """The tool a failed healthcheck could not run, from its output."""
-    match = _MISSING_TOOL.search(output or "")
+    match = MISSING_TOOL.search(output or "")
     return (match.group(1) or match.group(2)) if match else None
 
 
