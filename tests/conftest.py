@@ -189,6 +189,45 @@ class CliResult:
 
 
 def run_cli(*args: str, env: dict | None = None, timeout: float = 120) -> CliResult:
+    """Run the CLI's ``main`` in this process, as the console script does, with stdout and
+    stderr captured and ``env`` set for the call: the fast tier's way (no interpreter start,
+    no re-import). What only a process can show (signals, the entry point, imports, Ansible's
+    config read at import) goes through ``run_cli_process``. A call that outlives ``timeout``
+    ends the test run with every thread's stack (faulthandler), not a silent hang."""
+    import contextlib
+    import faulthandler
+    import io
+    import logging
+    import signal
+
+    from omni_host.cli import main
+
+    stdout, stderr = io.StringIO(), io.StringIO()
+    saved_env = dict(os.environ)
+    saved_term = signal.getsignal(signal.SIGTERM)
+    logger = logging.getLogger("omni_host")
+    saved_log = (list(logger.handlers), logger.propagate)
+    os.environ.update(env or {})
+    faulthandler.dump_traceback_later(timeout, exit=True)
+    start = time.monotonic()
+    try:
+        with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):
+            try:
+                code = main(list(args))
+            except SystemExit as exc:  # argparse: usage errors and --help
+                code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 2)
+                if isinstance(exc.code, str):
+                    stderr.write(exc.code + "\n")
+    finally:
+        faulthandler.cancel_dump_traceback_later()
+        os.environ.clear()
+        os.environ.update(saved_env)
+        signal.signal(signal.SIGTERM, saved_term)
+        logger.handlers[:], logger.propagate = saved_log
+    return CliResult(code, stdout.getvalue(), stderr.getvalue(), time.monotonic() - start)
+
+
+def run_cli_process(*args: str, env: dict | None = None, timeout: float = 120) -> CliResult:
     """Run the real console entry point in a subprocess, as a user would. A CLI that outlives
     ``timeout`` is stopped with SIGABRT, so Python's faulthandler prints where every thread
     was: the test fails with that, not with a bare timeout."""

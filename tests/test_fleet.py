@@ -141,7 +141,7 @@ def test_pool_keeps_order_bounds_concurrency_and_replaces_late_workers() -> None
         return n * 10
 
     start = time.monotonic()
-    pooled = run_pool(list(range(12)), work, forks=3, deadline_s=0.5,
+    pooled = run_pool(list(range(12)), work, forks=3, deadline_s=0.25,
                       late=lambda n, t: -1, cancelled=lambda n: -2)
     assert pooled.results == [-1] + [n * 10 for n in range(1, 12)]
     assert not pooled.interrupted

@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import REPO, run_cli
+from conftest import REPO, run_cli, run_cli_process
 
 from omni_host.errors import InventoryError
 from omni_host.plan.hosts import plan_inventory
@@ -254,7 +254,7 @@ def test_cli_unknown_pattern_exits_2() -> None:
 def test_cli_uses_ansible_cfg_inventory_when_i_is_absent(tmp_path: Path) -> None:
     cfg = tmp_path / "ansible.cfg"
     cfg.write_text(f"[defaults]\ninventory = {CORPUS / 'ini' / 'hosts.ini'}\n")
-    result = run_cli("audit", "nosuchhost", "--no-store", env={"ANSIBLE_CONFIG": str(cfg)})
+    result = run_cli_process("audit", "nosuchhost", "--no-store", env={"ANSIBLE_CONFIG": str(cfg)})
     assert result.code == 2  # the pattern was looked up in ansible.cfg's inventory
     assert f"matches no host or group in {CORPUS / 'ini' / 'hosts.ini'}" in result.stderr
 
@@ -272,20 +272,12 @@ def test_cli_forks_zero_is_a_usage_error() -> None:
     assert "--forks" in result.stderr
 
 
-_PLAN = """
-import json, sys
-from omni_host.plan.hosts import plan_inventory
-from omni_host.plan.inventory import load_inventory
-plans = plan_inventory(load_inventory(sys.argv[1]), sys.argv[2])
-print(json.dumps({"ansible": "ansible.inventory.manager" in sys.modules,
-                  "plans": {p.name: [p.address, p.expected.values] for p in plans}}))
-"""
-
-
-def _plan(source: Path, pattern: str = "all") -> dict:
-    proc = subprocess.run([sys.executable, "-c", _PLAN, str(source), pattern],
-                          capture_output=True, text=True, check=True)
-    return json.loads(proc.stdout)
+def _plan(source: Path, pattern: str = "all", vault: VaultOptions | None = None) -> dict:
+    """Plan the hosts of ``source`` as the CLI does, and say whether ansible-core was asked."""
+    inv = load_inventory(source, vault)
+    plans = plan_inventory(inv, pattern)
+    return {"ansible": inv.asked_ansible,
+            "plans": {p.name: [p.address, p.expected.values] for p in plans}}
 
 
 def test_a_static_inventory_is_answered_from_the_cache_until_a_file_changes(
@@ -296,7 +288,7 @@ def test_a_static_inventory_is_answered_from_the_cache_until_a_file_changes(
     source = tmp_path / "inv"
     shutil.copytree(CORPUS / "ini", source)
     cold, warm = _plan(source / "hosts.ini"), _plan(source / "hosts.ini")
-    assert cold["ansible"] is True and warm["ansible"] is False  # no ansible-core import
+    assert cold["ansible"] is True and warm["ansible"] is False
     assert warm["plans"] == cold["plans"]
     assert warm["plans"]["gpu02"][1]["omni_swap_size_mib"] == 4096
     (source / "host_vars" / "gpu02.yml").write_text("omni_swap_size_mib: 8192\n")
@@ -311,18 +303,44 @@ def test_a_static_inventory_is_answered_from_the_cache_until_a_file_changes(
     assert _plan(source / "hosts.ini", "blackwell")["ansible"] is False
 
 
+_WARM_PROCESS = """
+import sys
+from omni_host.plan.hosts import plan_inventory
+from omni_host.plan.inventory import load_inventory
+plan_inventory(load_inventory(sys.argv[1]), "all")
+print("ansible.inventory.manager" in sys.modules)
+"""
+
+
+def test_a_cached_inventory_never_imports_ansible(
+        tmp_path: Path, isolated_home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The point of the cache: a warm start of the CLI does not pay for Ansible's inventory
+    machinery (the policy's argument-spec validator is all it loads)."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(isolated_home / ".cache"))
+    source = CORPUS / "ini" / "hosts.ini"
+    assert _plan(source)["ansible"] is True  # cold, in this process: fills the cache
+    proc = subprocess.run([sys.executable, "-c", _WARM_PROCESS, str(source)],
+                          capture_output=True, text=True, check=True)
+    assert proc.stdout.strip() == "False"
+
+
 @pytest.mark.parametrize("name", ["script", "templated", "vault"])
 def test_dynamic_templated_or_vaulted_inventories_are_never_cached(
         name: str, isolated_home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("XDG_CACHE_HOME", str(isolated_home / ".cache"))
     source, vault = SOURCES[name]
-    env = {"ANSIBLE_VAULT_PASSWORD_FILE": str(CORPUS / "vault" / "vault-pass.txt")} if vault else {}
     for _ in range(2):
-        proc = subprocess.run([sys.executable, "-c", _PLAN, str(source), "all"],
-                              capture_output=True, text=True, check=True, env={**os.environ, **env})
-        assert json.loads(proc.stdout)["ansible"] is True
+        assert _plan(source, vault=VAULT if vault else None)["ansible"] is True
     cache = isolated_home / ".cache" / "omni-host" / "inventory"
     assert not cache.exists() or not list(cache.iterdir())
+
+
+def test_ansible_vault_password_file_from_the_environment_is_honoured(tmp_path: Path) -> None:
+    """ANSIBLE_VAULT_PASSWORD_FILE, as Ansible reads it (at import: hence a process)."""
+    env = {"ANSIBLE_VAULT_PASSWORD_FILE": str(CORPUS / "vault" / "vault-pass.txt")}
+    result = run_cli_process("audit", "-i", str(_vaulted_local(tmp_path)), "--no-store", env=env)
+    assert result.code in (0, 1), result.stderr
+    assert "omni_swap_path" not in result.stderr and "box" in result.stdout
 
 
 def _vaulted_local(tmp_path: Path) -> Path:
@@ -349,6 +367,17 @@ def test_cli_vault_password_file_and_nothing_vaulted_is_stored(tmp_path: Path) -
     stored = b"".join(p.read_bytes() for p in (tmp_path / "store").rglob("*") if p.is_file())
     assert b"vaulted-swapfile" not in stored and b"s3cr3t" not in stored
     assert b"<vaulted>" in stored  # the store was searched, and it holds the record
+
+
+def test_a_vault_password_given_once_does_not_decrypt_a_later_inventory(tmp_path: Path) -> None:
+    """Ansible keeps vault secrets per process; the scheduler and recheck load more than one
+    inventory in a process, and a password given for the first must not open the second."""
+    inv = _vaulted_local(tmp_path)
+    password = str(CORPUS / "vault" / "vault-pass.txt")
+    first = run_cli("audit", "-i", str(inv), "--vault-password-file", password, "--no-store")
+    assert first.code in (0, 1), first.stderr
+    second = run_cli("audit", "-i", str(inv), "--no-store")
+    assert second.code == 2 and "box: omni_swap_path:" in second.stderr
 
 
 def test_cli_vaulted_inventory_without_password_is_one_line(tmp_path: Path) -> None:

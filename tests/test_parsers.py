@@ -262,3 +262,31 @@ def test_pycpuinfo_capture_agrees_with_proc_cpuinfo() -> None:
     info = cpu.parse_pycpuinfo((FIXTURES / "captures" / "py-cpuinfo_vm-xeon.json").read_text())
     assert info.vendor == "GenuineIntel" and info.family == 6 and info.source == "py-cpuinfo"
     assert "sse2" in info.flags
+
+
+# --- packages.dpkg: one dpkg-query for every package ----------------------------------------
+
+def test_dpkg_query_capture_answers_by_name_and_by_name_arch() -> None:
+    """This VM's Debian, asked for build-essential, binutils-common, freeglut3-dev:amd64,
+    libcurl4-openssl-dev and nosuch-package: dpkg prints only the three it knows."""
+    from omni_host.probes.parsers import host
+
+    text = (FIXTURES / "captures" / "dpkg-query-W_vm-debian.txt").read_text()
+    found = host.parse_dpkg(text)
+    assert found["build-essential"] is True
+    assert found["binutils-common"] is True and found["binutils-common:amd64"] is True
+    assert found["freeglut3-dev:amd64"] is True
+    assert "libcurl4-openssl-dev" not in found and "nosuch-package" not in found
+
+
+def test_dpkg_query_any_installed_architecture_counts_for_the_bare_name() -> None:
+    from omni_host.probes.parsers import host
+
+    found = host.parse_dpkg("== dpkg-query -W\nlibfoo libfoo:i386 config-files\n"
+                            "libfoo libfoo:amd64 installed\n")
+    assert found == {"libfoo": True, "libfoo:i386": False, "libfoo:amd64": True}
+    assert host.parse_dpkg("== dpkg-query -W\n") == {}  # dpkg knows none of them: all missing
+    with pytest.raises(ParseError):
+        host.parse_dpkg("== dpkg-query -W\ngarbage\n")
+    with pytest.raises(ParseError):
+        host.parse_dpkg("")  # not even the header: the probe did not run as planned

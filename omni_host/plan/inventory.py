@@ -152,6 +152,8 @@ class Inventory:
         loader = DataLoader()
         if self._vault.password_files or self._vault.ask or C.DEFAULT_VAULT_PASSWORD_FILE:
             _setup_vault(loader, self._vault)
+        else:
+            _vault_context([])  # no secrets given: none left over from an earlier inventory
         captured = io.StringIO()
         try:
             with contextlib.redirect_stderr(captured):
@@ -161,6 +163,11 @@ class Inventory:
             raise InventoryError(_failure_line(bad, captured.getvalue())) from None
         self._ansible = (loader, manager, VariableManager(loader=loader, inventory=manager))
         return self._ansible
+
+    @property
+    def asked_ansible(self) -> bool:
+        """Whether ansible-core had to read the sources (the cache could not answer)."""
+        return self._ansible is not None
 
     def _save(self) -> None:
         if self._key:
@@ -260,7 +267,6 @@ class Inventory:
 def _setup_vault(loader: Any, vault: VaultOptions) -> None:
     from ansible.cli import CLI
     from ansible.errors import AnsibleError
-    from ansible.parsing.vault import VaultSecretsContext
 
     files = [str(p) for p in vault.password_files]
     for path in vault.password_files:
@@ -273,8 +279,15 @@ def _setup_vault(loader: Any, vault: VaultOptions) -> None:
     except AnsibleError as exc:
         raise InventoryError(f"vault: {str(exc).splitlines()[0]}") from None
     loader.set_vault_secrets(secrets)
-    # Ansible keeps the secrets that decrypt values in one context per process, set once; a
-    # second inventory in the same process (tests, recheck) replaces its secrets.
+    _vault_context(secrets)
+
+
+def _vault_context(secrets: list[Any]) -> None:
+    """Ansible keeps the secrets that decrypt values in one context per process, set once; a
+    later inventory in the same process (a recheck, the scheduler, tests) replaces them, so a
+    password given for one inventory never decrypts another."""
+    from ansible.parsing.vault import VaultSecretsContext
+
     context = VaultSecretsContext.current(optional=True)
     if context is None:
         VaultSecretsContext.initialize(VaultSecretsContext(secrets))

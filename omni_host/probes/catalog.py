@@ -82,9 +82,11 @@ CUOBJDUMP = CUDA_PATH + ('command -v cuobjdump >/dev/null || exit 127; '
 READELF = ('command -v readelf >/dev/null || exit 127; '
            'for f in "$@"; do echo "== $f"; readelf -d --dyn-syms -W "$f" 2>&1; done; exit 0')
 DF = 'for p in "$@"; do echo "== $p"; df -P -k "$p" 2>&1; done; exit 0'
-DPKG = ('command -v dpkg-query >/dev/null || exit 127; for p in "$@"; do '
-        's=$(dpkg-query -W -f \'${db:Status-Status}\' "$p" 2>/dev/null) || s=not-installed; '
-        'echo "$p $s"; done')
+# One dpkg-query for every package (a process per package cost ~3 ms of host CPU each); the
+# header line tells this form from the per-package loop of older bundles.
+DPKG = ('command -v dpkg-query >/dev/null || exit 127; echo "== dpkg-query -W"; '
+        'dpkg-query -W -f \'${Package} ${binary:Package} ${db:Status-Status}\\n\' -- "$@" 2>/dev/null; '
+        'exit 0')
 
 
 
@@ -97,7 +99,10 @@ class Probe:
     fallback_for: str | None = None
     redact: str | None = None
     label: str | None = None  # how evidence names a scripted probe
-    inline: bool = False  # a stdlib-only Python helper the collector may run in-process
+    # The collector may do it in-process: a stdlib-only Python helper, or ``cat FILE`` read
+    # directly (no process to start on the host).
+    inline: bool = False
+    requires: tuple[str, str] | None = None  # (path, why): not worth running without that path
 
     @property
     def command(self) -> str:
@@ -119,10 +124,15 @@ class Probe:
             entry["redact"] = self.redact
         if self.inline:
             entry["inline"] = True
+        if self.requires:
+            entry["requires"] = {"path": self.requires[0], "why": self.requires[1]}
         return entry
 
 
 _DOCKER_API = resources_text("remote/docker_api.py")
+# NVML answers nothing without the kernel driver: then the fallback costs a Python start for
+# nothing (nvidia-smi itself still runs: its "couldn't communicate" message is evidence).
+NVIDIA_DRIVER = ("/proc/driver/nvidia/version", "no NVIDIA kernel driver loaded")
 
 PROBES: tuple[Probe, ...] = (
     Probe("numa.numactl", ("numactl", "--hardware"), numa.parse_numactl_hardware),
@@ -132,15 +142,15 @@ PROBES: tuple[Probe, ...] = (
     Probe("gpu.topo", ("nvidia-smi", "topo", "-m"), nvidia.parse_topo_matrix, timeout_s=30),
     Probe("gpu.p2p", ("nvidia-smi", "topo", "-p2p", "r"), nvidia.parse_topo_matrix, timeout_s=30),
     Probe("gpu.pynvml", ("{python}", "-c", PYNVML_CODE), nvidia.parse_pynvml, timeout_s=30,
-          fallback_for="gpu.nvidia-smi"),
-    Probe("cpu.cpuinfo", ("cat", "/proc/cpuinfo"), cpu.parse_cpuinfo),
+          fallback_for="gpu.nvidia-smi", requires=NVIDIA_DRIVER),
+    Probe("cpu.cpuinfo", ("cat", "/proc/cpuinfo"), cpu.parse_cpuinfo, inline=True),
     Probe("cpu.pycpuinfo", ("{python}", "-c", PYCPUINFO_CODE), cpu.parse_pycpuinfo,
           timeout_s=20, fallback_for="cpu.cpuinfo"),
-    Probe("mem.swaps", ("cat", "/proc/swaps"), memory.parse_proc_swaps),
-    Probe("mem.meminfo", ("cat", "/proc/meminfo"), memory.parse_meminfo),
+    Probe("mem.swaps", ("cat", "/proc/swaps"), memory.parse_proc_swaps, inline=True),
+    Probe("mem.meminfo", ("cat", "/proc/meminfo"), memory.parse_meminfo, inline=True),
     Probe("mem.psutil", ("{python}", "-c", PSUTIL_CODE), memory.parse_psutil,
           fallback_for="mem.meminfo"),
-    Probe("fs.fstab", ("cat", "/etc/fstab"), memory.parse_fstab),
+    Probe("fs.fstab", ("cat", "/etc/fstab"), memory.parse_fstab, inline=True),
     Probe("docker.containers", ("{python}", "-c", _DOCKER_API, "containers"),
           docker.parse_docker_inspect, timeout_s=20, redact="docker-inspect", inline=True,
           label="docker inspect $(docker ps -q) (Docker API on its socket)"),

@@ -54,7 +54,7 @@ def _kill_group(proc):
 
 # After the probe's own process has exited, how long its output pipes may stay open: past
 # this, whatever still holds them is a background process the probe left behind.
-EXIT_GRACE_S = 1.0
+EXIT_GRACE_S = 0.5
 LIVE = set()  # the probes running now: killed if the controller goes away
 LIVE_LOCK = threading.Lock()
 
@@ -275,42 +275,83 @@ class _ThreadStreams(object):
         self.real.flush()
 
 
-def run_inline(probe, record, start):
-    """Run a pure-Python helper (``{python} -c CODE ARGS``) inside this interpreter: no new
-    interpreter to start on the host. Only for helpers of the standard library: a C extension
-    that crashes would take the whole collector with it, so those run as subprocesses."""
+def _in_thread(probe, record, start, body, redirect=False):
+    """Run ``body(out, err)`` (returns an exit code) in a thread bounded by the probe's
+    timeout: in-process work keeps the same deadline as a subprocess. ``redirect``: what the
+    thread prints (an exec'd helper) goes to its own buffers (main installs the streams)."""
     import io
 
-    code, args = probe["argv"][2], list(probe["argv"][3:])
     out, err, result = io.StringIO(), io.StringIO(), {}
 
     def target():
         ident = threading.current_thread().ident
-        sys.stdout.buffers[ident], sys.stderr.buffers[ident] = out, err
+        if redirect:
+            sys.stdout.buffers[ident], sys.stderr.buffers[ident] = out, err
         try:
-            exec(compile(code, "<%s>" % probe["id"], "exec"),
-                 {"__name__": "__omni_inline__", "ARGS": args})
-            result["code"] = 0
-        except SystemExit as exc:
-            result["code"] = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+            result["code"] = body(out, err)
         except Exception as exc:  # a helper bug is that probe's error, not the collector's
             err.write("%s: %s\n" % (type(exc).__name__, exc))
             result["code"] = 1
         finally:
-            sys.stdout.buffers.pop(ident, None)
-            sys.stderr.buffers.pop(ident, None)
+            if redirect:
+                sys.stdout.buffers.pop(ident, None)
+                sys.stderr.buffers.pop(ident, None)
 
+    timeout_s = float(probe.get("timeout_s", 10))
     thread = threading.Thread(target=target)
     thread.daemon = True
     thread.start()
-    thread.join(float(probe.get("timeout_s", 10)))
+    thread.join(timeout_s)
     if thread.is_alive():
-        record.update(status="timeout", reason="timed out after %gs" % float(probe.get("timeout_s", 10)))
+        record.update(status="timeout", reason="timed out after %gs" % timeout_s)
     record["exit_code"] = result.get("code", -9)
     record["stdout"] = out.getvalue()
     record["stderr"] = err.getvalue()
     record["duration_s"] = round(time.monotonic() - start, 4)
     return record
+
+
+def run_inline(probe, record, start):
+    """Run a pure-Python helper (``{python} -c CODE ARGS``) inside this interpreter: no new
+    interpreter to start on the host. Only for helpers of the standard library: a C extension
+    that crashes would take the whole collector with it, so those run as subprocesses."""
+    code, args = probe["argv"][2], list(probe["argv"][3:])
+
+    def body(out, err):
+        try:
+            exec(compile(code, "<%s>" % probe["id"], "exec"),
+                 {"__name__": "__omni_inline__", "ARGS": args})
+        except SystemExit as exc:
+            return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+        return 0
+
+    return _in_thread(probe, record, start, body, redirect=True)
+
+
+def read_inline(probe, record, start):
+    """``cat FILE`` without starting cat: the file is read here, and a file that cannot be
+    read gives what cat would (exit 1 and its message on stderr)."""
+    path = probe["argv"][1]
+
+    def body(out, err):
+        try:
+            with open(path, "rb") as handle:
+                out.write(_decode(handle.read(MAX_OUTPUT_BYTES)))
+        except (IOError, OSError) as exc:
+            err.write("cat: %s: %s\n" % (path, exc.strerror or exc))
+            return 1
+        return 0
+
+    return _in_thread(probe, record, start, body)
+
+
+def _absent_requirement(probe):
+    """A probe may name a path that must exist for it to be worth running (the NVML fallback
+    needs the NVIDIA kernel driver): the reason it was not run, or None."""
+    needs = probe.get("requires")
+    if needs and not os.path.exists(needs["path"]):
+        return "%s (no %s)" % (needs["why"], needs["path"])
+    return None
 
 
 def run_probe(probe, env):
@@ -322,8 +363,13 @@ def run_probe(probe, env):
     record = {"id": probe["id"], "argv": argv, "status": "ran", "exit_code": None,
               "stdout": "", "stderr": "", "duration_s": 0.0, "reason": ""}
     start = time.monotonic()
+    absent = _absent_requirement(probe)
+    if absent is not None:
+        record.update(status="skipped", reason=absent)
+        return record
     if probe.get("inline"):
-        record = run_inline(probe, record, start)
+        inline = read_inline if argv[0] == "cat" else run_inline
+        record = inline(probe, record, start)
         redactor = REDACTORS.get(probe.get("redact", ""))
         if redactor is not None:
             record["stdout"] = redactor(record["stdout"])

@@ -11,19 +11,21 @@ import os
 import shutil
 import socket
 import sys
-from http.client import HTTPConnection
 
 
-class UnixHTTPConnection(HTTPConnection):
-    def __init__(self, path):
-        HTTPConnection.__init__(self, "localhost", timeout=15)
-        self.socket_path = path
+def connection(path):
+    """An HTTP connection over the unix socket. http.client (and the email package it pulls
+    in) is imported only here: a host without a Docker socket never pays for it."""
+    from http.client import HTTPConnection
 
-    def connect(self):
-        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        sock.settimeout(15)
-        sock.connect(self.socket_path)
-        self.sock = sock
+    class UnixHTTPConnection(HTTPConnection):
+        def connect(self):
+            sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            sock.settimeout(15)
+            sock.connect(path)
+            self.sock = sock
+
+    return UnixHTTPConnection("localhost", timeout=15)
 
 
 def socket_path():
@@ -51,7 +53,7 @@ def main(kind):
             sys.exit(127)
         sys.stderr.write("Cannot connect to the Docker daemon at unix://%s\n" % path)
         sys.exit(1)
-    conn = UnixHTTPConnection(path)
+    conn = connection(path)
     try:
         if kind == "networks":
             out = get(conn, "/networks")

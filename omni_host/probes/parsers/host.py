@@ -64,9 +64,24 @@ def parse_df(text: str) -> dict[str, DiskUsage]:
 
 
 def parse_dpkg(text: str) -> dict[str, bool]:
-    """``<package> <status>`` lines: installed or not."""
-    out = {}
-    for line in text.splitlines():
+    """Installed or not, by package name (and by ``name:arch``). Two forms: one
+    ``dpkg-query -W`` after a ``== dpkg-query -W`` header (``<name> <binary:Package>
+    <status>``; a package dpkg does not know prints nothing), or, in older bundles, a
+    ``<package> <status>`` line per package asked."""
+    lines = text.splitlines()
+    out: dict[str, bool] = {}
+    if lines and lines[0].strip() == "== dpkg-query -W":
+        for line in lines[1:]:
+            fields = line.split()
+            if len(fields) != 3:
+                raise ParseError(f"dpkg-query line is not <name> <name:arch> <status>: "
+                                 f"{excerpt(line, 80)!r}")
+            name, binary, status = fields
+            installed = status == "installed"
+            out[name] = out.get(name, False) or installed  # any architecture installed
+            out[binary] = installed
+        return out
+    for line in lines:
         name, _, status = line.strip().partition(" ")
         if name:
             out[name] = status.strip() == "installed"
