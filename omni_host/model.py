@@ -10,9 +10,9 @@ import dataclasses
 import enum
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
-from omni_host import __version__
+from omni_host import __version__, codec
 
 if TYPE_CHECKING:  # the raw evidence a host report keeps (collect stage)
     from omni_host.collect.bundle import Bundle
@@ -89,9 +89,6 @@ class Evidence:
     command: str
     lines: tuple[str, ...] = ()
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"probe": self.probe, "command": self.command, "lines": list(self.lines)}
-
 
 @dataclass(frozen=True)
 class Remediation:
@@ -101,8 +98,17 @@ class Remediation:
     playbook: str | None = None
     steps: tuple[str, ...] = ()
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"kind": self.kind, "playbook": self.playbook, "steps": list(self.steps)}
+
+@dataclass(frozen=True)
+class AppliedWaiver:
+    """The waiver that accepts a finding: who accepted it, why, until when, and where."""
+
+    check: str
+    hosts: str
+    justification: str
+    approver: str
+    expires: str  # ISO 8601 date
+    line: int
 
 
 @dataclass(frozen=True)
@@ -120,7 +126,9 @@ class CheckResult:
     evidence: tuple[Evidence, ...] = ()
     remediation: Remediation | None = None
     details: dict[str, Any] = field(default_factory=dict)
-    waiver: dict[str, Any] | None = None  # the waiver that accepts this finding, if any
+    waiver: AppliedWaiver | None = None  # the waiver that accepts this finding, if any
+
+    DERIVED: ClassVar[dict[str, Any]] = {"effective_status": str}
 
     @property
     def effective_status(self) -> str:
@@ -129,26 +137,86 @@ class CheckResult:
         return "waived" if self.waiver and self.status in waivable else self.status.value
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "id": self.id,
-            "title": self.title,
-            "status": self.status.value,
-            "effective_status": self.effective_status,
-            "severity": self.severity.value,
-            "lessons": list(self.lessons),
-            "summary": self.summary,
-            "expected": self.expected,
-            "actual": self.actual,
-            "evidence": [e.to_dict() for e in self.evidence],
-            "remediation": self.remediation.to_dict() if self.remediation else None,
-            "details": self.details,
-            "waiver": self.waiver,
-        }
+        return codec.to_dict(self)
 
 
 # -- reports ---------------------------------------------------------------------------------
 REPORT_SCHEMA = 1
 
+
+@dataclass(frozen=True)
+class ProbeNote:
+    """What a probe yielded on a host, in a word, and why not when it yielded no fact."""
+
+    outcome: Outcome
+    reason: str = ""
+
+
+@dataclass(frozen=True)
+class GpuSummary:
+    name: str
+    vram_mib: int | None = None
+    arch: str | None = None
+
+
+@dataclass(frozen=True)
+class FactSummary:
+    """The facts a diff and the Strategic layer compare; None where not observed."""
+
+    numa_nodes: int | None = None
+    sockets: int | None = None
+    cpu: str | None = None
+    zen5: bool | None = None
+    kernel: str | None = None
+    driver_version: str | None = None
+    cuda_version: str | None = None
+    gpus: tuple[GpuSummary, ...] | None = None
+    nvlink: bool | None = None
+    mem_total_mib: int | None = None
+    swap_total_mib: int | None = None
+    containers: tuple[str, ...] | None = None
+
+
+class EngineStatus(str, enum.Enum):
+    BLOCKED = "blocked"  # a host condition holds
+    BLOCKED_UPSTREAM = "blocked-upstream"  # only an upstream condition (re-check upstream)
+    UNKNOWN = "unknown"  # the facts to decide are missing
+    RE_EVALUATE = "re-evaluate"  # no blocking condition holds any more
+
+
+@dataclass(frozen=True)
+class EngineVerdict:
+    """The Strategic layer's word on one alternative engine for this host."""
+
+    engine: str
+    lessons: tuple[str, ...]
+    status: EngineStatus
+    reasons: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class ColdCaseItem:
+    item: str  # a check id or an engine
+    was: str  # "failed" or "blocked"
+    now: str
+
+
+@dataclass(frozen=True)
+class ColdCase:
+    """What failed or was blocked in earlier audits of a host, and where it stands now."""
+
+    previous: str | None  # the id of the audit compared with
+    resurrected: tuple[str, ...] = ()
+    resurrected_engines: tuple[str, ...] = ()
+    items: tuple[ColdCaseItem, ...] = ()
+
+
+@dataclass(frozen=True)
+class PolicyRecord:
+    """The expected state a host was judged under: omni_* values and where each came from."""
+
+    values: dict[str, Any]
+    origins: dict[str, str]
 
 
 @dataclass(frozen=True)
@@ -158,16 +226,19 @@ class HostReport:
     transport: str
     reachable: bool
     error: str | None
-    duration_s: float
+    duration_s: float = field(metadata={"round": 4})
     results: tuple[CheckResult, ...] = ()
-    bundle: Bundle | None = field(default=None, compare=False)
-    # probe id -> {"outcome", "reason"}: what could not be observed on this host, and why.
-    probes: dict[str, dict[str, str]] = field(default_factory=dict)
-    facts: dict[str, Any] = field(default_factory=dict)  # sentinel.fact_summary
-    strategic: tuple[dict[str, Any], ...] = ()  # sentinel.strategic
-    cold_case: dict[str, Any] | None = None  # history.cold_cases, once the store is known
-    # The expected state judged under: {"values": {omni_*: value}, "origins": {omni_*: where}}
-    policy: dict[str, Any] | None = None
+    bundle: Bundle | None = field(default=None, compare=False, metadata={"stored": False})
+    # What could not be observed on this host, and why (every probe of the plan).
+    probes: dict[str, ProbeNote] = field(default_factory=dict)
+    facts: FactSummary | None = None
+    strategic: tuple[EngineVerdict, ...] = ()
+    cold_case: ColdCase | None = None  # history.cold_case, once the store is known
+    policy: PolicyRecord | None = None
+    collected_at: float | None = None  # when its bundle was collected (an offline audit: then)
+
+    DERIVED: ClassVar[dict[str, Any]] = {
+        "counts": dict[str, int], "no_expected_state": dict[str, str], "unconfigured": bool}
 
     def no_expected_state(self) -> dict[str, str]:
         """Check id -> the unset variable, for checks skipped for want of expected state."""
@@ -177,7 +248,7 @@ class HostReport:
     @property
     def unconfigured(self) -> bool:
         """Judged under role defaults alone: the inventory describes nothing of this host."""
-        origins = (self.policy or {}).get("origins") or {}
+        origins = self.policy.origins if self.policy else {}
         return self.reachable and bool(origins) and all(
             str(o).startswith("default: ") for o in origins.values())
 
@@ -188,34 +259,70 @@ class HostReport:
         return counts
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "host": self.host,
-            "address": self.address,
-            "transport": self.transport,
-            "reachable": self.reachable,
-            "error": self.error,
-            "duration_s": round(self.duration_s, 4),
-            "collected_at": self.bundle.collected_at if self.bundle else None,
-            "counts": self.counts(),
-            "probes": self.probes,
-            "facts": self.facts,
-            "strategic": list(self.strategic),
-            "cold_case": self.cold_case,
-            "policy": self.policy,
-            "no_expected_state": self.no_expected_state(),
-            "unconfigured": self.unconfigured,
-            "results": [r.to_dict() for r in self.results],
-        }
+        return codec.to_dict(self)
+
+
+class FixVerdict(str, enum.Enum):
+    FIXED = "fixed"
+    STILL_FAILING = "still failing"
+    ERROR = "error"  # the apply failed on this host, or the re-audit did not run
+
+
+@dataclass(frozen=True)
+class FixOutcome:
+    """One (host, check) of a remediation: the status before, after, and why."""
+
+    host: str
+    check: str
+    playbook: str
+    before: str
+    changed_tasks: tuple[str, ...]
+    after: str | None
+    outcome: FixVerdict
+    detail: str
+
+
+@dataclass(frozen=True)
+class Change:
+    before: Any
+    after: Any
+
+
+@dataclass(frozen=True)
+class HostDiff:
+    """What changed for one host between two audits."""
+
+    new_failures: tuple[str, ...] = ()
+    fixed: tuple[str, ...] = ()
+    still_failing: tuple[str, ...] = ()
+    policy_changed: dict[str, Change] = field(default_factory=dict)
+    changed_facts: dict[str, Change] = field(default_factory=dict)
+    resurrected: tuple[str, ...] = ()
+    resurrected_engines: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
 class Report:
+    """An audit of one or more hosts, as stored in report.json (schema in
+    omni_host/report/report.schema.json)."""
+
     started_at: float
     finished_at: float
-    source: str  # "live" or "bundle"
+    source: str  # live, bundle, recheck, pre-remediation, remediation, baseline
     inventory: str | None
     hosts: tuple[HostReport, ...]
     interrupted: bool = False
+    id: str | None = None  # set when stored
+    waiver_notes: tuple[str, ...] = ()  # expired and stale waivers
+    rechecked: str | None = None  # the stored audit a recheck re-evaluated
+    remediation: tuple[FixOutcome, ...] = ()
+    pre_state: str | None = None  # the audit stored before a remediation
+    baseline: bool = False
+
+    DERIVED: ClassVar[dict[str, Any]] = {
+        "schema_version": int, "tool": dict[str, str], "summary": dict[str, int]}
+    schema_version: ClassVar[int] = REPORT_SCHEMA
+    tool: ClassVar[dict[str, str]] = {"name": "omni-host", "version": __version__}
 
     @property
     def unreachable(self) -> list[HostReport]:
@@ -229,17 +336,12 @@ class Report:
         return {"hosts": len(self.hosts), "unreachable": len(self.unreachable), **total}
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "schema_version": REPORT_SCHEMA,
-            "tool": {"name": "omni-host", "version": __version__},
-            "source": self.source,
-            "interrupted": self.interrupted,
-            "inventory": self.inventory,
-            "started_at": self.started_at,
-            "finished_at": self.finished_at,
-            "summary": self.summary(),
-            "hosts": [h.to_dict() for h in self.hosts],
-        }
+        return codec.to_dict(self)
+
+    @classmethod
+    def from_dict(cls, doc: dict[str, Any]) -> Report:
+        """The report a stored report.json holds; codec.FormatError says where it does not fit."""
+        return codec.from_dict(cls, doc)
 
 
 def make_report(hosts: list[HostReport], *, started_at: float, source: str,
@@ -252,9 +354,13 @@ SCRUBBED = "<vaulted>"
 
 
 def scrub(value: Any, secrets: tuple[str, ...]) -> Any:
-    """``value`` (JSON-like) with every occurrence of each secret replaced."""
-    if not secrets:
+    """``value`` (JSON-like, or a model dataclass) with every occurrence of each secret
+    replaced in its strings; enum members (statuses, outcomes) are words of ours, kept."""
+    if not secrets or isinstance(value, enum.Enum):
         return value
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return dataclasses.replace(value, **{f.name: scrub(getattr(value, f.name), secrets)
+                                             for f in dataclasses.fields(value) if f.init})
     if isinstance(value, str):
         for secret in secrets:
             value = value.replace(secret, SCRUBBED)

@@ -20,3 +20,18 @@ def gpu_bundle(name: str) -> Bundle:
 def raw(name: str, probe_id: str) -> str:
     """The raw stdout one probe captured on a real machine."""
     return gpu_bundle(name).results[probe_id].stdout
+
+
+def assert_valid_report(doc: dict) -> None:
+    """A report.json (or --format json) document fits the published JSON Schema, judged by
+    the jsonschema library, and reads back into the same typed report."""
+    import json
+
+    import jsonschema
+
+    from omni_host.model import Report
+    from omni_host.report.schema import SCHEMA_FILE
+
+    schema = json.loads(SCHEMA_FILE.read_text(encoding="utf-8"))
+    jsonschema.Draft202012Validator(schema).validate(doc)
+    assert Report.from_dict(doc).to_dict() == {k: v for k, v in doc.items()}

@@ -50,7 +50,7 @@ def test_html_report_renders_in_chromium(two_audits: Path, tmp_path: Path) -> No
                     "--report-dir", str(two_audits))
     assert shown.code == 0, shown.stderr
     text = html.read_text()
-    assert "http://" not in text and "https://" not in text and "<script" not in text  # self-contained
+    assert "http://" not in text and "https://" not in text and " src=" not in text  # self-contained
     pdf = tmp_path / "sentinel.pdf"
     printed = chromium("--no-pdf-header-footer", f"--print-to-pdf={pdf}", html.as_uri(),
                        user_dir=tmp_path / "ud1")
@@ -64,10 +64,9 @@ def test_html_report_renders_in_chromium(two_audits: Path, tmp_path: Path) -> No
     assert "KTransformers" in seen and "vLLM" in seen
     # the timeline: swap.capacity passed in the first audit and fails in the second
     dom = chromium("--dump-dom", html.as_uri(), user_dir=tmp_path / "ud2").stdout
-    row = dom[dom.index("<code>swap.capacity</code>"):]
-    row = row[: row.index("</tr>")]
-    points = row.count('<span title="')
-    assert points == 2 and row.index(": pass") < row.index(": fail")
+    row = dom[dom.index('aria-label="history of swap.capacity"'):]
+    row = row[: row.index("</summary>")]
+    assert row.count(' title="') == 2 and row.index(": pass") < row.index(": fail")
     ARTIFACTS.mkdir(exist_ok=True)
     shot = ARTIFACTS / "sentinel-report.png"
     chromium(f"--screenshot={shot}", "--window-size=1280,1600", html.as_uri(),
@@ -113,3 +112,54 @@ def test_prometheus_output_is_written_atomically(tmp_path: Path) -> None:
 
     families = {f.name for f in text_string_to_metric_families(out.read_text())}
     assert {"omni_host_reachable", "omni_host_check_status"} <= families  # whole, parseable
+
+
+def _findings(dom: str) -> list[dict[str, str | bool]]:
+    """The findings as Chromium left them after the page's script ran."""
+    import re
+
+    return [{"status": m.group(2), "hidden": " hidden" in m.group(0), "open": " open" in m.group(0)}
+            for m in re.finditer(r'<details class="finding f-(\w+)"[^>]*data-status="(\w+)"[^>]*>',
+                                 dom)]
+
+
+@pytest.mark.system  # headless Chromium
+def test_html_fleet_report_matrix_filters_and_evidence_in_chromium(tmp_path: Path) -> None:
+    """Two real GPU machines (one with a waiver) and an unreachable host: the matrix comes
+    first, the filters (set here from the address, as a shared link would) hide what they
+    should, and each finding opens to its evidence. Screenshots: tests/artifacts/."""
+    from test_views import fixed_report
+
+    from omni_host.report.views import render
+
+    doc, ctx = fixed_report()
+    html = tmp_path / "fleet.html"
+    html.write_text(render("html", doc, ctx), encoding="utf-8")
+    dom = chromium("--dump-dom", html.as_uri(), user_dir=tmp_path / "ud1").stdout
+    matrix = dom[dom.index('<table class="matrix"'):dom.index("</table>")]
+    assert dom.index('class="matrix"') < dom.index('class="finding')  # the overview first
+    assert matrix.count("<tr>") == 1 + len(doc["hosts"])
+    assert 'title="swap.capacity on h200-x2: waived"' in matrix
+    assert "unreachable: cannot connect to gone.lab:22" in matrix
+    everything = _findings(dom)
+    assert everything and not any(f["hidden"] or f["open"] for f in everything)
+    statuses = [f["status"] for f in everything]
+    assert statuses.index("fail") < statuses.index("pass")  # failures first
+
+    shown = f"{html.as_uri()}#status=fail,waived&open=1"
+    dom = chromium("--dump-dom", shown, user_dir=tmp_path / "ud2").stdout
+    filtered = _findings(dom)
+    assert {f["status"] for f in filtered if not f["hidden"]} == {"fail", "waived"}
+    assert all(f["hidden"] for f in filtered if f["status"] not in ("fail", "waived"))
+    assert all(f["open"] for f in filtered)
+    waived = dom[dom.index('data-status="waived"'):]
+    waived = waived[:waived.index("</details>")]
+    assert "Waived by <strong>ops-lead</strong> until 2027-03-31" in waived
+    assert "Evidence (mem.swaps): <code>$ cat /proc/swaps</code>" in waived
+
+    ARTIFACTS.mkdir(exist_ok=True)
+    for name, url in (("fleet-report.png", html.as_uri()), ("fleet-failures-open.png", shown)):
+        shot = ARTIFACTS / name
+        chromium(f"--screenshot={shot}", "--window-size=1280,1400", url,
+                 user_dir=tmp_path / f"ud-{name}")
+        assert shot.is_file() and shot.stat().st_size > 10_000

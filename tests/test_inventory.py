@@ -369,6 +369,16 @@ def test_cli_vault_password_file_and_nothing_vaulted_is_stored(tmp_path: Path) -
     assert b"<vaulted>" in stored  # the store was searched, and it holds the record
 
 
+def test_a_host_vars_file_that_appears_is_read_by_the_next_load(tmp_path: Path) -> None:
+    """ansible-core remembers which vars files exist per process; a second load in the same
+    process (init then audit, the scheduler) must see the file written in between."""
+    (tmp_path / "hosts.yml").write_text("all:\n  hosts:\n    box:\n")
+    assert "omni_swap_size_mib" not in load_inventory(tmp_path).host("box").vars
+    (tmp_path / "host_vars").mkdir()
+    (tmp_path / "host_vars" / "box.yml").write_text("omni_swap_size_mib: 2048\n")
+    assert load_inventory(tmp_path).host("box").vars["omni_swap_size_mib"] == 2048
+
+
 def test_a_vault_password_given_once_does_not_decrypt_a_later_inventory(tmp_path: Path) -> None:
     """Ansible keeps vault secrets per process; the scheduler and recheck load more than one
     inventory in a process, and a password given for the first must not open the second."""

@@ -15,9 +15,10 @@ from pathlib import Path
 
 import pytest
 from conftest import REPO, Sshd, free_port, run_cli
+from helpers import assert_valid_report
 
 from omni_host.collect.runner import run_playbook
-from omni_host.model import CheckResult, HostReport, Remediation, Severity, Status
+from omni_host.model import CheckResult, FixVerdict, HostReport, Remediation, Severity, Status
 from omni_host.remediate.flow import Step, outcomes
 from omni_host.remediate.plan import PlaybookRun, make_plan
 
@@ -84,7 +85,9 @@ def test_swap_preview_apply_prove_and_idempotent(sshd: Sshd, tmp_path: Path, swa
     assert "FIXED          loop: swap.capacity (fail -> pass)" in applied.stdout
     docs = {p: json.loads((p / "report.json").read_text()) for p in report_dir.iterdir()
             if p.is_dir() and not p.name.startswith(".")}
-    ((stored, doc),) = [(p, d) for p, d in docs.items() if "remediation" in d]
+    for d in docs.values():
+        assert_valid_report(d)
+    ((stored, doc),) = [(p, d) for p, d in docs.items() if d["remediation"]]
     record = doc["remediation"]
     pre = json.loads((report_dir / doc["pre_state"] / "report.json").read_text())
     assert pre["source"] == "pre-remediation"  # the failure was observed in this very run
@@ -164,7 +167,7 @@ def test_unreachable_host_is_reported_and_never_fixed(sshd: Sshd, tmp_path: Path
     step = Step(PlaybookRun("swap.yml", ("gone",), ("swap.capacity",)), outcome)
     after = [HostReport("gone", None, "ssh", False, "connection refused", 0.0)]
     (record,) = outcomes(plan, [step], after)
-    assert record["outcome"] == "error" and "unreachable" in record["detail"]
+    assert record.outcome is FixVerdict.ERROR and "unreachable" in record.detail
 
 
 @pytest.fixture
@@ -221,6 +224,7 @@ def test_bootstrap_ends_with_a_stored_baseline(sshd: Sshd, tmp_path: Path, swap_
     (stored,) = [p for p in report_dir.iterdir() if p.is_dir() and not p.name.startswith(".")]
     report = json.loads((stored / "report.json").read_text())
     assert report["baseline"] is True and report["source"] == "bootstrap"
+    assert_valid_report(report)
     statuses = {r["id"]: r["status"] for r in report["hosts"][0]["results"]}
     assert statuses["swap.capacity"] == "pass"
     assert str(swap_target) in active_swaps()

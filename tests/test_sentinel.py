@@ -12,12 +12,13 @@ import pytest
 from conftest import public_capture, run_cli
 from helpers import gpu_bundle
 
+from omni_host import codec
 from omni_host.evaluate.facts import facts_from_bundle
 from omni_host.evaluate.sentinel import fact_summary, strategic
 
 
 def engines(bundle) -> dict[str, dict]:  # noqa: ANN001
-    return {e["engine"]: e for e in strategic(fact_summary(facts_from_bundle(bundle)))}
+    return {e.engine: codec.to_dict(e) for e in strategic(fact_summary(facts_from_bundle(bundle)))}
 
 
 def test_strategic_on_two_nvlinked_h200() -> None:
@@ -43,10 +44,10 @@ def test_strategic_on_a_real_blackwell_capture() -> None:
 
 def test_fact_summary_of_a_gpu_machine() -> None:
     summary = fact_summary(facts_from_bundle(gpu_bundle("h200-x2")))
-    assert summary["numa_nodes"] == 1 and summary["nvlink"] is True
-    assert summary["driver_version"] == "580.159.04"
-    assert [g["vram_mib"] for g in summary["gpus"]] == [143771, 143771]
-    assert summary["swap_total_mib"] == 0
+    assert summary.numa_nodes == 1 and summary.nvlink is True
+    assert summary.driver_version == "580.159.04"
+    assert [g.vram_mib for g in summary.gpus] == [143771, 143771]
+    assert summary.swap_total_mib == 0
 
 
 @pytest.mark.system  # systemd-analyze verify

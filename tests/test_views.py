@@ -46,8 +46,9 @@ def fixed_report() -> tuple[dict, ViewContext]:
                                    earlier.to_dict())])
     hosts = [dataclasses.replace(h, cold_case=cold_case(history, h.to_dict()),
                                  duration_s=1.5) if h.reachable else h for h in hosts]
-    report = Report(STARTED, STARTED + 3, "live", "inventory/", tuple(hosts))
-    doc = report.to_dict() | {"waiver_notes": notes}
+    report = Report(STARTED, STARTED + 3, "live", "inventory/", tuple(hosts),
+                    waiver_notes=tuple(notes))
+    doc = report.to_dict()
     ctx = ViewContext(layers={cid: m.layer for cid, m in catalog().items()},
                       timelines=timelines(history, doc), width=100)
     return doc, ctx

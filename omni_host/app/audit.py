@@ -40,10 +40,17 @@ class Hosts:
 
 @dataclass(frozen=True)
 class AuditRun:
-    report: Report
-    doc: dict[str, Any]  # the report's JSON form, with the waiver notes
-    waiver_notes: list[str]
+    report: Report  # with the waiver notes
     history: History | None  # loaded for live audits (Cold Case), else None
+
+    @property
+    def doc(self) -> dict[str, Any]:
+        """The report's JSON form, as it is stored."""
+        return self.report.to_dict()
+
+    @property
+    def waiver_notes(self) -> tuple[str, ...]:
+        return self.report.waiver_notes
 
 
 def audit_live(plans: list[HostPlan], ssh: SshOptions, *, forks: int,
@@ -127,11 +134,9 @@ def finish(hosts: Hosts, *, inventory: str | None, waivers: Path | None,
                    if h.reachable else h for h in reports]
     report = make_report(reports, started_at=hosts.started_at, source=hosts.source,
                          interrupted=hosts.interrupted, inventory=inventory)
-    doc = report.to_dict() | ({"waiver_notes": notes} if notes else {})
-    return AuditRun(report, doc, notes, history)
+    return AuditRun(dataclasses.replace(report, waiver_notes=tuple(notes)), history)
 
 
 def keep(run: AuditRun, store_root: Path) -> Path:
     """Store a run's report and bundles; returns the audit's directory."""
-    extra = {"waiver_notes": run.waiver_notes} if run.waiver_notes else None
-    return store_report(run.report, store_root, extra=extra)
+    return store_report(run.report, store_root)

@@ -132,8 +132,10 @@ def _prepare(args: argparse.Namespace) -> tuple[float, Path, list] | int:
 
 
 def cmd_remediate(args: argparse.Namespace) -> int:
+    import dataclasses
+
     from omni_host.evaluate.audit import audit_many
-    from omni_host.model import make_report
+    from omni_host.model import FixVerdict, make_report
     from omni_host.remediate.flow import available_playbooks, current_findings, outcomes
     from omni_host.remediate.plan import make_plan
     from omni_host.report.store import store_report
@@ -173,19 +175,21 @@ def cmd_remediate(args: argparse.Namespace) -> int:
     after = audit_many([p for p in host_plans if p.name in touched], ssh, forks=args.forks).results
     records = outcomes(plan, applied, after)
     for rec in records:
-        out(f"{rec['outcome'].upper():14} {rec['host']}: {rec['check']} "
-             f"({rec['before']} -> {rec['after']}): {rec['detail']}")
-    report = make_report(after, started_at=started, source="remediation",
-                         inventory=str(args.inventory))
-    path = store_report(report, store_root, extra={"remediation": records, "pre_state": pre.name},
-                        attach={"ansible": artifacts})
+        out(f"{rec.outcome.value.upper():14} {rec.host}: {rec.check} "
+            f"({rec.before} -> {rec.after}): {rec.detail}")
+    report = dataclasses.replace(
+        make_report(after, started_at=started, source="remediation", inventory=str(args.inventory)),
+        remediation=records, pre_state=pre.name)
+    path = store_report(report, store_root, attach={"ansible": artifacts})
     err(f"report stored in {path}")
-    if any(r["outcome"] == "error" for r in records) or report.unreachable:
+    if any(r.outcome is FixVerdict.ERROR for r in records) or report.unreachable:
         return EXIT_UNREACHABLE
-    return EXIT_OK if all(r["outcome"] == "fixed" for r in records) else EXIT_FAILED
+    return EXIT_OK if all(r.outcome is FixVerdict.FIXED for r in records) else EXIT_FAILED
 
 
 def cmd_bootstrap(args: argparse.Namespace) -> int:
+    import dataclasses
+
     from omni_host.evaluate.audit import audit_many
     from omni_host.model import make_report
     from omni_host.remediate.plan import Plan, PlaybookRun
@@ -203,7 +207,7 @@ def cmd_bootstrap(args: argparse.Namespace) -> int:
     after = audit_many(host_plans, ssh_options(args), forks=args.forks).results
     report = make_report(after, started_at=started, source="bootstrap",
                          inventory=str(args.inventory))
-    path = store_report(report, store_root, extra={"baseline": True},
+    path = store_report(dataclasses.replace(report, baseline=True), store_root,
                         attach={"ansible": artifacts})
     from rich.console import Console
 

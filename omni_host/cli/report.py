@@ -22,14 +22,18 @@ if TYPE_CHECKING:
     pass
 
 def add_parsers(sub: argparse._SubParsersAction) -> None:
-    report = sub.add_parser("report", help="stored audits: list, show, diff, recheck")
+    report = sub.add_parser("report", help="stored audits: list, show, diff, recheck; the "
+                                           "JSON Schema of report.json")
     rsub = report.add_subparsers(dest="report_command", required=True)
     for name, helptext in (("list", "stored audits, newest first"),
                            ("show", "one stored audit in any format"),
                            ("diff", "what changed between two audits (default: each host's "
                                     "latest against its previous)"),
-                           ("recheck", "re-evaluate a stored audit's bundles with today's checks")):
+                           ("recheck", "re-evaluate a stored audit's bundles with today's checks"),
+                           ("schema", "the JSON Schema of report.json (and of --format json)")):
         p = rsub.add_parser(name, help=helptext)
+        if name == "schema":
+            continue
         p.add_argument("--report-dir", type=Path, default=None)
         if name in ("show", "recheck"):
             p.add_argument("ref", nargs="?", default="latest", help="audit id (or prefix) or latest")
@@ -70,6 +74,11 @@ def _history(args: argparse.Namespace):  # noqa: ANN202
 
 
 def cmd_report(args: argparse.Namespace) -> int:
+    if args.report_command == "schema":
+        from omni_host.report.schema import SCHEMA_FILE
+
+        sys.stdout.write(SCHEMA_FILE.read_text(encoding="utf-8"))
+        return EXIT_OK
     history = _history(args)
     if args.report_command == "list":
         if not history.audits:
@@ -93,6 +102,7 @@ def cmd_report(args: argparse.Namespace) -> int:
 def _diff(args: argparse.Namespace, history) -> int:  # noqa: ANN001
     import json
 
+    from omni_host import codec
     from omni_host.report.history import diff_hosts
 
     pairs: list[tuple[str, Any, Any, list]] = []
@@ -117,7 +127,7 @@ def _diff(args: argparse.Namespace, history) -> int:  # noqa: ANN001
             out.append({"host": host, "previous": None,
                         "note": "no previous audit of this host to compare with"})
             continue
-        d = diff_hosts(old.host(host), new.host(host), earlier)
+        d = codec.to_dict(diff_hosts(old.host(host), new.host(host), earlier))
         out.append({"host": host, "previous": old.id, "latest": new.id, **d})
     text = json.dumps(out, indent=2) + "\n" if args.format == "json" else _diff_text(out)
     write_output(text, args.output)
@@ -147,6 +157,8 @@ def _diff_text(diffs: list[dict[str, Any]]) -> str:
 
 
 def _recheck(args: argparse.Namespace, history) -> int:  # noqa: ANN001
+    import dataclasses
+
     from omni_host.app.audit import recheck
     from omni_host.cli.common import load_inventory_arg
     from omni_host.model import make_report
@@ -156,11 +168,10 @@ def _recheck(args: argparse.Namespace, history) -> int:  # noqa: ANN001
     hosts = recheck(audit.path, audit.id, load_inventory_arg(args))
     report = make_report(hosts.reports, started_at=hosts.started_at, source="recheck",
                          inventory=str(args.inventory) if args.inventory else None)
-    doc = report.to_dict() | {"rechecked": audit.id}
-    emit(doc, args.format, args.output, lambda: history)
+    report = dataclasses.replace(report, rechecked=audit.id)
+    emit(report.to_dict(), args.format, args.output, lambda: history)
     if not args.no_store:
-        path = store_report(report, args.report_dir or default_report_dir(),
-                            extra={"rechecked": audit.id})
+        path = store_report(report, args.report_dir or default_report_dir())
         err(f"recheck stored in {path}")
     return EXIT_OK
 

@@ -18,7 +18,7 @@ from omni_host.errors import TransportError
 from omni_host.evaluate.checks import run_checks
 from omni_host.evaluate.facts import facts_from_bundle
 from omni_host.evaluate.sentinel import fact_summary, strategic
-from omni_host.model import HostReport, scrub_host
+from omni_host.model import HostReport, PolicyRecord, ProbeNote, scrub_host
 from omni_host.plan.hosts import HostPlan
 from omni_host.plan.policy import ExpectedState, Policy
 
@@ -29,12 +29,13 @@ def evaluate_bundle(bundle: Bundle, policy: Policy, *, address: str | None = Non
     origins the policy came from) is recorded in the report, else the bundle's own record."""
     facts = facts_from_bundle(bundle, policy)
     results = tuple(run_checks(facts, policy))
-    probes = {pid: {"outcome": p.outcome.value, "reason": p.reason}
-              for pid, p in facts.probes.items()}
+    probes = {pid: ProbeNote(p.outcome, p.reason) for pid, p in facts.probes.items()}
     summary = fact_summary(facts)
     record = expected.to_dict() if expected is not None else bundle.policy
+    policy_record = PolicyRecord(dict(record["values"]), dict(record["origins"])) if record else None
     return HostReport(bundle.host, address, bundle.transport, True, None, duration_s, results,
-                      bundle, probes, summary, tuple(strategic(summary)), policy=record)
+                      bundle, probes, summary, strategic(summary), policy=policy_record,
+                      collected_at=bundle.collected_at)
 
 
 def audit_host(plan: HostPlan, ssh: SshOptions, probe_timeout_s: float | None = None) -> HostReport:

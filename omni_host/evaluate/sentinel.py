@@ -10,12 +10,13 @@ from typing import Any
 import yaml
 
 from omni_host.evaluate.facts import HostFacts
+from omni_host.model import EngineStatus, EngineVerdict, FactSummary, GpuSummary
 from omni_host.resources import data_path
 
 ASYMMETRY_RATIO = 1.2
 
 
-def fact_summary(facts: HostFacts) -> dict[str, Any]:
+def fact_summary(facts: HostFacts) -> FactSummary:
     """The facts a diff and the Strategic layer compare, None where unobserved."""
     def fact(*ids: str) -> Any:
         probe = facts.first_observed(*ids)
@@ -29,22 +30,22 @@ def fact_summary(facts: HostFacts) -> dict[str, Any]:
     topo = fact("gpu.topo")
     kernel = fact("system.kernel")
     containers = fact("docker.containers")
-    return {
-        "numa_nodes": numa.node_count if numa else None,
-        "sockets": (cpu.sockets if cpu else None) or (numa.sockets_from_distances() if numa
-                                                      else None),
-        "cpu": cpu.describe() if cpu else None,
-        "zen5": cpu.is_zen5 if cpu else None,
-        "kernel": kernel.release if kernel else None,
-        "driver_version": gpus.driver_version if gpus else None,
-        "cuda_version": gpus.cuda_version if gpus else None,
-        "gpus": [{"name": g.name, "vram_mib": g.memory_total_mib, "arch": g.architecture}
-                 for g in gpus.gpus] if gpus else None,
-        "nvlink": any(c.startswith("NV") for _, _, c in topo.links()) if topo else None,
-        "mem_total_mib": mem.mem_total_kib // 1024 if mem else None,
-        "swap_total_mib": sum(a.size_kib for a in swaps) // 1024 if swaps is not None else None,
-        "containers": sorted(c.name for c in containers) if containers is not None else None,
-    }
+    return FactSummary(
+        numa_nodes=numa.node_count if numa else None,
+        sockets=(cpu.sockets if cpu else None) or (numa.sockets_from_distances() if numa
+                                                   else None),
+        cpu=cpu.describe() if cpu else None,
+        zen5=cpu.is_zen5 if cpu else None,
+        kernel=kernel.release if kernel else None,
+        driver_version=gpus.driver_version if gpus else None,
+        cuda_version=gpus.cuda_version if gpus else None,
+        gpus=tuple(GpuSummary(g.name, g.memory_total_mib, g.architecture)
+                   for g in gpus.gpus) if gpus else None,
+        nvlink=any(c.startswith("NV") for _, _, c in topo.links()) if topo else None,
+        mem_total_mib=mem.mem_total_kib // 1024 if mem else None,
+        swap_total_mib=sum(a.size_kib for a in swaps) // 1024 if swaps is not None else None,
+        containers=tuple(sorted(c.name for c in containers)) if containers is not None else None,
+    )
 
 
 @lru_cache(maxsize=1)
@@ -53,36 +54,36 @@ def strategic_catalog() -> list[dict[str, Any]]:
     return list(doc["engines"])
 
 
-def _is_blackwell(gpu: dict[str, Any]) -> bool:
-    return gpu.get("arch") == "Blackwell" or any(
-        tag in gpu["name"] for tag in ("Blackwell", "RTX 50", "B200", "B100", "GB200"))
+def _is_blackwell(gpu: GpuSummary) -> bool:
+    return gpu.arch == "Blackwell" or any(
+        tag in gpu.name for tag in ("Blackwell", "RTX 50", "B200", "B100", "GB200"))
 
 
-def _holds(kind: str, arg: Any, summary: dict[str, Any]) -> tuple[bool | None, str]:
+def _holds(kind: str, arg: Any, summary: FactSummary) -> tuple[bool | None, str]:
     """Does a blocking condition hold on this host? None when the facts to decide are missing."""
-    gpus = summary.get("gpus")
+    gpus = summary.gpus
     if kind == "upstream":
         return True, "not a host condition: re-check upstream"
     if kind == "blackwell":
         if gpus is None:
             return None, "GPU facts unavailable"
-        names = [g["name"] for g in gpus if _is_blackwell(g)]
+        names = [g.name for g in gpus if _is_blackwell(g)]
         return bool(names), ", ".join(names) if names else "no Blackwell GPU"
     if kind == "asymmetric_vram":
-        sizes = [g["vram_mib"] for g in gpus or [] if g.get("vram_mib")]
+        sizes = [g.vram_mib for g in gpus or () if g.vram_mib]
         if gpus is None:
             return None, "GPU facts unavailable"
         if len(sizes) < 2:
             return False, f"{len(sizes)} GPU(s)"
         return max(sizes) > ASYMMETRY_RATIO * min(sizes), f"VRAM {sorted(sizes)} MiB"
     if kind == "no_nvlink":
-        if gpus is None or summary.get("nvlink") is None:
+        if gpus is None or summary.nvlink is None:
             return None, "topology unavailable"
         if len(gpus) < 2:
             return False, "one GPU"
-        return not summary["nvlink"], "no NVLink" if not summary["nvlink"] else "NVLink present"
+        return not summary.nvlink, "no NVLink" if not summary.nvlink else "NVLink present"
     if kind == "memory_below_gib":
-        mem, swap = summary.get("mem_total_mib"), summary.get("swap_total_mib")
+        mem, swap = summary.mem_total_mib, summary.swap_total_mib
         if mem is None or swap is None:
             return None, "memory facts unavailable"
         total_gib = (mem + swap) / 1024
@@ -90,7 +91,7 @@ def _holds(kind: str, arg: Any, summary: dict[str, Any]) -> tuple[bool | None, s
     raise ValueError(f"unknown strategic condition {kind!r}")
 
 
-def strategic(summary: dict[str, Any]) -> list[dict[str, Any]]:
+def strategic(summary: FactSummary) -> tuple[EngineVerdict, ...]:
     """Each engine: blocked (the conditions that hold, with the facts), unknown, or
     re-evaluate (no host condition holds any more)."""
     out = []
@@ -105,8 +106,8 @@ def strategic(summary: dict[str, Any]) -> list[dict[str, Any]]:
             elif holds is None:
                 unknown.append(f"{why} [{fact}]")
         host_reasons = [r for r in reasons if "re-check upstream" not in r]
-        status = "blocked" if host_reasons else "unknown" if unknown else \
-            "blocked-upstream" if reasons else "re-evaluate"
-        out.append({"engine": entry["engine"], "lessons": list(entry["lessons"]),
-                    "status": status, "reasons": reasons + unknown})
-    return out
+        status = (EngineStatus.BLOCKED if host_reasons else EngineStatus.UNKNOWN if unknown
+                  else EngineStatus.BLOCKED_UPSTREAM if reasons else EngineStatus.RE_EVALUATE)
+        out.append(EngineVerdict(entry["engine"], tuple(entry["lessons"]), status,
+                                 tuple(reasons + unknown)))
+    return tuple(out)

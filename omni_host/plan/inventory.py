@@ -149,6 +149,7 @@ class Inventory:
         # A source Ansible cannot parse is an error here, not a warning and a smaller fleet.
         C.INVENTORY_ANY_UNPARSED_IS_FAILED = True
         C.INVENTORY_UNPARSED_IS_FAILED = True
+        _forget_vars_files()
         loader = DataLoader()
         if self._vault.password_files or self._vault.ask or C.DEFAULT_VAULT_PASSWORD_FILE:
             _setup_vault(loader, self._vault)
@@ -262,6 +263,19 @@ class Inventory:
                                      f"as data ({exc})") from None
         groups = tuple(g.name for g in host.get_groups())
         return InventoryHost(name, resolved, groups, origins)
+
+
+def _forget_vars_files() -> None:
+    """ansible-core's host_group_vars plugin remembers, per process, which group_vars/ and
+    host_vars/ files exist (and which directories do not): right for one playbook run, wrong
+    for a process that reads an inventory again after a file appeared (``init`` then
+    ``audit``, the scheduler). Each load starts from what is on disk now."""
+    from ansible.plugins.vars import host_group_vars
+
+    for name in ("FOUND", "NAK"):
+        remembered = getattr(host_group_vars, name, None)
+        if remembered is not None:
+            remembered.clear()
 
 
 def _setup_vault(loader: Any, vault: VaultOptions) -> None:

@@ -26,6 +26,7 @@ from typing import Any
 import yaml
 
 from omni_host.errors import InventoryError
+from omni_host.model import AppliedWaiver
 
 WAIVERS_SCHEMA = 1
 _REQUIRED = ("check", "justification", "approver", "expires")
@@ -46,10 +47,10 @@ class Waiver:
     def expired(self, today: dt.date) -> bool:
         return today > self.expires
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"check": self.check, "hosts": self.hosts, "justification": self.justification,
-                "approver": self.approver, "expires": self.expires.isoformat(),
-                "line": self.line}
+    def applied(self) -> AppliedWaiver:
+        """As a finding carries it."""
+        return AppliedWaiver(self.check, self.hosts, self.justification, self.approver,
+                             self.expires.isoformat(), self.line)
 
 
 def _date(value: Any, where: str) -> dt.date:
@@ -120,6 +121,6 @@ def apply_waivers(hosts: list, waivers: tuple[Waiver, ...], today: dt.date) -> t
                 notes.append(f"{where}: STALE: the check is {r.status.value} now; remove the waiver")
                 results.append(r)
             else:
-                results.append(dataclasses.replace(r, waiver=match.to_dict()))
+                results.append(dataclasses.replace(r, waiver=match.applied()))
         out.append(dataclasses.replace(host, results=tuple(results)))
     return out, notes

@@ -7,6 +7,7 @@ unreachable during the apply is never reported fixed.
 
 from __future__ import annotations
 
+import functools
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -15,7 +16,7 @@ from pathlib import Path
 from omni_host.collect.runner import PlaybookOutcome, TaskOutcome, run_playbook
 from omni_host.collect.transport.base import SshOptions
 from omni_host.evaluate.audit import audit_many
-from omni_host.model import HostReport, Status
+from omni_host.model import FixOutcome, FixVerdict, HostReport, Status
 from omni_host.plan.hosts import HostPlan
 from omni_host.remediate.plan import Plan, PlaybookRun
 from omni_host.resources import data_path
@@ -69,7 +70,7 @@ def artifacts_dir(store_root: Path) -> Path:
     return Path(tempfile.mkdtemp(prefix=".ansible-", dir=store_root))
 
 
-def outcomes(plan: Plan, applied: list[Step], after: list[HostReport]) -> list[dict]:
+def outcomes(plan: Plan, applied: list[Step], after: list[HostReport]) -> tuple[FixOutcome, ...]:
     """Per (host, check): fixed, still failing or error, with the evidence of why."""
     after_by_host = {h.host: h for h in after}
     records = []
@@ -80,21 +81,21 @@ def outcomes(plan: Plan, applied: list[Step], after: list[HostReport]) -> list[d
             for check_id in step.run.checks:
                 if (host, check_id) not in plan.before:
                     continue
-                before = plan.before[(host, check_id)].value
-                record = {"host": host, "check": check_id, "playbook": step.run.playbook,
-                          "before": before, "changed_tasks": [t.task for t in step.outcome.changed(host)]}
+                record = functools.partial(
+                    FixOutcome, host, check_id, step.run.playbook,
+                    plan.before[(host, check_id)].value,
+                    tuple(t.task for t in step.outcome.changed(host)))
                 result = None if report is None else next(
                     (r for r in report.results if r.id == check_id), None)
                 if failure is not None:
-                    record.update(after=None, outcome="error",
-                                  detail=f"{failure.status} at task '{failure.task}': {failure.message}")
+                    records.append(record(None, FixVerdict.ERROR, f"{failure.status} at task "
+                                          f"'{failure.task}': {failure.message}"))
                 elif report is None or not report.reachable or result is None:
-                    record.update(after=None, outcome="error",
-                                  detail=f"re-audit failed: {report.error if report else 'not run'}")
+                    records.append(record(None, FixVerdict.ERROR, "re-audit failed: "
+                                          f"{report.error if report else 'not run'}"))
                 elif result.status is Status.PASS:
-                    record.update(after=result.status.value, outcome="fixed", detail=result.summary)
+                    records.append(record(result.status.value, FixVerdict.FIXED, result.summary))
                 else:
-                    record.update(after=result.status.value, outcome="still failing",
-                                  detail=result.summary)
-                records.append(record)
-    return records
+                    records.append(record(result.status.value, FixVerdict.STILL_FAILING,
+                                          result.summary))
+    return tuple(records)

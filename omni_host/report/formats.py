@@ -5,30 +5,27 @@ textfile (for node_exporter's textfile collector). Pure: report dict (+ history)
 from __future__ import annotations
 
 import datetime as dt
-import html
 from typing import Any
 from xml.etree import ElementTree as ET
 
-from omni_host.report.text import cold_case_lines, fix_text, status_of, summary_line
+from omni_host.report.text import (
+    cold_case_lines,
+    expected_state_line,
+    fix_steps,
+    status_of,
+    summary_line,
+)
 
-COLORS = {"pass": "#2e7d32", "fail": "#c62828", "warn": "#ef6c00", "skip": "#9e9e9e",
+COLORS = {"pass": "#2e7d32", "fail": "#c62828", "warn": "#b35900", "skip": "#757575",
           "error": "#6a1b9a", "waived": "#1565c0"}
-_CSS = """
-body{font:14px/1.4 system-ui,sans-serif;margin:2em;color:#222;max-width:1200px}
-h1{font-size:1.6em}h2{border-bottom:2px solid #ddd;padding-bottom:.2em;margin-top:2em}
-h3{margin:1.2em 0 .4em}table{border-collapse:collapse;width:100%}
-td,th{border:1px solid #ddd;padding:.35em .5em;vertical-align:top;text-align:left}
-th{background:#f5f5f5}.badge{color:#fff;border-radius:3px;padding:0 .4em;font-weight:600;
-font-size:.85em;text-transform:uppercase;white-space:nowrap}.tl{white-space:nowrap}
-.tl span{display:inline-block;width:14px;height:14px;margin-right:2px;border-radius:2px}
-.muted{color:#777}.small{font-size:.85em}code{background:#f3f3f3;padding:0 .2em}
-"""
+GLYPHS = {"fail": "\u2717", "error": "E", "warn": "!", "waived": "W", "skip": "\u2013",
+          "pass": "\u2713"}  # the matrix reads without colour too
+ORDER = tuple(GLYPHS)  # failures first
+SEVERITIES = ("critical", "high", "medium", "low", "info")
+ENGINE_COLORS = {"blocked": "fail", "blocked-upstream": "warn", "re-evaluate": "pass",
+                 "unknown": "skip"}
 
 Timelines = dict[str, dict[str, list[tuple[str, str]]]]  # host -> check -> [(when, status)]
-
-
-def _e(text: Any) -> str:
-    return html.escape(str(text), quote=True)
 
 
 def _when(ts: float | None) -> str:
@@ -37,77 +34,51 @@ def _when(ts: float | None) -> str:
     return dt.datetime.fromtimestamp(ts, dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
 
 
-def _badge(status: str, label: str | None = None) -> str:
-    return (f'<span class="badge" style="background:{COLORS.get(status, "#555")}">'
-            f"{_e(label or status)}</span>")
+def _finding(r: dict[str, Any], layer: str, timeline: list[tuple[str, str]],
+             fix: list[str]) -> dict[str, Any]:
+    return {"id": r["id"], "title": r["title"], "status": status_of(r),
+            "severity": r["severity"], "layer": layer, "lessons": ", ".join(r["lessons"]),
+            "summary": r["summary"], "waiver": r.get("waiver"), "fix": fix,
+            "evidence": r["evidence"], "timeline": timeline}
 
 
-def _timeline(points: list[tuple[str, str]]) -> str:
-    cells = "".join(f'<span title="{_e(when)}: {_e(st)}" style="background:'
-                    f'{COLORS.get(st, "#555")}"></span>' for when, st in points)
-    return f'<div class="tl" aria-label="history">{cells}</div>'
-
-
-def _layer_table(results: list[dict[str, Any]], timeline: dict[str, list[tuple[str, str]]]) -> str:
-    rows = []
-    for r in results:
-        fix = fix_text(r)
-        waiver = r.get("waiver")
-        note = (f'<div class="small">waived by {_e(waiver["approver"])} until '
-                f'{_e(waiver["expires"])}: {_e(waiver["justification"])}</div>') if waiver else ""
-        rows.append(
-            f"<tr><td>{_badge(status_of(r))}</td><td><code>{_e(r['id'])}</code><div class=\"small "
-            f"muted\">{_e(r['title'])}</div></td><td>{_e(r['severity'])}</td>"
-            f"<td>{_e(', '.join(r['lessons']))}</td><td>{_e(r['summary'])}{note}"
-            + (f'<div class="small">Fix: {_e(fix)}</div>' if fix else "")
-            + f"</td><td>{_timeline(timeline.get(r['id'], []))}</td></tr>")
-    head = ("<tr><th>Status</th><th>Check</th><th>Severity</th><th>Lessons</th>"
-            "<th>Finding</th><th>History</th></tr>")
-    return f"<table>{head}{''.join(rows)}</table>"
-
-
-ENGINE_COLORS = {"blocked": "fail", "blocked-upstream": "warn", "re-evaluate": "pass",
-                 "unknown": "skip"}
-
-
-def _engine_row(e: dict[str, Any]) -> str:
-    reasons = "<br>".join(_e(x) for x in e["reasons"])
-    badge = _badge(ENGINE_COLORS.get(e["status"], "skip"), e["status"])
-    return (f"<tr><td>{_e(e['engine'])}</td><td>{badge}</td>"
-            f"<td>{_e(', '.join(e['lessons']))}</td><td>{reasons}</td></tr>")
+def _host_view(host: dict[str, Any], inventory: str | None, layers: dict[str, str],
+               timelines: Timelines) -> dict[str, Any]:
+    if not host["reachable"]:
+        return {"name": host["host"], "address": host.get("address") or host["transport"],
+                "reachable": False, "error": host["error"]}
+    timeline = timelines.get(host["host"], {})
+    results = sorted(host["results"], key=lambda r: (
+        ORDER.index(status_of(r)), SEVERITIES.index(r["severity"]), r["id"]))
+    return {
+        "name": host["host"], "address": host.get("address") or host["transport"],
+        "reachable": True, "expected_state": expected_state_line(host),
+        "status_by_check": {r["id"]: status_of(r) for r in host["results"]},
+        "findings": [_finding(r, layers.get(r["id"], "system"), timeline.get(r["id"], []),
+                              fix_steps(r, inventory, host["host"])) for r in results],
+        "engines": [{**e, "color": ENGINE_COLORS.get(e["status"], "skip")}
+                    for e in host.get("strategic") or []],
+        "cold_case": cold_case_lines(host)}
 
 
 def render_html(doc: dict[str, Any], layers: dict[str, str], timelines: Timelines) -> str:
-    """The Sentinel report: per host, System, Software, Strategic and Cold Case layers, each
-    check with its timeline across the stored audits (oldest first, this audit last)."""
-    parts = [f"<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\">"
-             f"<title>omni-host Sentinel audit</title><style>{_CSS}</style></head><body>",
-             f"<h1>omni-host Sentinel audit</h1><p>{_e(_when(doc.get('started_at')))} &middot; "
-             f"{_e(summary_line(doc))}</p>"]
-    for note in doc.get("waiver_notes") or []:
-        parts.append(f'<p class="small" style="color:#ef6c00">Waiver: {_e(note)}</p>')
+    """The Sentinel report (templates/report.html.j2, autoescaped): for a fleet, a matrix of
+    hosts by checks first; then per host its findings, failures first, each expandable to its
+    evidence, whole fix, waiver and history; the Strategic and Cold Case layers."""
+    import jinja2
+
+    env = jinja2.Environment(loader=jinja2.PackageLoader("omni_host.report", "templates"),
+                             autoescape=True, undefined=jinja2.StrictUndefined,
+                             trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True)
+    checks: list[str] = []
     for host in doc["hosts"]:
-        parts.append(f"<h2>{_e(host['host'])} <span class=\"muted small\">"
-                     f"{_e(host.get('address') or host['transport'])}</span></h2>")
-        if not host["reachable"]:
-            parts.append(f"<p>{_badge('error')} unreachable: {_e(host['error'])}</p>")
-            continue
-        timeline = timelines.get(host["host"], {})
-        for layer, title in (("system", "System"), ("software", "Software")):
-            results = [r for r in host["results"] if layers.get(r["id"], "system") == layer]
-            if results:
-                parts.append(f"<h3>{title}</h3>{_layer_table(results, timeline)}")
-        engines = host.get("strategic") or []
-        if engines:
-            rows = "".join(_engine_row(e) for e in engines)
-            parts.append("<h3>Strategic</h3><table><tr><th>Engine</th><th>Status</th>"
-                         f"<th>Lessons</th><th>Why</th></tr>{rows}</table>")
-        cold = cold_case_lines(host)
-        parts.append("<h3>Cold Case</h3>" + ("<ul>" + "".join(f"<li>{_e(c)}</li>" for c in cold)
-                                             + "</ul>" if cold else
-                                             '<p class="muted">no earlier audit of this host</p>'))
-    parts.append("</body></html>\n")
-    return "".join(parts)
+        checks += [r["id"] for r in host["results"] if r["id"] not in checks]
+    hosts = [_host_view(h, doc.get("inventory"), layers, timelines) for h in doc["hosts"]]
+    return env.get_template("report.html.j2").render(
+        when=_when(doc.get("started_at")), summary=summary_line(doc),
+        interrupted=doc.get("interrupted"), waiver_notes=doc.get("waiver_notes") or [],
+        hosts=hosts, checks=checks, colors=COLORS, glyphs=GLYPHS, statuses=ORDER,
+        severities=SEVERITIES)
 
 
 def render_junit(doc: dict[str, Any]) -> str:

@@ -1,9 +1,9 @@
 """The report store read back: stored audits, what changed between two of them, and the
 cold cases (failed or blocked before, passing now).
 
-Stored reports are read as the JSON they are (schema-versioned), not rebuilt into objects: a
-report of an older schema is read where the fields it has suffice; one of a newer schema, or a
-corrupt or truncated one, is skipped with a warning naming the file.
+Stored reports are checked against the typed report (``Report.from_dict``) and then read as
+the JSON they are: one of a newer schema, a corrupt or truncated one, or one whose fields do
+not fit is skipped with a warning naming the file and the field.
 """
 
 from __future__ import annotations
@@ -13,7 +13,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from omni_host.model import REPORT_SCHEMA
+from omni_host.codec import FormatError
+from omni_host.model import REPORT_SCHEMA, Change, ColdCase, ColdCaseItem, HostDiff, Report
 from omni_host.report.store import audit_dirs
 
 BAD = ("fail", "error")
@@ -78,7 +79,12 @@ def load_history(root: Path) -> History:
             warnings.append(f"{path}: report schema {version!r} is newer than this omni-host "
                             f"reads ({REPORT_SCHEMA}): skipped; upgrade omni-host to read it")
             continue
-        audits.append(StoredAudit(doc.get("id", directory.name), directory, doc))
+        try:
+            Report.from_dict(doc)  # the stored form, checked field by field
+        except FormatError as exc:
+            warnings.append(f"{path}: not a report omni-host wrote, skipped ({exc})")
+            continue
+        audits.append(StoredAudit(doc.get("id") or directory.name, directory, doc))
     return History(audits, warnings)
 
 
@@ -87,7 +93,7 @@ def _statuses(host: dict[str, Any]) -> dict[str, str]:
 
 
 def diff_hosts(old: dict[str, Any], new: dict[str, Any],
-               earlier: list[dict[str, Any]] = ()) -> dict[str, Any]:  # type: ignore[assignment]
+               earlier: list[dict[str, Any]] = ()) -> HostDiff:  # type: ignore[assignment]
     """What changed for one host between two audits. ``earlier`` (older host entries) feeds
     the cold cases: anything that failed or was blocked in any of them and passes now."""
     before, after = _statuses(old), _statuses(new)
@@ -95,7 +101,7 @@ def diff_hosts(old: dict[str, Any], new: dict[str, Any],
     fixed = sorted(c for c, s in after.items() if s == "pass" and before.get(c) in BAD)
     still = sorted(c for c, s in after.items() if s in BAD and before.get(c) in BAD)
     old_facts, new_facts = old.get("facts") or {}, new.get("facts") or {}
-    facts = {k: {"before": old_facts.get(k), "after": new_facts.get(k)} for k in COMPARED_FACTS
+    facts = {k: Change(old_facts.get(k), new_facts.get(k)) for k in COMPARED_FACTS
              if old_facts.get(k) != new_facts.get(k) and (k in old_facts or k in new_facts)}
     history = [old, *earlier]
     failed_ever = {c for h in history for c, s in _statuses(h).items() if s in BAD}
@@ -104,27 +110,26 @@ def diff_hosts(old: dict[str, Any], new: dict[str, Any],
                     if e.get("status") in ("blocked", "blocked-upstream")}
     unblocked = sorted(e["engine"] for e in new.get("strategic", [])
                        if e.get("status") == "re-evaluate" and e["engine"] in blocked_ever)
-    return {"new_failures": new_failures, "fixed": fixed, "still_failing": still,
-            "policy_changed": policy_changes(old, new), "changed_facts": facts,
-            "resurrected": resurrected, "resurrected_engines": unblocked}
+    return HostDiff(tuple(new_failures), tuple(fixed), tuple(still), policy_changes(old, new),
+                    facts, tuple(resurrected), tuple(unblocked))
 
 
-def policy_changes(old: dict[str, Any], new: dict[str, Any]) -> dict[str, dict[str, Any]]:
+def policy_changes(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Change]:
     """The expected-state values that differ between two audits of a host: a verdict that
     changed with them says the policy changed, not that the host drifted."""
     before = ((old.get("policy") or {}).get("values")) or {}
     after = ((new.get("policy") or {}).get("values")) or {}
-    return {k: {"before": before.get(k), "after": after.get(k)}
+    return {k: Change(before.get(k), after.get(k))
             for k in sorted(set(before) | set(after)) if before.get(k) != after.get(k)}
 
 
-def cold_case(history: History, current: dict[str, Any]) -> dict[str, Any]:
+def cold_case(history: History, current: dict[str, Any]) -> ColdCase:
     """The Cold Case layer of a host's audit newer than everything in ``history``: every
     check that failed and every engine that was blocked in an earlier audit, with its status
     now; ``resurrected`` are those that pass (or may be re-evaluated) now."""
     entries = history.for_host(current["host"])
     if not entries:
-        return {"resurrected": [], "resurrected_engines": [], "previous": None, "items": []}
+        return ColdCase(previous=None)
     (prev, old), earlier = entries[0], [h for _, h in entries[1:]]
     d = diff_hosts(old, current, earlier)
     now = _statuses(current)
@@ -132,11 +137,9 @@ def cold_case(history: History, current: dict[str, Any]) -> dict[str, Any]:
     engines_now = {e["engine"]: e["status"] for e in current.get("strategic", [])}
     blocked_ever = sorted({e["engine"] for _, h in entries for e in h.get("strategic", [])
                            if e.get("status") in ("blocked", "blocked-upstream")})
-    items = [{"item": c, "was": "failed", "now": now.get(c, "not run")} for c in failed_ever]
-    items += [{"item": e, "was": "blocked", "now": engines_now.get(e, "not evaluated")}
-              for e in blocked_ever]
-    return {"resurrected": d["resurrected"], "resurrected_engines": d["resurrected_engines"],
-            "previous": prev.id, "items": items}
+    items = [ColdCaseItem(c, "failed", now.get(c, "not run")) for c in failed_ever]
+    items += [ColdCaseItem(e, "blocked", engines_now.get(e, "not evaluated")) for e in blocked_ever]
+    return ColdCase(prev.id, d.resurrected, d.resurrected_engines, tuple(items))
 
 
 def timelines(history: History, doc: dict[str, Any]) -> dict[str, dict[str, list[tuple[str, str]]]]:

@@ -4,13 +4,13 @@ and a failed write (full disk, read-only) leaves nothing behind."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import secrets
 import shutil
 import time
 from pathlib import Path
-from typing import Any
 
 from omni_host.errors import StoreError
 from omni_host.model import Report
@@ -23,11 +23,10 @@ def default_report_dir() -> Path:
     return Path(data) / "omni-host" / "reports"
 
 
-def store_report(report: Report, root: Path, *, extra: dict[str, Any] | None = None,
-                 attach: dict[str, Path] | None = None) -> Path:
-    """Write the report and every host's bundle; returns the audit's directory. ``extra``
-    joins the JSON (e.g. remediation outcomes); ``attach`` moves directories (e.g.
-    ansible-runner artifacts) into the audit's directory under the given names."""
+def store_report(report: Report, root: Path, *, attach: dict[str, Path] | None = None) -> Path:
+    """Write the report (its JSON form, with the audit's id) and every host's bundle; returns
+    the audit's directory. ``attach`` moves directories (e.g. ansible-runner artifacts) into
+    the audit's directory under the given names."""
     # Milliseconds in the name: audits sort by time even when two start in the same second.
     millis = int(report.started_at * 1000) % 1000
     stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime(report.started_at)) + f"{millis:03d}Z"
@@ -43,7 +42,7 @@ def store_report(report: Report, root: Path, *, extra: dict[str, Any] | None = N
         for name, src in (attach or {}).items():
             if src.exists():
                 shutil.move(str(src), str(tmp / name))
-        data = json.dumps({"id": audit_id, **report.to_dict(), **(extra or {})}, indent=2)
+        data = json.dumps(dataclasses.replace(report, id=audit_id).to_dict(), indent=2)
         fd = os.open(tmp / "report.json", os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             fh.write(data)

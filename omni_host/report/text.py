@@ -6,6 +6,7 @@ injected console. HTML, JUnit and Prometheus are in ``formats.py``."""
 from __future__ import annotations
 
 import json
+import shlex
 from typing import TYPE_CHECKING, Any, TextIO
 
 if TYPE_CHECKING:  # rich is imported only by the table view: JSON and Markdown start faster
@@ -23,6 +24,19 @@ def fix_text(result: dict[str, Any]) -> str:
     if fix["kind"] == "playbook":
         return f"playbook {fix['playbook']}"
     return fix["steps"][0] if fix.get("steps") else "manual"
+
+
+def fix_steps(result: dict[str, Any], inventory: str | None, host: str) -> list[str]:
+    """The whole fix: the command that previews and applies the playbook, or every manual
+    step (a BIOS setting, a build flag)."""
+    fix = result.get("remediation")
+    if not fix:
+        return []
+    if fix["kind"] == "playbook":
+        inv = shlex.quote(inventory) if inventory else "INVENTORY"
+        return [f"omni-host remediate -i {inv} {shlex.quote(host)} (preview; add --apply to run "
+                f"playbook {fix['playbook']}, then it re-audits)"]
+    return list(fix.get("steps") or ["manual"])
 
 
 def status_of(result: dict[str, Any]) -> str:

@@ -1,0 +1,178 @@
+"""One way between the typed report and its stored JSON form, and the JSON Schema of that form.
+
+``to_dict`` and ``from_dict`` work on any frozen dataclass of the model, driven by its type
+hints: a dataclass is an object of its fields, an enum its value, a tuple a list. A class may
+list ``DERIVED`` properties (name -> type): written for readers of the JSON (counts, the
+effective status), ignored when read back. A field with ``metadata={"stored": False}`` (the raw
+bundle, kept beside the report) is neither written nor read. ``json_schema`` derives the schema
+from the same hints, so the published schema and the code cannot drift apart.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import sys
+import types
+import typing
+from functools import cache
+from typing import Any, get_args, get_origin
+
+SCHEMA_DIALECT = "https://json-schema.org/draft/2020-12/schema"
+
+
+class FormatError(ValueError):
+    """A stored document that does not have the report's shape; the message names where."""
+
+
+def _stored_fields(cls: type) -> list[dataclasses.Field]:
+    return [f for f in dataclasses.fields(cls) if f.metadata.get("stored", True)]
+
+
+@cache
+def _hints(cls: type) -> dict[str, Any]:
+    """The types of the stored fields (annotations are strings under ``from __future__ import
+    annotations``: evaluated in the class's module, as typing.get_type_hints does; fields not
+    stored may name types imported only for type checking)."""
+    namespace = vars(sys.modules[cls.__module__])
+    return {f.name: eval(f.type, namespace) if isinstance(f.type, str) else f.type  # noqa: S307
+            for f in _stored_fields(cls)}
+
+
+def _derived(cls: type) -> dict[str, Any]:
+    return dict(getattr(cls, "DERIVED", {}))
+
+
+def to_dict(obj: Any) -> Any:
+    """The JSON form of a model object (dataclass, enum, tuple, dict or plain value)."""
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        out = {}
+        for f in _stored_fields(type(obj)):
+            value = getattr(obj, f.name)
+            digits = f.metadata.get("round")
+            out[f.name] = round(value, digits) if digits is not None else to_dict(value)
+        for name in _derived(type(obj)):
+            value = getattr(obj, name)
+            out[name] = to_dict(value() if callable(value) else value)  # a property or a method
+        return out
+    if isinstance(obj, enum.Enum):
+        return obj.value
+    if isinstance(obj, (list, tuple)):
+        return [to_dict(v) for v in obj]
+    if isinstance(obj, dict):
+        return {str(k): to_dict(v) for k, v in obj.items()}
+    return obj
+
+
+def from_dict(cls: type, data: Any) -> Any:
+    """The typed object of a JSON form; FormatError names the first path that does not fit."""
+    return _decode(cls, data, cls.__name__)
+
+
+def _is_union(tp: Any) -> bool:
+    return get_origin(tp) in (typing.Union, types.UnionType)
+
+
+def _fail(path: str, value: Any, wanted: str) -> FormatError:
+    shown = repr(value)
+    return FormatError(f"{path}: {shown[:60]}{'...' if len(shown) > 60 else ''} is not {wanted}")
+
+
+def _decode(tp: Any, value: Any, path: str) -> Any:  # noqa: PLR0911 (one branch per kind)
+    if tp is Any:
+        return value
+    if _is_union(tp):
+        args = get_args(tp)
+        if value is None and type(None) in args:
+            return None
+        (inner,) = [a for a in args if a is not type(None)]
+        return _decode(inner, value, path)
+    origin, args = get_origin(tp), get_args(tp)
+    if origin in (tuple, list):
+        if not isinstance(value, list):
+            raise _fail(path, value, "a list")
+        items = [_decode(args[0], v, f"{path}[{i}]") for i, v in enumerate(value)]
+        return tuple(items) if origin is tuple else items
+    if origin is dict:
+        if not isinstance(value, dict):
+            raise _fail(path, value, "an object")
+        return {k: _decode(args[1], v, f"{path}.{k}") for k, v in value.items()}
+    if dataclasses.is_dataclass(tp):
+        return _decode_dataclass(tp, value, path)
+    if isinstance(tp, type) and issubclass(tp, enum.Enum):
+        try:
+            return tp(value)
+        except ValueError:
+            raise _fail(path, value, "one of " + ", ".join(repr(m.value) for m in tp)) from None
+    if tp is float and isinstance(value, (int, float)) and not isinstance(value, bool):
+        return float(value)
+    if tp in (str, int, bool) and type(value) is tp:
+        return value
+    raise _fail(path, value, f"a {getattr(tp, '__name__', tp)}")
+
+
+def _decode_dataclass(cls: type, value: Any, path: str) -> Any:
+    if not isinstance(value, dict):
+        raise _fail(path, value, f"an object ({cls.__name__})")
+    hints = _hints(cls)
+    fields = _stored_fields(cls)
+    unknown = set(value) - {f.name for f in fields} - set(_derived(cls))
+    if unknown:
+        raise FormatError(f"{path}: unknown field(s) {', '.join(sorted(unknown))}")
+    kwargs = {}
+    for f in fields:
+        if f.name in value:
+            kwargs[f.name] = _decode(hints[f.name], value[f.name], f"{path}.{f.name}")
+        elif f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
+            raise FormatError(f"{path}: lacks {f.name}")
+    return cls(**kwargs)
+
+
+# -- the JSON Schema of the stored form -------------------------------------------------------
+
+def json_schema(cls: type, *, schema_id: str, title: str) -> dict[str, Any]:
+    defs: dict[str, Any] = {}
+    root = _schema(cls, defs)
+    return {"$schema": SCHEMA_DIALECT, "$id": schema_id, "title": title, **root,
+            "$defs": dict(sorted(defs.items()))}
+
+
+def _schema(tp: Any, defs: dict[str, Any]) -> dict[str, Any]:  # noqa: PLR0911
+    if tp is Any:
+        return {}
+    if _is_union(tp):
+        return {"anyOf": [_schema(a, defs) for a in get_args(tp)]}
+    if tp is type(None):
+        return {"type": "null"}
+    origin, args = get_origin(tp), get_args(tp)
+    if origin in (tuple, list):
+        return {"type": "array", "items": _schema(args[0], defs)}
+    if origin is dict:
+        return {"type": "object", "additionalProperties": _schema(args[1], defs)}
+    if dataclasses.is_dataclass(tp):
+        if tp.__name__ not in defs:
+            defs[tp.__name__] = {}  # placeholder: a class may refer to itself
+            defs[tp.__name__] = _object_schema(tp, defs)
+        return {"$ref": f"#/$defs/{tp.__name__}"}
+    if isinstance(tp, type) and issubclass(tp, enum.Enum):
+        return {"enum": [m.value for m in tp]}
+    simple = {str: "string", int: "integer", float: "number", bool: "boolean"}
+    return {"type": simple[tp]}
+
+
+def _object_schema(cls: type, defs: dict[str, Any]) -> dict[str, Any]:
+    hints = _hints(cls)
+    props: dict[str, Any] = {}
+    required = []
+    for f in _stored_fields(cls):
+        props[f.name] = _schema(hints[f.name], defs)
+        if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
+            required.append(f.name)
+    for name, tp in _derived(cls).items():  # always written
+        props[name] = _schema(tp, defs)
+        required.append(name)
+    out: dict[str, Any] = {"type": "object"}
+    doc = (cls.__doc__ or "").strip().split("\n\n")[0]
+    if doc and not doc.startswith(f"{cls.__name__}("):  # not dataclass's generated signature
+        out["description"] = " ".join(doc.split())
+    return {**out, "properties": props, "required": required, "additionalProperties": False}
