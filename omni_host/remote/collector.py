@@ -455,7 +455,7 @@ def _end(signum=None, frame=None):
 def _watch_parent(parent):
     """SSH: when the controller's session ends, sshd's process goes and we are re-parented."""
     while True:
-        time.sleep(0.5)
+        time.sleep(0.2)
         if os.getppid() != parent:
             _end()
 
