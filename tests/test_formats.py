@@ -3,6 +3,9 @@ through junitparser, the Prometheus textfile through prometheus_client's parser.
 
 from __future__ import annotations
 
+import datetime as dt
+import json
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -81,6 +84,13 @@ def test_junit_is_accepted_by_junitparser(two_audits: Path, tmp_path: Path) -> N
     xml = JUnitXml.fromfile(str(out))
     (suite,) = list(xml)
     assert suite.name == "thisbox"
+    # ISO 8601 as the Ant JUnit schema's ISO8601_DATETIME_PATTERN has it, in UTC: the time
+    # the host's bundle was collected, as the stored report says
+    stored = json.loads(sorted(two_audits.glob("*/report.json"))[-1].read_text())
+    assert re.fullmatch(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}", suite.timestamp)
+    collected = stored["hosts"][0]["collected_at"]
+    assert dt.datetime.fromisoformat(suite.timestamp).replace(tzinfo=dt.timezone.utc) == \
+        dt.datetime.fromtimestamp(int(collected), dt.timezone.utc)
     cases = {case.name: case for case in suite}
     assert any(isinstance(r, Failure) for r in cases["swap.capacity"].result)
     assert cases["numa.nps1"].is_passed

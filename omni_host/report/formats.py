@@ -34,6 +34,11 @@ def _when(ts: float | None) -> str:
     return dt.datetime.fromtimestamp(ts, dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
 
 
+def _junit_time(ts: float | None) -> str:
+    """ISO 8601 in UTC, in the form the JUnit (Ant) schema allows: no zone designator."""
+    return dt.datetime.fromtimestamp(ts or 0, dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S")
+
+
 def _finding(r: dict[str, Any], layer: str, timeline: list[tuple[str, str]],
              fix: list[str]) -> dict[str, Any]:
     return {"id": r["id"], "title": r["title"], "status": status_of(r),
@@ -87,7 +92,7 @@ def render_junit(doc: dict[str, Any]) -> str:
     root = ET.Element("testsuites", name="omni-host")
     for host in doc["hosts"]:
         suite = ET.SubElement(root, "testsuite", name=host["host"],
-                              timestamp=_when(host.get("collected_at") or doc.get("started_at")),
+                              timestamp=_junit_time(host.get("collected_at") or doc.get("started_at")),
                               time=f"{host.get('duration_s', 0):.3f}")
         counts = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0}
         if not host["reachable"]:
