@@ -34,4 +34,4 @@ def assert_valid_report(doc: dict) -> None:
 
     schema = json.loads(SCHEMA_FILE.read_text(encoding="utf-8"))
     jsonschema.Draft202012Validator(schema).validate(doc)
-    assert Report.from_dict(doc).to_dict() == {k: v for k, v in doc.items()}
+    assert Report.from_dict(doc).to_dict() == doc

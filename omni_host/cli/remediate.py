@@ -8,6 +8,7 @@ is required without one), runs for real, re-audits the touched hosts and stores 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import shutil
 import sys
 import time
@@ -132,8 +133,6 @@ def _prepare(args: argparse.Namespace) -> tuple[float, Path, list] | int:
 
 
 def cmd_remediate(args: argparse.Namespace) -> int:
-    import dataclasses
-
     from omni_host.evaluate.audit import audit_many
     from omni_host.model import FixVerdict, make_report
     from omni_host.remediate.flow import available_playbooks, current_findings, outcomes
@@ -188,8 +187,6 @@ def cmd_remediate(args: argparse.Namespace) -> int:
 
 
 def cmd_bootstrap(args: argparse.Namespace) -> int:
-    import dataclasses
-
     from omni_host.evaluate.audit import audit_many
     from omni_host.model import make_report
     from omni_host.remediate.plan import Plan, PlaybookRun

@@ -4,9 +4,10 @@ of the CLI: these print)."""
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from omni_host.cli.common import (
     EXIT_OK,
@@ -18,8 +19,6 @@ from omni_host.cli.common import (
     write_output,
 )
 
-if TYPE_CHECKING:
-    pass
 
 def add_parsers(sub: argparse._SubParsersAction) -> None:
     report = sub.add_parser("report", help="stored audits: list, show, diff, recheck; the "
@@ -157,8 +156,6 @@ def _diff_text(diffs: list[dict[str, Any]]) -> str:
 
 
 def _recheck(args: argparse.Namespace, history) -> int:  # noqa: ANN001
-    import dataclasses
-
     from omni_host.app.audit import recheck
     from omni_host.cli.common import load_inventory_arg
     from omni_host.model import make_report
