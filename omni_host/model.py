@@ -160,6 +160,15 @@ class GpuSummary:
 
 
 @dataclass(frozen=True)
+class ModelSummary:
+    """A model the host's policy serves (omni_models), as examined on the host."""
+
+    path: str
+    size_bytes: int | None = None
+    architecture: str | None = None  # GGUF general.architecture; None for other formats
+
+
+@dataclass(frozen=True)
 class FactSummary:
     """The facts a diff and the Strategic layer compare; None where not observed."""
 
@@ -175,13 +184,14 @@ class FactSummary:
     mem_total_mib: int | None = None
     swap_total_mib: int | None = None
     containers: tuple[str, ...] | None = None
+    models: tuple[ModelSummary, ...] | None = None  # None: no omni_models, or not examined
 
 
 class EngineStatus(str, enum.Enum):
     BLOCKED = "blocked"  # a host condition holds
     BLOCKED_UPSTREAM = "blocked-upstream"  # only an upstream condition (re-check upstream)
-    UNKNOWN = "unknown"  # the facts to decide are missing
-    RE_EVALUATE = "re-evaluate"  # no blocking condition holds any more
+    UNKNOWN = "unknown"  # the facts (or the policy) to decide are missing
+    RE_EVALUATE = "re-evaluate"  # viable: no blocking condition holds on this host
 
 
 @dataclass(frozen=True)
@@ -191,23 +201,31 @@ class EngineVerdict:
     engine: str
     lessons: tuple[str, ...]
     status: EngineStatus
-    reasons: tuple[str, ...] = ()
+    reasons: tuple[str, ...] = ()  # the conditions that hold or cannot be decided, with facts
+    cleared: tuple[str, ...] = ()  # the conditions that do not hold here, with facts
+
+    @property
+    def blocked(self) -> bool:
+        return self.status in (EngineStatus.BLOCKED, EngineStatus.BLOCKED_UPSTREAM)
 
 
 @dataclass(frozen=True)
 class ColdCaseItem:
     item: str  # a check id or an engine
-    was: str  # "failed" or "blocked"
+    was: str  # its status at the previous audit
     now: str
+    change: str = ""  # "resolved", "newly failing" (a check); "resurrected", "newly blocked"
 
 
 @dataclass(frozen=True)
 class ColdCase:
-    """What failed or was blocked in earlier audits of a host, and where it stands now."""
+    """What changed state since the previous audit of a host: checks that failed then and pass
+    now or the reverse, engines blocked then and viable now or the reverse. Empty when nothing
+    changed."""
 
     previous: str | None  # the id of the audit compared with
-    resurrected: tuple[str, ...] = ()
-    resurrected_engines: tuple[str, ...] = ()
+    resurrected: tuple[str, ...] = ()  # checks failing at the previous audit, passing now
+    resurrected_engines: tuple[str, ...] = ()  # engines blocked then, viable now
     items: tuple[ColdCaseItem, ...] = ()
 
 

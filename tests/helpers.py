@@ -2,13 +2,20 @@
 
 from __future__ import annotations
 
+import dataclasses
+import subprocess
+import sys
 from functools import cache
 from pathlib import Path
 
 from omni_host.collect.bundle import Bundle, read_bundles
+from omni_host.model import CommandResult
+from omni_host.plan.policy import Policy
+from omni_host.probes.catalog import DYNAMIC, probes_for
 
 BUNDLES = Path(__file__).resolve().parent / "fixtures" / "bundles"
 GPU_MACHINES = ("h100-x1", "h200-x2")
+MODEL_HELPER = Path(__file__).resolve().parent.parent / "omni_host" / "remote" / "gguf_models.py"
 
 
 @cache
@@ -35,3 +42,45 @@ def assert_valid_report(doc: dict) -> None:
     schema = json.loads(SCHEMA_FILE.read_text(encoding="utf-8"))
     jsonschema.Draft202012Validator(schema).validate(doc)
     assert Report.from_dict(doc).to_dict() == doc
+
+
+def with_probe(bundle: Bundle, probe_id: str, stdout: str, argv: tuple[str, ...] = ("sh",)) -> Bundle:
+    results = dict(bundle.results)
+    results[probe_id] = CommandResult(probe_id, argv, "ran", 0, stdout, "", 0.01)
+    return dataclasses.replace(bundle, results=results)
+
+
+def collected_under(bundle: Bundle, policy: Policy) -> Bundle:
+    """The bundle as if its policy probes had been collected under ``policy`` (the captures
+    are real outputs; the arguments they ran with are the policy's)."""
+    argv = {p.id: p.argv for p in probes_for(policy)}
+    dynamic = {p.id for p in DYNAMIC}
+    results = {pid: dataclasses.replace(r, argv=argv[pid]) if pid in argv and pid in dynamic
+               else r for pid, r in bundle.results.items()}
+    return dataclasses.replace(bundle, results=results)
+
+
+def write_gguf(path: Path, arch: str, size: int | None = None) -> Path:
+    """A real GGUF file of architecture ``arch``, written with the gguf library; ``size``
+    makes it sparse to that many bytes (a 642 GB model on paper, nothing on disk)."""
+    import gguf
+    import numpy as np
+
+    writer = gguf.GGUFWriter(str(path), arch)
+    writer.add_block_count(2)
+    writer.add_array("tokenizer.ggml.tokens", ["<s>", "</s>", "hello"])
+    writer.add_tensor("token_embd.weight", np.zeros((8, 4), dtype=np.float32))
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    if size is not None:
+        with open(path, "r+b") as fh:
+            fh.truncate(size)
+    return path
+
+
+def model_helper(*args: str) -> str:
+    """The stdout of omni-host's real model helper (the model.files probe) run here."""
+    return subprocess.run([sys.executable, "-c", MODEL_HELPER.read_text(), *args],
+                          capture_output=True, text=True, check=True).stdout

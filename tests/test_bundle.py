@@ -132,7 +132,8 @@ def test_a_host_without_expected_state_never_exits_0(tmp_path: Path) -> None:
     result = run_cli("audit", "-i", str(inv), "--no-store")
     assert result.code == 4, result.stdout + result.stderr
     assert "bare: no expected state: the inventory sets no omni_* variable" in result.stderr
-    assert "omni-host init -i INVENTORY bare" in " ".join(result.stdout.split())  # wrapped
+    assert f"omni-host init -i {inv} bare" in result.stderr
+    assert f"omni-host init -i {inv} bare" in " ".join(result.stdout.split())  # wrapped
     as_json = run_cli("audit", "-i", str(inv), "--no-store", "--format", "json")
     (host,) = json.loads(as_json.stdout)["hosts"]
     assert host["unconfigured"] is True

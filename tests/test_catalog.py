@@ -7,46 +7,28 @@ from __future__ import annotations
 import dataclasses
 import json
 import subprocess
-import sys
 import time
 from pathlib import Path
 
-import numpy as np
 import pytest
 from conftest import FIXTURES, public_capture, run_cli
-from helpers import gpu_bundle
+from helpers import collected_under, gpu_bundle, model_helper, with_probe, write_gguf
 
 from omni_host.collect.bundle import Bundle
 from omni_host.evaluate.audit import evaluate_bundle
 from omni_host.evaluate.checks.docker import missing_tool
 from omni_host.model import CommandResult, Status
-from omni_host.plan.policy import Policy, policy_from_vars
-from omni_host.probes.catalog import DYNAMIC, probes_for
+from omni_host.plan.policy import policy_from_vars
+from omni_host.probes.catalog import DYNAMIC
 from omni_host.probes.parsers import build, host
 
 DYNAMIC_IDS = frozenset(p.id for p in DYNAMIC)
 
 BUILD = FIXTURES / "captures" / "build-h100"
-HELPER = Path(__file__).resolve().parent.parent / "omni_host" / "remote" / "gguf_models.py"
 
 
 def capture(name: str) -> str:
     return (BUILD / name).read_text()
-
-
-def with_probe(bundle: Bundle, probe_id: str, stdout: str, argv: tuple[str, ...] = ("sh",)) -> Bundle:
-    results = dict(bundle.results)
-    results[probe_id] = CommandResult(probe_id, argv, "ran", 0, stdout, "", 0.01)
-    return dataclasses.replace(bundle, results=results)
-
-
-def collected_under(bundle: Bundle, policy: Policy) -> Bundle:
-    """The bundle as if its policy probes had been collected under ``policy`` (the captures
-    above are real outputs; the arguments they ran with are the policy's)."""
-    argv = {p.id: p.argv for p in probes_for(policy)}
-    results = {pid: dataclasses.replace(r, argv=argv[pid]) if pid in argv and pid in DYNAMIC_IDS
-               else r for pid, r in bundle.results.items()}
-    return dataclasses.replace(bundle, results=results)
 
 
 def verdict(bundle: Bundle, check_id: str, **policy_vars) -> object:
@@ -178,20 +160,6 @@ def test_cpu_avx512_on_zen5_capture() -> None:
 
 # --- models: real GGUF files written with the gguf library ----------------------------------
 
-def write_gguf(path: Path, arch: str) -> Path:
-    import gguf
-
-    writer = gguf.GGUFWriter(str(path), arch)
-    writer.add_block_count(2)
-    writer.add_array("tokenizer.ggml.tokens", ["<s>", "</s>", "hello"])
-    writer.add_tensor("token_embd.weight", np.zeros((8, 4), dtype=np.float32))
-    writer.write_header_to_file()
-    writer.write_kv_data_to_file()
-    writer.write_tensors_to_file()
-    writer.close()
-    return path
-
-
 @pytest.fixture(scope="module")
 def llama_binary(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A compiled library carrying architecture names as C strings, as libllama.so does."""
@@ -205,15 +173,11 @@ def llama_binary(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def run_helper(*args: str) -> host.ModelFacts:
-    out = subprocess.run([sys.executable, "-c", HELPER.read_text(), *args], capture_output=True,
-                         text=True, check=True).stdout
-    return host.parse_models(out)
+    return host.parse_models(model_helper(*args))
 
 
 def model_bundle(tmp_path: Path, *args: str) -> Bundle:
-    out = subprocess.run([sys.executable, "-c", HELPER.read_text(), *args], capture_output=True,
-                         text=True, check=True).stdout
-    return with_probe(gpu_bundle("h100-x1"), "model.files", out)
+    return with_probe(gpu_bundle("h100-x1"), "model.files", model_helper(*args))
 
 
 def test_gguf_header_and_split_sizes(tmp_path: Path, llama_binary: Path) -> None:

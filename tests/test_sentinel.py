@@ -10,25 +10,71 @@ from pathlib import Path
 
 import pytest
 from conftest import public_capture, run_cli
-from helpers import gpu_bundle
+from helpers import collected_under, gpu_bundle, model_helper, with_probe, write_gguf
 
 from omni_host import codec
+from omni_host.evaluate.audit import evaluate_bundle
 from omni_host.evaluate.facts import facts_from_bundle
 from omni_host.evaluate.sentinel import fact_summary, strategic
+from omni_host.model import ColdCase, EngineStatus, Status, make_report
+from omni_host.plan.policy import policy_from_vars, reference_vars
+from omni_host.report.history import History, StoredAudit, cold_case
 
 
 def engines(bundle) -> dict[str, dict]:  # noqa: ANN001
     return {e.engine: codec.to_dict(e) for e in strategic(fact_summary(facts_from_bundle(bundle)))}
 
 
-def test_strategic_on_two_nvlinked_h200() -> None:
+def test_strategic_on_two_nvlinked_h200_with_no_models_in_its_policy() -> None:
     e = engines(gpu_bundle("h200-x2"))
     assert e["vLLM"]["status"] == "re-evaluate"            # no Blackwell GPU here
+    assert "no Blackwell GPU" in e["vLLM"]["cleared"][0]
     assert e["NVIDIA Dynamo"]["status"] == "re-evaluate"   # symmetric VRAM
-    assert e["ik_llama.cpp"]["status"] == "blocked-upstream"  # NVLink + symmetric; MoE upstream
-    assert e["SGLang"]["status"] == "blocked"              # RAM+swap below 642 GiB
-    assert "RAM+swap" in e["SGLang"]["reasons"][0]
-    assert e["ExLlamaV3"]["status"] == "blocked-upstream"
+    assert e["KTransformers"]["status"] == "blocked-upstream"
+    # What the host serves decides these; a policy without omni_models cannot: unknown, and why.
+    for engine in ("SGLang", "ExLlamaV3", "ik_llama.cpp"):
+        assert e[engine]["status"] == "unknown", engine
+        assert any("no omni_models in this host's policy" in r for r in e[engine]["reasons"])
+
+
+def judged(bundle, **policy_vars) -> dict[str, dict]:  # noqa: ANN001
+    policy = policy_from_vars(policy_vars, "test policy")
+    report = evaluate_bundle(collected_under(bundle, policy), policy)
+    return {e.engine: codec.to_dict(e) for e in report.strategic}
+
+
+def test_strategic_differs_between_hosts_with_different_policies(tmp_path: Path) -> None:
+    """Two hosts with the same hardware (the real H200 pair: 2 x 141 GiB, NVLink, 252 GiB RAM)
+    and different policies: one serves a 4 TiB DeepSeek (MoE, MLA), one a small Llama. The
+    model files are real GGUF files examined by the real model helper."""
+    deepseek = write_gguf(tmp_path / "DeepSeek-R1.gguf", "deepseek2", size=4 * 1024 ** 4)
+    llama = write_gguf(tmp_path / "llama.gguf", "llama")
+    h200 = gpu_bundle("h200-x2")
+    a = judged(with_probe(h200, "model.files", model_helper("--models", str(deepseek))),
+               omni_models=[{"path": str(deepseek), "loader": "gguf"}])
+    b = judged(with_probe(h200, "model.files", model_helper("--models", str(llama))),
+               omni_models=[{"path": str(llama), "loader": "gguf"}])
+    assert {k: v["status"] for k, v in a.items()} != {k: v["status"] for k, v in b.items()}
+    assert a["SGLang"]["status"] == "blocked"
+    assert f"{deepseek} 4,096 GiB > RAM+swap" in a["SGLang"]["reasons"][0]
+    assert a["ExLlamaV3"]["status"] == "blocked"
+    assert f"{deepseek}: deepseek2" in a["ExLlamaV3"]["reasons"][0]
+    assert a["ik_llama.cpp"]["status"] == "blocked"  # MoE, although NVLink and symmetric
+    for engine in ("SGLang", "ExLlamaV3", "ik_llama.cpp"):
+        assert b[engine]["status"] == "re-evaluate", (engine, b[engine])
+        assert b[engine]["reasons"] == []
+    assert "largest model 0 GiB <= RAM+swap" in b["SGLang"]["cleared"][0]
+    assert "models: llama" in b["ExLlamaV3"]["cleared"][0]
+    assert "NVLink present" in " ".join(b["ik_llama.cpp"]["cleared"])
+
+
+def test_strategic_says_unknown_when_a_model_could_not_be_examined(tmp_path: Path) -> None:
+    missing = tmp_path / "gone.gguf"
+    e = judged(with_probe(gpu_bundle("h200-x2"), "model.files", model_helper("--models", str(missing))),
+               omni_models=[{"path": str(missing), "loader": "gguf"}])
+    assert e["SGLang"]["status"] == "unknown"
+    assert f"size of {missing} not examined" in e["SGLang"]["reasons"][0]
+    assert e["ExLlamaV3"]["status"] == "unknown"
 
 
 def test_strategic_on_a_real_blackwell_capture() -> None:
@@ -118,3 +164,39 @@ def test_systemd_escapes_specifiers_and_a_failed_verify_leaves_nothing(tmp_path:
     paths, ok, message = schedule.install(target, broken, force=False, run_as="root")
     assert not ok and message
     assert not any(p.exists() for p in paths)  # nothing broken left on disk
+
+
+def _stored(*hosts) -> History:  # noqa: ANN002 (HostReport)
+    doc = make_report(list(hosts), started_at=1795300000.0, source="live", inventory=None).to_dict()
+    return History([StoredAudit("20261122T000000000Z-aaaaaa", Path("/nonexistent"), doc)])
+
+
+def _with(host, check_status: dict[str, str] = {}, engines: dict[str, str] = {}):  # noqa: ANN001, ANN202, B006
+    results = tuple(dataclasses.replace(r, status=Status(check_status[r.id]))
+                    if r.id in check_status else r for r in host.results)
+    strategic_ = tuple(dataclasses.replace(e, status=EngineStatus(engines[e.engine]))
+                       if e.engine in engines else e for e in host.strategic)
+    return dataclasses.replace(host, results=results, strategic=strategic_)
+
+
+def test_cold_case_is_empty_when_nothing_changed() -> None:
+    host = evaluate_bundle(gpu_bundle("h200-x2"), policy_from_vars(reference_vars(), "ref"))
+    assert any(e.blocked for e in host.strategic)  # blocked both times: not a change
+    assert any(r.status is Status.FAIL for r in host.results)  # failing both times: not a change
+    cold = cold_case(_stored(host), host.to_dict())
+    assert cold == ColdCase("20261122T000000000Z-aaaaaa")
+
+
+def test_cold_case_lists_only_state_changes() -> None:
+    host = evaluate_bundle(gpu_bundle("h200-x2"), policy_from_vars({}, "t"))
+    assert {r.id: r.status for r in host.results}["numa.nps1"] is Status.PASS
+    before = _with(host, {"numa.nps1": "fail"}, {"vLLM": "blocked"})
+    now = _with(host, {"cpu.avx512": "fail"}, {"NVIDIA Dynamo": "blocked"})
+    cold = cold_case(_stored(before), now.to_dict())
+    assert [(i.item, i.was, i.now, i.change) for i in cold.items] == [
+        ("numa.nps1", "fail", "pass", "resolved"),
+        ("cpu.avx512", "pass", "fail", "newly failing"),
+        ("vLLM", "blocked", "re-evaluate", "resurrected"),
+        ("NVIDIA Dynamo", "re-evaluate", "blocked", "newly blocked")]
+    assert cold.resurrected == ("numa.nps1",) and cold.resurrected_engines == ("vLLM",)
+    assert cold_case(History([]), now.to_dict()) == ColdCase(None)

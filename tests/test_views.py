@@ -16,12 +16,11 @@ import pytest
 from helpers import gpu_bundle
 
 from omni_host.evaluate.audit import evaluate_bundle
-from omni_host.evaluate.checks import catalog
 from omni_host.model import HostReport, Report
 from omni_host.plan.policy import policy_from_vars, reference_vars
 from omni_host.plan.waivers import Waiver, apply_waivers
-from omni_host.report.history import History, StoredAudit, cold_case, timelines
-from omni_host.report.views import VIEWS, ViewContext, render
+from omni_host.report.history import History, StoredAudit, cold_case
+from omni_host.report.views import VIEWS, ViewContext, context, render
 
 GOLDEN = Path(__file__).resolve().parent / "golden"
 STARTED = 1795300000.0  # 2026-11-22 19:46:40 UTC, fixed
@@ -49,9 +48,7 @@ def fixed_report() -> tuple[dict, ViewContext]:
     report = Report(STARTED, STARTED + 3, "live", "inventory/", tuple(hosts),
                     waiver_notes=tuple(notes))
     doc = report.to_dict()
-    ctx = ViewContext(layers={cid: m.layer for cid, m in catalog().items()},
-                      timelines=timelines(history, doc), width=100)
-    return doc, ctx
+    return doc, context("html", doc, lambda: history)
 
 
 EXTENSIONS = {"table": "txt", "json": "json", "markdown": "md", "html": "html",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import shlex
 import sys
 import threading
 from pathlib import Path
@@ -14,6 +15,7 @@ from omni_host.cli.common import (
     EXIT_UNREACHABLE,
     FORMATS,
     add_target_args,
+    add_view_args,
     emit,
     err,
     exit_code,
@@ -31,6 +33,7 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
                        help="audit collected bundles (directories or .tar.gz) instead of hosts")
     audit.add_argument("--format", default="table",
                        choices=FORMATS)
+    add_view_args(audit)
     audit.add_argument("--output", type=Path, default=None,
                        help="write the report to this file (atomically) instead of stdout")
     audit.add_argument("--waivers", type=Path, default=None,
@@ -125,13 +128,15 @@ def cmd_audit(args: argparse.Namespace) -> int:
                        waivers=args.waivers, store_root=store_root)
     for host in run.report.unreachable:
         err(f"{host.host}: unreachable: {host.error}")
+    record_inv = shlex.quote(str(args.inventory)) if args.inventory else "INVENTORY"
     for host in run.report.hosts:
         if host.unconfigured:
             err(f"{host.host}: no expected state: the inventory sets no omni_* variable for it "
-                f"(record one with omni-host init -i INVENTORY {host.host})")
+                f"(record one with omni-host init -i {record_inv} {shlex.quote(host.host)})")
     for note in run.waiver_notes:
         err(f"waiver: {note}")
-    emit(run.doc, args.format, args.output, lambda: run.history or load_history(store_root))
+    emit(run.doc, args.format, args.output, lambda: run.history or load_history(store_root),
+         args.verbosity)
     code = EXIT_TERMINATED if hosts.terminated else \
         EXIT_INTERRUPTED if hosts.interrupted else exit_code(run.report)
     if not args.no_store and hosts.source == "live":

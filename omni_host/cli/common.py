@@ -157,24 +157,29 @@ def write_output(text: str, output: Path | None) -> None:
         raise
 
 
+def add_view_args(parser: argparse.ArgumentParser) -> None:
+    """-v and --quiet: how much of the terminal view to show."""
+    group = parser.add_mutually_exclusive_group()
+    group.add_argument("-v", "--verbose", dest="verbosity", action="store_const", const=1,
+                       default=0, help="the terminal view expanded: every check, every "
+                                       "evidence line, every engine's reasons")
+    group.add_argument("-q", "--quiet", dest="verbosity", action="store_const", const=-1,
+                       help="only failures and the summary line (for timers and CI)")
+
+
 def emit(doc: dict[str, Any], fmt: str, output: Path | None,
-         history: Callable[[], History]) -> None:
+         history: Callable[[], History], verbosity: int = 0) -> None:
     """Render a report (its JSON form) through the view registry. ``history`` is read only by
     views that need it (the HTML timelines), so other formats never read the report store."""
-    from omni_host.report.views import NEEDS_HISTORY, ViewContext, render
+    from omni_host.report.views import context, render
 
     if fmt == "table" and output is None:
         from rich.console import Console
 
-        from omni_host.report import text
+        from omni_host.report.terminal import show, terminal_lines
 
-        text.render_table(doc, Console(soft_wrap=False))  # the live terminal: width, colour
+        console = Console()  # the live terminal: its width, colour unless NO_COLOR
+        ctx = context(fmt, doc, history, width=console.width, verbosity=verbosity)
+        show(terminal_lines(doc, ctx.width, verbosity, ctx.rationale), console)
         return
-    ctx = ViewContext()
-    if fmt in NEEDS_HISTORY:
-        from omni_host.evaluate.checks import catalog
-        from omni_host.report.history import timelines
-
-        ctx = ViewContext(layers={cid: meta.layer for cid, meta in catalog().items()},
-                          timelines=timelines(history(), doc))
-    write_output(render(fmt, doc, ctx), output)
+    write_output(render(fmt, doc, context(fmt, doc, history, verbosity=verbosity)), output)

@@ -20,6 +20,7 @@ from omni_host.cli.common import (
     EXIT_UNREACHABLE,
     EXIT_USAGE,
     add_target_args,
+    emit,
     err,
     exit_code,
     inventory_path,
@@ -206,10 +207,8 @@ def cmd_bootstrap(args: argparse.Namespace) -> int:
                          inventory=str(args.inventory))
     path = store_report(dataclasses.replace(report, baseline=True), store_root,
                         attach={"ansible": artifacts})
-    from rich.console import Console
+    from omni_host.report.history import load_history
 
-    from omni_host.report.text import render_table
-
-    render_table(report.to_dict(), Console(soft_wrap=False))
+    emit(report.to_dict(), "table", None, lambda: load_history(store_root))
     err(f"baseline audit stored in {path}")
     return exit_code(report)

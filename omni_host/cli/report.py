@@ -14,6 +14,7 @@ from omni_host.cli.common import (
     EXIT_USAGE,
     FORMATS,
     add_inventory_args,
+    add_view_args,
     emit,
     err,
     write_output,
@@ -43,6 +44,8 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
             p.add_argument("--format", choices=FORMATS if name != "diff" else ("table", "json"),
                            default="table")
             p.add_argument("--output", type=Path, default=None, help="write to this file")
+        if name in ("show", "recheck"):
+            add_view_args(p)
         if name == "recheck":
             add_inventory_args(p)  # default: the policy each bundle recorded
             p.add_argument("--no-store", action="store_true")
@@ -91,7 +94,8 @@ def cmd_report(args: argparse.Namespace) -> int:
                              f"{' INTERRUPTED' if audit.doc.get('interrupted') else ''}\n")
         return EXIT_OK
     if args.report_command == "show":
-        emit(history.resolve(args.ref).doc, args.format, args.output, lambda: history)
+        emit(history.resolve(args.ref).doc, args.format, args.output, lambda: history,
+             args.verbosity)
         return EXIT_OK
     if args.report_command == "diff":
         return _diff(args, history)
@@ -166,7 +170,7 @@ def _recheck(args: argparse.Namespace, history) -> int:  # noqa: ANN001
     report = make_report(hosts.reports, started_at=hosts.started_at, source="recheck",
                          inventory=str(args.inventory) if args.inventory else None)
     report = dataclasses.replace(report, rechecked=audit.id)
-    emit(report.to_dict(), args.format, args.output, lambda: history)
+    emit(report.to_dict(), args.format, args.output, lambda: history, args.verbosity)
     if not args.no_store:
         path = store_report(report, args.report_dir or default_report_dir())
         err(f"recheck stored in {path}")

@@ -30,7 +30,7 @@ def evaluate_bundle(bundle: Bundle, policy: Policy, *, address: str | None = Non
     facts = facts_from_bundle(bundle, policy)
     results = tuple(run_checks(facts, policy))
     probes = {pid: ProbeNote(p.outcome, p.reason) for pid, p in facts.probes.items()}
-    summary = fact_summary(facts)
+    summary = fact_summary(facts, policy)
     record = expected.to_dict() if expected is not None else bundle.policy
     policy_record = PolicyRecord(dict(record["values"]), dict(record["origins"])) if record else None
     return HostReport(bundle.host, address, bundle.transport, True, None, duration_s, results,

@@ -10,14 +10,27 @@ from typing import Any
 import yaml
 
 from omni_host.evaluate.facts import HostFacts
-from omni_host.model import EngineStatus, EngineVerdict, FactSummary, GpuSummary
+from omni_host.model import EngineStatus, EngineVerdict, FactSummary, GpuSummary, ModelSummary
+from omni_host.plan.policy import Policy
 from omni_host.resources import data_path
 
 ASYMMETRY_RATIO = 1.2
+GIB = 1024 ** 3
 
 
-def fact_summary(facts: HostFacts) -> FactSummary:
-    """The facts a diff and the Strategic layer compare, None where unobserved."""
+def _models(facts: HostFacts, policy: Policy | None) -> tuple[ModelSummary, ...] | None:
+    """The models of the host's own policy, with size and architecture where examined."""
+    if policy is None or not policy.models:
+        return None
+    probe = facts.get("model.files")
+    seen = {m.path: m for m in probe.fact.models if not m.error} if probe.ok else {}
+    return tuple(ModelSummary(w.path, seen[w.path].size_bytes, seen[w.path].architecture)
+                 if w.path in seen else ModelSummary(w.path) for w in policy.models)
+
+
+def fact_summary(facts: HostFacts, policy: Policy | None = None) -> FactSummary:
+    """The facts a diff and the Strategic layer compare, None where unobserved; the models are
+    those of ``policy`` (the host's own), as examined on the host."""
     def fact(*ids: str) -> Any:
         probe = facts.first_observed(*ids)
         return probe.fact if probe.ok else None
@@ -45,6 +58,7 @@ def fact_summary(facts: HostFacts) -> FactSummary:
         mem_total_mib=mem.mem_total_kib // 1024 if mem else None,
         swap_total_mib=sum(a.size_kib for a in swaps) // 1024 if swaps is not None else None,
         containers=tuple(sorted(c.name for c in containers)) if containers is not None else None,
+        models=_models(facts, policy),
     )
 
 
@@ -82,32 +96,63 @@ def _holds(kind: str, arg: Any, summary: FactSummary) -> tuple[bool | None, str]
         if len(gpus) < 2:
             return False, "one GPU"
         return not summary.nvlink, "no NVLink" if not summary.nvlink else "NVLink present"
-    if kind == "memory_below_gib":
-        mem, swap = summary.mem_total_mib, summary.swap_total_mib
-        if mem is None or swap is None:
-            return None, "memory facts unavailable"
-        total_gib = (mem + swap) / 1024
-        return total_gib < float(arg), f"RAM+swap {total_gib:.0f} GiB"
+    if kind == "model_over_memory":
+        return _model_over_memory(summary)
+    if kind == "model_architecture":
+        return _model_architecture(summary, {str(a) for a in arg})
     raise ValueError(f"unknown strategic condition {kind!r}")
 
 
+NO_MODELS = "no omni_models in this host's policy: the models it serves are not known"
+
+
+def _model_over_memory(summary: FactSummary) -> tuple[bool | None, str]:
+    models, mem, swap = summary.models, summary.mem_total_mib, summary.swap_total_mib
+    if models is None:
+        return None, NO_MODELS
+    if mem is None or swap is None:
+        return None, "memory facts unavailable"
+    budget = (mem + swap) * 1024 ** 2
+    room = f"RAM+swap {budget / GIB:,.0f} GiB"
+    over = [f"{m.path} {m.size_bytes / GIB:,.0f} GiB" for m in models
+            if m.size_bytes is not None and m.size_bytes > budget]
+    if over:
+        return True, f"{'; '.join(over)} > {room}"
+    unsized = [m.path for m in models if m.size_bytes is None]
+    if unsized:
+        return None, f"size of {', '.join(unsized)} not examined"
+    largest = max(m.size_bytes or 0 for m in models)
+    return False, f"largest model {largest / GIB:,.0f} GiB <= {room}"
+
+
+def _model_architecture(summary: FactSummary, names: set[str]) -> tuple[bool | None, str]:
+    if summary.models is None:
+        return None, NO_MODELS
+    hits = [f"{m.path}: {m.architecture}" for m in summary.models if m.architecture in names]
+    if hits:
+        return True, "; ".join(hits)
+    unread = [m.path for m in summary.models if m.architecture is None]
+    if unread:
+        return None, f"architecture of {', '.join(unread)} unknown (not examined or not GGUF)"
+    return False, "models: " + ", ".join(sorted({m.architecture or "" for m in summary.models}))
+
+
 def strategic(summary: FactSummary) -> tuple[EngineVerdict, ...]:
-    """Each engine: blocked (the conditions that hold, with the facts), unknown, or
-    re-evaluate (no host condition holds any more)."""
+    """Each engine judged on this host (its facts and its policy's models): blocked (the
+    conditions that hold, with the facts), unknown (what could not be decided, and why), or
+    re-evaluate: viable here, with the facts that clear each condition."""
     out = []
     for entry in strategic_catalog():
-        reasons, unknown = [], []
+        reasons, unknown, cleared = [], [], []
         for cond in entry["conditions"]:
             kind = next(k for k in cond if k != "why")
             why = cond.get("why") or cond[kind]
             holds, fact = _holds(kind, cond[kind], summary)
-            if holds:
-                reasons.append(f"{why} [{fact}]")
-            elif holds is None:
-                unknown.append(f"{why} [{fact}]")
+            (reasons if holds else unknown if holds is None else cleared).append(f"{why} [{fact}]")
         host_reasons = [r for r in reasons if "re-check upstream" not in r]
-        status = (EngineStatus.BLOCKED if host_reasons else EngineStatus.UNKNOWN if unknown
-                  else EngineStatus.BLOCKED_UPSTREAM if reasons else EngineStatus.RE_EVALUATE)
+        # An upstream block holds whatever the host's facts say: blocked, not unknown.
+        status = (EngineStatus.BLOCKED if host_reasons else EngineStatus.BLOCKED_UPSTREAM
+                  if reasons else EngineStatus.UNKNOWN if unknown else EngineStatus.RE_EVALUATE)
         out.append(EngineVerdict(entry["engine"], tuple(entry["lessons"]), status,
-                                 tuple(reasons + unknown)))
+                                 tuple(reasons + unknown), tuple(cleared)))
     return tuple(out)

@@ -9,7 +9,11 @@ from typing import Any
 from xml.etree import ElementTree as ET
 
 from omni_host.report.text import (
+    ENGINE_WORDS,
+    GLYPHS,
+    ORDER,
     cold_case_lines,
+    engine_why,
     expected_state_line,
     fix_steps,
     status_of,
@@ -18,9 +22,6 @@ from omni_host.report.text import (
 
 COLORS = {"pass": "#2e7d32", "fail": "#c62828", "warn": "#b35900", "skip": "#757575",
           "error": "#6a1b9a", "waived": "#1565c0"}
-GLYPHS = {"fail": "\u2717", "error": "E", "warn": "!", "waived": "W", "skip": "\u2013",
-          "pass": "\u2713"}  # the matrix reads without colour too
-ORDER = tuple(GLYPHS)  # failures first
 SEVERITIES = ("critical", "high", "medium", "low", "info")
 ENGINE_COLORS = {"blocked": "fail", "blocked-upstream": "warn", "re-evaluate": "pass",
                  "unknown": "skip"}
@@ -57,11 +58,13 @@ def _host_view(host: dict[str, Any], inventory: str | None, layers: dict[str, st
         ORDER.index(status_of(r)), SEVERITIES.index(r["severity"]), r["id"]))
     return {
         "name": host["host"], "address": host.get("address") or host["transport"],
-        "reachable": True, "expected_state": expected_state_line(host),
+        "reachable": True, "expected_state": expected_state_line(host, inventory),
+        "previous": (host.get("cold_case") or {}).get("previous"),
         "status_by_check": {r["id"]: status_of(r) for r in host["results"]},
         "findings": [_finding(r, layers.get(r["id"], "system"), timeline.get(r["id"], []),
                               fix_steps(r, inventory, host["host"])) for r in results],
-        "engines": [{**e, "color": ENGINE_COLORS.get(e["status"], "skip")}
+        "engines": [{**e, "color": ENGINE_COLORS.get(e["status"], "skip"),
+                     "word": ENGINE_WORDS[e["status"]], "why": engine_why(e)}
                     for e in host.get("strategic") or []],
         "cold_case": cold_case_lines(host)}
 

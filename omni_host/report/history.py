@@ -1,5 +1,5 @@
 """The report store read back: stored audits, what changed between two of them, and the
-cold cases (failed or blocked before, passing now).
+cold cases (what changed state since a host's previous audit).
 
 Stored reports are checked against the typed report (``Report.from_dict``) and then read as
 the JSON they are: one of a newer schema, a corrupt or truncated one, or one whose fields do
@@ -18,6 +18,7 @@ from omni_host.model import REPORT_SCHEMA, Change, ColdCase, ColdCaseItem, HostD
 from omni_host.report.store import audit_dirs
 
 BAD = ("fail", "error")
+BLOCKED = ("blocked", "blocked-upstream")
 COMPARED_FACTS = ("numa_nodes", "sockets", "driver_version", "cuda_version", "gpus", "swap_total_mib",
                   "mem_total_mib", "kernel", "cpu", "nvlink")
 
@@ -124,22 +125,30 @@ def policy_changes(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Change
 
 
 def cold_case(history: History, current: dict[str, Any]) -> ColdCase:
-    """The Cold Case layer of a host's audit newer than everything in ``history``: every
-    check that failed and every engine that was blocked in an earlier audit, with its status
-    now; ``resurrected`` are those that pass (or may be re-evaluated) now."""
+    """The Cold Case layer of a host's audit newer than everything in ``history``: only what
+    changed state since the host's previous audit. A check that failed then and passes now
+    (resolved), one that did not fail then and fails now (newly failing), an engine blocked
+    then and viable now (resurrected), an engine viable or undecided then and blocked now
+    (newly blocked). Empty when nothing changed."""
     entries = history.for_host(current["host"])
     if not entries:
         return ColdCase(previous=None)
-    (prev, old), earlier = entries[0], [h for _, h in entries[1:]]
-    d = diff_hosts(old, current, earlier)
-    now = _statuses(current)
-    failed_ever = sorted({c for _, h in entries for c, s in _statuses(h).items() if s in BAD})
-    engines_now = {e["engine"]: e["status"] for e in current.get("strategic", [])}
-    blocked_ever = sorted({e["engine"] for _, h in entries for e in h.get("strategic", [])
-                           if e.get("status") in ("blocked", "blocked-upstream")})
-    items = [ColdCaseItem(c, "failed", now.get(c, "not run")) for c in failed_ever]
-    items += [ColdCaseItem(e, "blocked", engines_now.get(e, "not evaluated")) for e in blocked_ever]
-    return ColdCase(prev.id, d.resurrected, d.resurrected_engines, tuple(items))
+    prev, old = entries[0]
+    before, now = _statuses(old), _statuses(current)
+    resolved = sorted(c for c, s in now.items() if s == "pass" and before.get(c) in BAD)
+    failing = sorted(c for c, s in now.items() if s in BAD and c in before and before[c] not in BAD)
+    engines_then = {e["engine"]: e["status"] for e in old.get("strategic") or []}
+    engines_now = {e["engine"]: e["status"] for e in current.get("strategic") or []}
+    resurrected = sorted(e for e, s in engines_now.items()
+                         if s == "re-evaluate" and engines_then.get(e) in BLOCKED)
+    newly_blocked = sorted(e for e, s in engines_now.items()
+                           if s in BLOCKED and e in engines_then and engines_then[e] not in BLOCKED)
+    items = ([ColdCaseItem(c, before[c], now[c], "resolved") for c in resolved]
+             + [ColdCaseItem(c, before[c], now[c], "newly failing") for c in failing]
+             + [ColdCaseItem(e, engines_then[e], engines_now[e], "resurrected") for e in resurrected]
+             + [ColdCaseItem(e, engines_then[e], engines_now[e], "newly blocked")
+                for e in newly_blocked])
+    return ColdCase(prev.id, tuple(resolved), tuple(resurrected), tuple(items))
 
 
 def timelines(history: History, doc: dict[str, Any]) -> dict[str, dict[str, list[tuple[str, str]]]]:

@@ -1,29 +1,30 @@
-"""Terminal, JSON and Markdown views of a report. Every view reads the report's JSON form
-(``Report.to_dict()``, the stored form), so a live audit and a stored one render alike. They
-count nothing that decides an exit code and set no global state; the table writes to an
-injected console. HTML, JUnit and Prometheus are in ``formats.py``."""
+"""What every view of a report shares (statuses, glyphs, the whole fix, the expected-state
+line, the summary line) and the JSON and Markdown views. Every view reads the report's JSON
+form (``Report.to_dict()``, the stored form), so a live audit and a stored one render alike.
+They count nothing that decides an exit code and set no global state. The terminal view is in
+``terminal.py``; HTML, JUnit and Prometheus in ``formats.py``."""
 
 from __future__ import annotations
 
 import json
 import shlex
-from typing import TYPE_CHECKING, Any, TextIO
-
-if TYPE_CHECKING:  # rich is imported only by the table view: JSON and Markdown start faster
-    from rich.console import Console
-    from rich.table import Table
+from typing import Any, TextIO
 
 STYLES = {"pass": "green", "fail": "bold red", "warn": "yellow", "skip": "dim",
           "error": "magenta", "waived": "blue"}
+GLYPHS = {"fail": "\u2717", "error": "E", "warn": "!", "waived": "W", "skip": "\u2013",
+          "pass": "\u2713"}  # a matrix reads without colour too
+ORDER = tuple(GLYPHS)  # failures first
+ENGINE_WORDS = {"blocked": "blocked", "blocked-upstream": "blocked upstream",
+                "unknown": "unknown", "re-evaluate": "viable"}
 
 
-def fix_text(result: dict[str, Any]) -> str:
-    fix = result.get("remediation")
-    if not fix:
-        return ""
-    if fix["kind"] == "playbook":
-        return f"playbook {fix['playbook']}"
-    return fix["steps"][0] if fix.get("steps") else "manual"
+def engine_why(engine: dict[str, Any]) -> list[str]:
+    """Why an engine has its Strategic verdict here: the conditions that hold (or cannot be
+    decided), else each condition with the fact that clears it."""
+    if engine.get("reasons"):
+        return list(engine["reasons"])
+    return [f"not blocked by: {c}" for c in engine.get("cleared") or []]
 
 
 def fix_steps(result: dict[str, Any], inventory: str | None, host: str) -> list[str]:
@@ -50,9 +51,10 @@ def unobserved(host: dict[str, Any]) -> list[str]:
             and not p["reason"].startswith(("not needed", "not requested"))]
 
 
-def expected_state_line(host: dict[str, Any]) -> str | None:
+def expected_state_line(host: dict[str, Any], inventory: str | None = None) -> str | None:
     """Once per host: the checks that had no expected state, and how to record one."""
-    record = f"record it with: omni-host init -i INVENTORY {host['host']}"
+    inv = shlex.quote(inventory) if inventory else "INVENTORY"
+    record = f"record it with: omni-host init -i {inv} {shlex.quote(host['host'])}"
     if host.get("unconfigured"):
         return ("NO EXPECTED STATE: the inventory sets no omni_* variable for this host; only "
                 f"the universal defaults were checked ({record})")
@@ -84,69 +86,19 @@ def _finding(r: dict[str, Any]) -> str:
     return text
 
 
-def _host_table(host: dict[str, Any]) -> Table:
-    """Three columns so that it reads on an 80-column terminal: the check (id, severity,
-    lessons), and the finding with its fix underneath."""
-    from rich.table import Table
-    from rich.text import Text
-
-    table = Table(title=f"{host['host']} ({host.get('address') or host['transport']})",
-                  title_justify="left", expand=True, show_lines=True)
-    table.add_column("Status", no_wrap=True)
-    table.add_column("Check", min_width=25)
-    table.add_column("Finding and fix", ratio=3)
-    for r in host["results"]:
-        check = Text(r["id"], style="bold")
-        check.append(f"\n{r['severity']} {' '.join(r['lessons'])}", style="dim")
-        finding = Text(_finding(r))
-        fix = fix_text(r)
-        if fix:
-            finding.append(f"\nFix: {fix}", style="cyan")
-        status = status_of(r)
-        table.add_row(Text(status.upper(), style=STYLES[status]), check, finding)
-    return table
-
-
-def strategic_lines(host: dict[str, Any]) -> list[str]:
-    return [f"{e['engine']}: {e['status']}" + (f" ({'; '.join(e['reasons'])})" if e["reasons"] else "")
-            for e in host.get("strategic") or []]
-
-
 def cold_case_lines(host: dict[str, Any]) -> list[str]:
-    """Everything that failed or was blocked before, and what it is now."""
+    """What changed state since the host's previous audit (nothing: one line that says so)."""
     cold = host.get("cold_case")
     if not cold or not cold.get("previous"):
         return []
-    lines = []
-    for item in cold.get("items") or []:
-        back = item["now"] in ("pass", "re-evaluate")
-        lines.append(f"{item['item']}: {item['was']} before, {item['now']} now"
-                     + (" (RESURRECTED)" if back else ""))
-    return lines or [f"nothing failed or was blocked in earlier audits (last: {cold['previous']})"]
+    return ([f"{i['item']}: {i.get('change') or 'changed'} ({i['was']} before, {i['now']} now)"
+             for i in cold.get("items") or []]
+            or ["nothing changed"])
 
 
-def render_table(doc: dict[str, Any], console: Console) -> None:
-    from rich.text import Text
-
-    for host in doc["hosts"]:
-        if not host["reachable"]:
-            console.print(Text(f"{host['host']} ({host.get('address')}): UNREACHABLE: "
-                               f"{host['error']}", style="bold red"))
-            continue
-        console.print(_host_table(host))
-        missing = unobserved(host)
-        if missing:
-            console.print(Text("Not observed: " + "; ".join(missing), style="dim"))
-        unset = expected_state_line(host)
-        if unset:
-            console.print(Text(unset, style="bold yellow" if host.get("unconfigured") else "yellow"))
-        for title, lines in (("Strategic", strategic_lines(host)),
-                             ("Cold case", cold_case_lines(host))):
-            if lines:
-                console.print(Text(f"{title}: " + " | ".join(lines), style="dim"))
-    for note in doc.get("waiver_notes") or []:
-        console.print(Text(f"Waiver: {note}", style="yellow"))
-    console.print(summary_line(doc))
+def strategic_lines(host: dict[str, Any]) -> list[str]:
+    return [f"{e['engine']}: {ENGINE_WORDS[e['status']]} ({'; '.join(engine_why(e))})"
+            for e in host.get("strategic") or []]
 
 
 def _md(text: str) -> str:
@@ -166,11 +118,11 @@ def render_markdown(doc: dict[str, Any], out: TextIO) -> None:
         unset = expected_state_line(host)
         if unset:
             out.write(_md(unset) + "\n\n")
-        out.write("| Status | Check | Severity | Lessons | Summary | Fix |\n")
-        out.write("|---|---|---|---|---|---|\n")
+        out.write("| Status | Check | Severity | Lessons | Summary |\n")
+        out.write("|---|---|---|---|---|\n")
         for r in host["results"]:
             out.write(f"| {status_of(r)} | `{r['id']}` | {r['severity']} | "
-                      f"{', '.join(r['lessons'])} | {_md(_finding(r))} | {_md(fix_text(r))} |\n")
+                      f"{', '.join(r['lessons'])} | {_md(_finding(r))} |\n")
         for title, lines in (("Strategic", strategic_lines(host)),
                              ("Cold case", cold_case_lines(host))):
             if lines:
@@ -182,6 +134,6 @@ def render_markdown(doc: dict[str, Any], out: TextIO) -> None:
             for ev in r["evidence"]:
                 out.write(f"\nEvidence (`{ev['command']}`):\n\n```\n")
                 out.write("\n".join(ev["lines"]) + "\n```\n")
-            fix = r.get("remediation")
-            if fix and fix.get("steps"):
-                out.write("\nFix:\n\n" + "".join(f"1. {_md(step)}\n" for step in fix["steps"]))
+            steps = fix_steps(r, doc.get("inventory"), host["host"])
+            if steps:
+                out.write("\nFix:\n\n" + "".join(f"1. {_md(step)}\n" for step in steps))

@@ -12,27 +12,50 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from omni_host.report.formats import Timelines
+    from omni_host.report.history import History
 
 
 @dataclass(frozen=True)
 class ViewContext:
-    """What a view may need besides the report: the check layers (HTML), the history of
-    each check (HTML timelines), the terminal width (table)."""
+    """What a view may need besides the report: the check layers (HTML), each check's
+    lesson (table), the history of each check (HTML timelines), the terminal width and
+    verbosity (table: -1 quiet, 0 default, 1 verbose)."""
 
     layers: dict[str, str] = field(default_factory=dict)
+    rationale: dict[str, str] = field(default_factory=dict)
     timelines: Timelines = field(default_factory=dict)
-    width: int = 100
+    width: int = 80
     color: bool = False
+    verbosity: int = 0
+
+
+def context(fmt: str, doc: dict[str, Any], history: Callable[[], History], *,
+            width: int = 80, color: bool = False, verbosity: int = 0) -> ViewContext:
+    """The context ``fmt`` needs: the catalog for the table and HTML, the report store only
+    for HTML (other formats never read it)."""
+    if fmt not in ("table", "html"):
+        return ViewContext(width=width, color=color, verbosity=verbosity)
+    from omni_host.evaluate.checks import catalog
+
+    metas = catalog().values()
+    timelines: Timelines = {}
+    if fmt in NEEDS_HISTORY:
+        from omni_host.report.history import timelines as history_timelines
+
+        timelines = history_timelines(history(), doc)
+    return ViewContext(layers={m.id: m.layer for m in metas},
+                       rationale={m.id: m.rationale for m in metas}, timelines=timelines,
+                       width=width, color=color, verbosity=verbosity)
 
 
 def _table(doc: dict[str, Any], ctx: ViewContext) -> str:
     from rich.console import Console
 
-    from omni_host.report.text import render_table
+    from omni_host.report.terminal import show, terminal_lines
 
     buf = io.StringIO()
-    render_table(doc, Console(file=buf, width=ctx.width, no_color=not ctx.color,
-                              force_terminal=ctx.color, soft_wrap=False))
+    show(terminal_lines(doc, ctx.width, ctx.verbosity, ctx.rationale),
+         Console(file=buf, width=ctx.width, no_color=not ctx.color, force_terminal=ctx.color))
     return buf.getvalue()
 
 

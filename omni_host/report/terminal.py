@@ -1,0 +1,303 @@
+"""The terminal view: what an operator reads at 80 columns.
+
+For a fleet, a matrix first (hosts x checks, one glyph each, so it reads without colour).
+Then per host: failures, errors and warnings first, each with the summary, the evidence that
+decided it, its lesson and the whole fix; passes, waivers and skips as one counted line each;
+the Strategic layer as the engines blocked here; the Cold Case as what changed. ``verbosity``
+-1 (``--quiet``) keeps only failures and the summary line; 1 (``-v``) expands everything.
+
+Pure: a report's JSON form in, styled lines out (``Line``: segments of text and a rich style);
+the lines are wrapped here, so the printer never wraps them again.
+"""
+
+from __future__ import annotations
+
+import re
+import textwrap
+from collections import Counter
+from typing import TYPE_CHECKING, Any
+
+from omni_host.report.text import (
+    ENGINE_WORDS,
+    GLYPHS,
+    ORDER,
+    STYLES,
+    engine_why,
+    expected_state_line,
+    fix_steps,
+    status_of,
+    summary_line,
+    unobserved,
+)
+
+if TYPE_CHECKING:  # rich is imported only to print
+    from rich.console import Console
+
+Line = tuple[tuple[str, str], ...]  # (text, rich style) segments
+FINDINGS = ("fail", "error", "warn")
+QUIET = ("fail", "error")
+LABEL = 12  # "  evidence  " : where a finding's labelled text starts
+SKIP_KINDS = ("not evaluated", "not applicable", "no expected state")
+
+
+def _line(*segments: tuple[str, str]) -> Line:
+    return tuple(segments)
+
+
+def _plain(text: str, style: str = "") -> Line:
+    return ((text, style),)
+
+
+def _fit(text: str, width: int) -> str:
+    return text if len(text) <= width else text[:width - 1] + "\u2026"
+
+
+def _wrap(text: str, width: int, first: str, rest: str) -> list[str]:
+    return textwrap.wrap(text, width=width, initial_indent=first, subsequent_indent=rest,
+                         break_on_hyphens=False) or [first.rstrip()]
+
+
+class _Page:
+    """The lines of the view, each already fitted to the width."""
+
+    def __init__(self, width: int, verbosity: int) -> None:
+        self.width = max(width, 40)
+        self.verbose = verbosity > 0
+        self.lines: list[Line] = []
+
+    def add(self, line: Line) -> None:
+        self.lines.append(line)
+
+    def text(self, text: str, style: str = "", first: str = "", rest: str = "") -> None:
+        for i, piece in enumerate(_wrap(text, self.width, first, rest or " " * len(first))):
+            self.add(_plain(piece, style) if i or not first else
+                     _line((first, ""), (piece[len(first):], style)))
+
+    def packed(self, items: list[str], style: str = "") -> None:
+        """Items two spaces apart, a line broken only between items."""
+        line = ""
+        for item in items:
+            if line and len(line) + 2 + len(item) > self.width:
+                self.add(_plain(line, style))
+                line = ""
+            line = f"{line}  {item}" if line else item
+        if line:
+            self.add(_plain(line, style))
+
+    def one(self, text: str, style: str = "") -> None:
+        """One line, cut to the width unless verbose (then wrapped)."""
+        if self.verbose:
+            self.text(text, style, rest="    ")
+        else:
+            self.add(_plain(_fit(text, self.width), style))
+
+    def labelled(self, label: str, lines: list[str], style: str = "") -> None:
+        pad = " " * LABEL
+        for i, text in enumerate(lines):
+            head = f"  {label:<{LABEL - 2}}" if i == 0 else pad
+            hang = pad + (" " * (text.index(" ") + 1) if re.match(r"^\d+\. ", text) else "")
+            for j, piece in enumerate(_wrap(text, self.width - LABEL, "", "")):
+                lead = head if j == 0 else hang
+                self.add(_line((lead, "dim" if j == 0 and i == 0 else ""), (piece, style)))
+
+
+# -- the fleet matrix ------------------------------------------------------------------------
+
+def _checks(doc: dict[str, Any]) -> list[str]:
+    checks: list[str] = []
+    for host in doc["hosts"]:
+        checks += [r["id"] for r in host.get("results") or [] if r["id"] not in checks]
+    return checks
+
+
+def _matrix(doc: dict[str, Any], page: _Page) -> None:
+    checks = _checks(doc)
+    legend = "  ".join(f"{GLYPHS[s]} {s}" for s in ORDER)
+    page.text(f"Fleet: {len(doc['hosts'])} hosts x {len(checks)} checks   {legend}", "bold")
+    name_w = max(8, min(max(len(h["host"]) for h in doc["hosts"]), page.width - 3 * len(checks)))
+    page.add(_plain(" " * name_w + "".join(f"{i:>3}" for i in range(1, len(checks) + 1)), "dim"))
+    for host in doc["hosts"]:
+        name = _fit(host["host"], name_w).ljust(name_w)
+        if not host["reachable"]:
+            gone = _fit(f"  UNREACHABLE: {host['error']}", page.width - name_w)
+            page.add(_line((name, "bold"), (gone, "bold red")))
+            continue
+        status = {r["id"]: status_of(r) for r in host["results"]}
+        cells = [("  " + GLYPHS[status[c]] if c in status else "   ", STYLES.get(status.get(c, ""), ""))
+                 for c in checks]
+        page.add(_line((name, "bold"), *cells))
+    page.packed([f"{i} {c}" for i, c in enumerate(checks, 1)], "dim")
+
+
+# -- one host --------------------------------------------------------------------------------
+
+def _counts(results: list[dict[str, Any]]) -> str:
+    counts = Counter(status_of(r) for r in results)
+    return ", ".join(f"{counts[s]} {s}" for s in ORDER if counts[s])
+
+
+def _evidence(result: dict[str, Any], verbose: bool) -> list[str]:
+    """The evidence that decided it: the first probe's command and lines (every probe and
+    every line with -v)."""
+    out: list[str] = []
+    shown = result["evidence"] if verbose else result["evidence"][:1]
+    for ev in shown:
+        lines = ev["lines"] if verbose else ev["lines"][:2]
+        out += [f"$ {ev['command']}", *lines]
+        if len(lines) < len(ev["lines"]):
+            out.append(f"(+{len(ev['lines']) - len(lines)} more lines: -v)")
+    if len(shown) < len(result["evidence"]):
+        out.append(f"(+{len(result['evidence']) - len(shown)} more probes: -v)")
+    return out
+
+
+def _finding(page: _Page, r: dict[str, Any], host: dict[str, Any], inventory: str | None,
+             rationale: dict[str, str]) -> None:
+    status = status_of(r)
+    head = f" {r['severity']} \u00b7 {' '.join(r['lessons'])}"
+    page.add(_line((f"{status.upper():<6}", STYLES[status]), (r["id"], "bold"),
+                   (_fit(f" {head}", page.width - 6 - len(r["id"])), "dim")))
+    page.text(r["summary"], first="  ")
+    if r["evidence"]:
+        page.labelled("evidence", _evidence(r, page.verbose), "dim")
+    if r["id"] in rationale:
+        page.labelled("lesson", [" ".join(rationale[r["id"]].split())])
+    if r.get("waiver"):
+        w = r["waiver"]
+        page.labelled("waived", [f"by {w['approver']} until {w['expires']}: {w['justification']}"],
+                      STYLES["waived"])
+    steps = fix_steps(r, inventory, host["host"])
+    if steps:
+        numbered = steps if len(steps) == 1 else [f"{i}. {s}" for i, s in enumerate(steps, 1)]
+        page.labelled("fix", numbered, "cyan")
+
+
+def _skip_kind(r: dict[str, Any]) -> str:
+    if (r.get("details") or {}).get("no_expected_state"):
+        return "no expected state"
+    return next((k for k in SKIP_KINDS if r["summary"].startswith(k)), "skipped")
+
+
+def _collapsed(page: _Page, host: dict[str, Any], inventory: str | None) -> None:
+    """Passes, waivers and skips: one counted line each (one line per check with -v)."""
+    by_status: dict[str, list[dict[str, Any]]] = {}
+    for r in host["results"]:
+        by_status.setdefault(status_of(r), []).append(r)
+    for status in ("waived", "pass", "skip"):
+        results = by_status.get(status) or []
+        if not results:
+            continue
+        label = f"{status.upper():<6}{len(results):>3}  "
+        if page.verbose:
+            page.add(_plain(label.rstrip(), STYLES[status]))
+            for r in results:
+                why = r["summary"]
+                if r.get("waiver"):
+                    w = r["waiver"]
+                    why = f"waived by {w['approver']} until {w['expires']}: {w['justification']}"
+                page.text(f"{r['id']}: {why}", first="  ", rest="      ")
+            continue
+        if status == "skip":
+            kinds = Counter(_skip_kind(r) for r in results)
+            body = ", ".join(f"{n} {k}" for k, n in kinds.most_common()) + " (-v: which, why)"
+        elif status == "waived":
+            body = ", ".join(f"{r['id']} (waived by {r['waiver']['approver']} until "
+                             f"{r['waiver']['expires']})" for r in results)
+        else:
+            body = ", ".join(r["id"] for r in results)
+        page.add(_line((label, STYLES[status]), (_fit(body, page.width - len(label)), "")))
+    unset = expected_state_line(host, inventory)
+    if unset and (page.verbose or host.get("unconfigured")):
+        page.text(unset, "bold yellow" if host.get("unconfigured") else "yellow")
+    elif unset:
+        page.add(_plain(_fit(f"{' ' * 11}record it: omni-host init -i {inventory or 'INVENTORY'} "
+                             f"{host['host']}", page.width), "yellow"))
+    missing = unobserved(host)
+    if missing and page.verbose:
+        page.text("Not observed: " + "; ".join(missing), "dim")
+
+
+def _strategic(page: _Page, host: dict[str, Any]) -> None:
+    engines = host.get("strategic") or []
+    if not engines:
+        return
+    by = Counter(e["status"] for e in engines)
+    blocked = by["blocked"] + by["blocked-upstream"]
+    page.add(_line(("Strategic: ", "bold"), (f"{blocked} blocked here, {by['re-evaluate']} "
+                                           f"viable, {by['unknown']} unknown", "")))
+    width = max(len(e["engine"]) for e in engines) + 2
+    for e in engines:
+        if page.verbose or e["status"] in ("blocked", "blocked-upstream"):
+            row = f"  {e['engine']:<{width}}{ENGINE_WORDS[e['status']]}: {'; '.join(engine_why(e))}"
+            page.one(row, "" if e["status"] != "blocked" else "red")
+    if not page.verbose:
+        for status in ("re-evaluate", "unknown"):
+            names = [e["engine"] for e in engines if e["status"] == status]
+            if names:
+                page.one(f"  {ENGINE_WORDS[status]}: {', '.join(names)}"
+                         + (" (-v: why)" if status == "unknown" else ""), "dim")
+
+
+def _cold_case(page: _Page, host: dict[str, Any]) -> None:
+    cold = host.get("cold_case")
+    if not cold:
+        return
+    if not cold.get("previous"):
+        if page.verbose:
+            page.add(_line(("Cold case: ", "bold"), ("first audit of this host", "dim")))
+        return
+    items = cold.get("items") or []
+    since = f"since audit {cold['previous']}"
+    if not items:
+        page.add(_line(("Cold case: ", "bold"), (f"nothing changed {since}", "dim")))
+        return
+    page.add(_line(("Cold case: ", "bold"), (since, "dim")))
+    width = max(len(i["item"]) for i in items) + 2
+    for i in items:
+        page.one(f"  {i['item']:<{width}}{i.get('change') or 'changed'}: {i['was']} -> {i['now']}",
+                 "red" if i.get("change", "").startswith("newly") else "green")
+
+
+def _host(page: _Page, host: dict[str, Any], doc: dict[str, Any], rationale: dict[str, str],
+          quiet: bool) -> None:
+    where = host.get("address") or host["transport"]
+    if not host["reachable"]:
+        page.text(f"{host['host']} ({where}): UNREACHABLE: {host['error']}", "bold red", rest="  ")
+        return
+    shown = [r for r in host["results"] if status_of(r) in (QUIET if quiet else FINDINGS)]
+    if quiet and not shown:
+        return
+    page.add(_line((f"{host['host']} ({where})", "bold"), (f"  {_counts(host['results'])}", "")))
+    shown.sort(key=lambda r: (ORDER.index(status_of(r)), r["severity"] != "critical", r["id"]))
+    for r in shown:
+        _finding(page, r, host, doc.get("inventory"), rationale)
+    if quiet:
+        return
+    _collapsed(page, host, doc.get("inventory"))
+    _strategic(page, host)
+    _cold_case(page, host)
+
+
+def terminal_lines(doc: dict[str, Any], width: int = 80, verbosity: int = 0,
+                   rationale: dict[str, str] | None = None) -> list[Line]:
+    """The whole view. ``rationale``: check id -> its lesson (the catalog's rationale)."""
+    page = _Page(width, verbosity)
+    quiet = verbosity < 0
+    if len(doc["hosts"]) > 1 and not quiet:
+        _matrix(doc, page)
+    for host in doc["hosts"]:
+        if page.lines and not quiet:
+            page.add(_plain(""))
+        _host(page, host, doc, rationale or {}, quiet)
+    for note in doc.get("waiver_notes") or []:
+        page.text(f"Waiver: {note}", "yellow", rest="  ")
+    page.text(summary_line(doc), "bold")
+    return page.lines
+
+
+def show(lines: list[Line], console: Console) -> None:
+    """Print the lines as they are: fitted already, never wrapped again."""
+    from rich.text import Text
+
+    for line in lines:
+        console.print(Text.assemble(*line), soft_wrap=True, highlight=False)
