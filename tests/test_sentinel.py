@@ -105,13 +105,16 @@ def test_fact_summary_of_a_gpu_machine() -> None:
 def test_schedule_install_status_remove(tmp_path: Path, flag: str, files: list[str]) -> None:
     root = tmp_path / "root"
     args = ["--root", str(root), flag]
+    # the textfile-collector line of docs/reports.md
     installed = run_cli("schedule", "install", "--quarterly", *args, "--", "-i",
-                        "/etc/omni-host/inventory", "all")
+                        "/etc/omni-host/inventory", "all", "--format", "prometheus", "--output",
+                        "/var/lib/prometheus/node-exporter/omni_host.prom")
     assert installed.code == 0, installed.stderr
     for rel in files:
         assert (root / rel).is_file()
     text = "".join((root / rel).read_text() for rel in files)
-    assert "audit -i /etc/omni-host/inventory all" in text
+    assert ("audit -i /etc/omni-host/inventory all --format prometheus --output "
+            "/var/lib/prometheus/node-exporter/omni_host.prom") in text
     if flag == "--system":
         assert "OnCalendar=quarterly" in text and "Persistent=true" in text
         assert "RandomizedDelaySec=" in text and "NO_COLOR=1" in text
