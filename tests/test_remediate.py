@@ -105,6 +105,50 @@ def test_swap_preview_apply_prove_and_idempotent(sshd: Sshd, tmp_path: Path, swa
     assert second.status == "successful" and second.changed("loop") == []
 
 
+def test_swap_in_an_existing_1777_directory_keeps_its_mode_and_the_preview_shows_every_change(
+        sshd: Sshd, tmp_path: Path, swap_target: Path, report_dir: Path) -> None:
+    """The directory is the operator's (1777, like /var/tmp): only the swap file is the play's.
+    The file exists, formatted but world-readable and off: the preview names the plan and the
+    mode change, the apply makes exactly those, and check mode afterwards changes nothing."""
+    swap_target.parent.mkdir()
+    swap_target.parent.chmod(0o1777)
+    subprocess.run(["fallocate", "-l", str(64 * 1048576), str(swap_target)], check=True)
+    subprocess.run(["mkswap", str(swap_target)], check=True, capture_output=True)
+    swap_target.chmod(0o644)
+    inv = sshd.inventory(tmp_path / "inv", {"loop": PY}, group_vars={
+        "omni_swap_size_mib": 64, "omni_swap_path": str(swap_target)})
+
+    preview = cli(sshd, "remediate", "-i", str(inv), report_dir=report_dir)
+    assert preview.code == 0, preview.stdout + preview.stderr
+    assert f"CHANGED: Swap plan for {swap_target}: swapon" in preview.stdout  # the task message
+    assert f"{swap_target}: mode 0644 -> 0600" in preview.stdout  # a non-text diff, shown
+    assert str(swap_target.parent) + ":" not in preview.stdout  # nothing about the directory
+    assert oct(swap_target.stat().st_mode & 0o777) == "0o644"  # the preview changed nothing
+
+    applied = cli(sshd, "remediate", "-i", str(inv), "--apply", "--yes", report_dir=report_dir)
+    assert applied.code == 0, applied.stdout + applied.stderr
+    assert oct(swap_target.parent.stat().st_mode & 0o7777) == "0o1777"
+    assert swap_target.parent.stat().st_uid == 0
+    assert oct(swap_target.stat().st_mode & 0o777) == "0o600"
+    assert str(swap_target) in active_swaps()
+    after = run_playbook(playbook=REPO / "playbooks" / "swap.yml", inventory=inv, hosts=("loop",),
+                         check_mode=True, artifacts_dir=tmp_path / "art",
+                         known_hosts=sshd.known_hosts, extravars={})
+    assert after.status == "successful" and after.changed("loop") == []
+
+
+@pytest.mark.parametrize("directory", ["/etc", "/tmp", "/usr"])
+def test_a_swap_file_in_a_system_directory_is_refused(sshd: Sshd, tmp_path: Path,
+                                                      report_dir: Path, directory: str) -> None:
+    target = Path(directory) / f"omni-test-{uuid.uuid4().hex[:8]}"
+    inv = sshd.inventory(tmp_path / "inv", {"loop": PY}, group_vars={
+        "omni_swap_size_mib": 64, "omni_swap_path": str(target)})
+    result = cli(sshd, "remediate", "-i", str(inv), "--apply", "--yes", report_dir=report_dir)
+    assert result.code == 1, result.stdout + result.stderr
+    assert f"is in {directory}, a system directory this play must not change" in result.stdout
+    assert not target.exists()
+
+
 def test_site_check_mode_runs_clean(sshd: Sshd, tmp_path: Path, swap_target: Path) -> None:
     inv = sshd.inventory(tmp_path / "inv", {"loop": PY}, group_vars={
         "omni_swap_size_mib": 64, "omni_swap_path": str(swap_target),

@@ -52,7 +52,7 @@ def _add_apply_args(p: argparse.ArgumentParser) -> None:
 def _show_task(task) -> None:  # noqa: ANN001 (TaskOutcome, imported lazily)
     if task.status in ("changed", "failed", "unreachable"):
         out(f"    {task.host}: {task.status.upper()}: {task.task}"
-             + (f": {task.message}" if task.message and task.status != "changed" else ""))
+            + (f": {task.message}" if task.message else ""))
         for line in task.diff.splitlines():
             out(f"        {line}")
 

@@ -58,7 +58,18 @@ def _diff_text(diff: Any) -> str:
                 before.splitlines(), after.splitlines(),
                 str(part.get("before_header", "before")), str(part.get("after_header", "after")),
                 lineterm=""))
+        elif isinstance(before, dict) and isinstance(after, dict):
+            lines.extend(_attribute_changes(before, after))
     return "\n".join(lines)
+
+
+def _attribute_changes(before: dict[str, Any], after: dict[str, Any]) -> list[str]:
+    """A file's state, mode or owner change (the file module's diff is a pair of dicts): one
+    line per attribute that differs, so a preview never hides a mode or ownership change."""
+    path = after.get("path") or before.get("path") or "?"
+    return [f"{path}: {key} {before.get(key, '(unset)')} -> {after.get(key, '(unset)')}"
+            for key in sorted(set(before) | set(after))
+            if key != "path" and before.get(key) != after.get(key)]
 
 
 _EVENTS = {"runner_on_ok": "ok", "runner_on_failed": "failed", "runner_on_skipped": "skipped",
@@ -75,9 +86,9 @@ def _task(event: dict[str, Any]) -> TaskOutcome | None:
         kind = "changed"
     if kind == "failed" and data.get("ignore_errors"):
         kind = "ok"
-    message = str(res.get("msg") or res.get("stderr") or "").strip()
-    if kind == "changed" and not message and isinstance(res.get("msg"), list):
-        message = ", ".join(map(str, res["msg"]))
+    msg = res.get("msg")
+    message = (", ".join(map(str, msg)) if isinstance(msg, list)
+               else str(msg or res.get("stderr") or "")).strip()
     return TaskOutcome(str(data["host"]), str(data.get("task", "")), kind,
                        message.splitlines()[0] if message else "", _diff_text(res.get("diff")))
 
