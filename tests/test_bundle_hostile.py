@@ -67,6 +67,25 @@ def test_manifests_of_the_wrong_shape_are_one_line(tmp_path: Path, doc: object) 
     refused(root, str(root))
 
 
+@pytest.mark.parametrize(("policy", "words"), [
+    ({"values": 5, "origins": {}}, "needs 'values' and 'origins' mappings"),
+    ({"origins": {}}, "needs 'values' and 'origins' mappings"),
+    ({"values": {"omni_swap_size_mib": 1}, "origins": []}, "needs 'values' and 'origins' mappings"),
+    ({"values": {"ansible_password": "x"}, "origins": {}}, "'ansible_password', not an omni_*"),
+    ({"values": {"omni_swap_size_mib": 1}, "origins": {"omni_swap_size_mib": 3}},
+     "origins must be text"),
+])
+def test_a_damaged_recorded_policy_is_refused_not_replaced(tmp_path: Path, policy: dict,
+                                                           words: str) -> None:
+    """Judging a bundle under the reference policy because its own record is damaged would be
+    a verdict the evidence does not support: the bundle is refused, naming what is wrong."""
+    root = real_bundle(tmp_path)
+    manifest = json.loads((root / "manifest.json").read_text())
+    manifest["policy"] = policy
+    (root / "manifest.json").write_text(json.dumps(manifest))
+    refused(root, words)
+
+
 _MEASURE = """
 import resource, sys, time, io, contextlib
 from omni_host.cli import main

@@ -166,6 +166,8 @@ def _from_files(read: Any, origin: str) -> Bundle:
     collector, policy = manifest.get("collector") or {}, manifest.get("policy")
     if not isinstance(collector, dict) or not (policy is None or isinstance(policy, dict)):
         raise BundleError(f"{origin}: manifest's collector or policy is not a mapping")
+    if policy is not None:
+        _check_policy(policy, origin)
     try:
         collected_at = float(manifest.get("collected_at"))
     except (TypeError, ValueError):
@@ -179,6 +181,19 @@ def _from_files(read: Any, origin: str) -> Bundle:
         raise BundleError(f"{origin}: incomplete bundle (missing {exc})") from exc
     return Bundle(host, collected_at, str(manifest.get("transport", "?")), collector, results,
                   policy)
+
+
+def _check_policy(policy: dict[str, Any], origin: str) -> None:
+    """The recorded expected state: omni_* values and their origins, both mappings. A bundle
+    whose record is damaged is refused, never judged under another policy in its place."""
+    values, origins = policy.get("values"), policy.get("origins", {})
+    if not isinstance(values, dict) or not isinstance(origins, dict):
+        raise BundleError(f"{origin}: manifest's policy needs 'values' and 'origins' mappings")
+    bad = next((k for k in values if not isinstance(k, str) or not k.startswith("omni_")), None)
+    if bad is not None:
+        raise BundleError(f"{origin}: manifest's policy records {bad!r}, not an omni_* variable")
+    if not all(isinstance(v, str) for v in origins.values()):
+        raise BundleError(f"{origin}: manifest's policy origins must be text")
 
 
 def _dir_reader(root: Path) -> Any:
