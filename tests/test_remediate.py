@@ -25,6 +25,7 @@ from omni_host.remediate.plan import PlaybookRun, make_plan
 pytestmark = pytest.mark.system  # real ansible-runner runs
 
 PY = {"ansible_python_interpreter": "/usr/bin/python3"}
+PLANTED = "sk-planted-9f3b2c7e1d"  # a secret in the operator's Compose file
 
 
 def active_swaps() -> list[str]:
@@ -225,7 +226,9 @@ def compose_project(docker_image: str, tmp_path: Path):
     compose.write_text(
         "# the operator's stack\nversion: '3.8'\nservices:\n  memgraph:\n"
         f"    image: {docker_image}\n    command: [sh, -c, 'sleep 600']\n"
-        "    environment:\n      - MG_LOG_LEVEL=INFO\n")
+        "    environment:   # kept as the operator wrote it\n      - MG_LOG_LEVEL=INFO\n"
+        f"      - API_KEY={PLANTED}\n")
+    compose.chmod(0o640)
     base = ["docker-compose"] if shutil.which("docker-compose") else ["docker", "compose"]
     # The project name is the directory's, as when the operator runs compose in it.
     cmd = [*base, "-f", str(compose)]
@@ -244,13 +247,69 @@ def test_tunables_loop_with_a_real_compose_service(sshd: Sshd, tmp_path: Path,
                if r["id"] == "containers.glibc-tunables")
     assert tun["status"] == "fail" and "memgraph: no GLIBC_TUNABLES" in tun["summary"]
 
+    original, stat = compose_project.read_bytes(), compose_project.stat()
+    override = compose_project.parent / "docker-compose.override.yml"
+    preview = cli(sshd, "remediate", "-i", str(inv), report_dir=report_dir)
+    assert preview.code == 0, preview.stdout + preview.stderr
+    assert "CHANGED: Write GLIBC_TUNABLES into the override file" in preview.stdout
+    assert "+      GLIBC_TUNABLES: glibc.cpu.hwcaps=-AVX512F" in preview.stdout  # its diff
+    assert not override.exists()
+
     applied = cli(sshd, "remediate", "-i", str(inv), "--apply", "--yes", report_dir=report_dir)
     assert applied.code == 0, applied.stdout + applied.stderr
     assert "FIXED          loop: containers.glibc-tunables (fail -> pass)" in applied.stdout
-    text = compose_project.read_text()
-    assert "GLIBC_TUNABLES=glibc.cpu.hwcaps=-AVX512F,-AVX512VL,-AVX512BW,-AVX512CD,-AVX512DQ" in text
-    assert "MG_LOG_LEVEL=INFO" in text  # the rest of the service is kept
-    assert list(compose_project.parent.glob("docker-compose.yml.*~"))  # the backup
+    # The operator's file: not one byte, not its mode, not its owner changed; no backup needed.
+    assert compose_project.read_bytes() == original
+    after = compose_project.stat()
+    assert (after.st_mode, after.st_uid, after.st_gid) == (stat.st_mode, stat.st_uid, stat.st_gid)
+    assert sorted(p.name for p in compose_project.parent.iterdir()) == [
+        "docker-compose.override.yml", "docker-compose.yml"]
+    assert "GLIBC_TUNABLES: glibc.cpu.hwcaps=-AVX512F,-AVX512VL,-AVX512BW,-AVX512CD,-AVX512DQ" \
+        in override.read_text()
+    # The secret in the operator's file reached no output and nothing stored (ansible-runner's
+    # artifacts included).
+    for text in (preview.stdout, preview.stderr, applied.stdout, applied.stderr):
+        assert PLANTED not in text
+    leaks = [p for p in report_dir.rglob("*") if p.is_file() and PLANTED.encode() in p.read_bytes()]
+    assert leaks == []
+    assert list(report_dir.rglob("job_events/*.json"))  # the artifacts were searched
+    second = run_playbook(playbook=REPO / "playbooks" / "glibc-tunables.yml", inventory=inv,
+                          hosts=("loop",), check_mode=False, artifacts_dir=tmp_path / "art",
+                          known_hosts=sshd.known_hosts, extravars={})
+    assert second.status == "successful" and second.changed("loop") == []
+
+
+def test_tunables_refuse_an_override_file_the_operator_wrote(sshd: Sshd, tmp_path: Path,
+                                                             compose_project: Path,
+                                                             report_dir: Path) -> None:
+    override = compose_project.parent / "docker-compose.override.yml"
+    override.write_text("# mine\nservices: {}\n")
+    inv = sshd.inventory(tmp_path / "inv", {"loop": PY}, group_vars={
+        "omni_zen5_tunables_containers": ["memgraph"], "omni_tunables_everywhere": True,
+        "omni_compose_file": str(compose_project)})
+    result = cli(sshd, "remediate", "-i", str(inv), "--apply", "--yes", report_dir=report_dir)
+    assert result.code == 1, result.stdout + result.stderr
+    assert "exists and was not written by omni-host" in result.stdout
+    assert override.read_text() == "# mine\nservices: {}\n"
+
+
+def test_tunables_leave_a_compose_file_that_does_not_parse(sshd: Sshd, tmp_path: Path,
+                                                          report_dir: Path) -> None:
+    compose = tmp_path / "docker-compose.yml"
+    compose.write_text(f"services: [unclosed\n  API_KEY: {PLANTED}\n")
+    inv = sshd.inventory(tmp_path / "inv", {"loop": PY}, group_vars={
+        "omni_zen5_tunables_containers": ["memgraph"], "omni_tunables_everywhere": True,
+        "omni_compose_file": str(compose)})
+    outcome = run_playbook(playbook=REPO / "playbooks" / "glibc-tunables.yml", inventory=inv,
+                           hosts=("loop",), check_mode=False, artifacts_dir=tmp_path / "art",
+                           known_hosts=sshd.known_hosts, extravars={})
+    failure = outcome.failure("loop")
+    assert failure is not None
+    assert failure.message == f"{compose} does not parse as a YAML mapping: left untouched"
+    assert compose.read_text().startswith("services: [unclosed")
+    assert not (tmp_path / "docker-compose.override.yml").exists()
+    assert not [p for p in (tmp_path / "art").rglob("*") if p.is_file()
+                and PLANTED.encode() in p.read_bytes()]
 
 
 def test_bootstrap_ends_with_a_stored_baseline(sshd: Sshd, tmp_path: Path, swap_target: Path,
