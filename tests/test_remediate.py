@@ -138,10 +138,26 @@ def test_swap_in_an_existing_1777_directory_keeps_its_mode_and_the_preview_shows
     assert after.status == "successful" and after.changed("loop") == []
 
 
-@pytest.mark.parametrize("directory", ["/etc", "/tmp", "/usr"])
+@pytest.fixture
+def system_swap_target(request: pytest.FixtureRequest):
+    """A swap path in a system directory; should a play ever accept it, the host is restored."""
+    target = Path(request.param) / f"omni-test-{uuid.uuid4().hex[:8]}"
+    fstab = Path("/etc/fstab")
+    saved = fstab.read_text() if fstab.exists() else None
+    yield target
+    if str(target) in active_swaps():
+        subprocess.run(["swapoff", str(target)], check=True)
+    target.unlink(missing_ok=True)
+    if saved is not None:
+        fstab.write_text(saved)
+
+
+@pytest.mark.parametrize("system_swap_target", ["/etc", "/tmp", "/usr"], indirect=True)
 def test_a_swap_file_in_a_system_directory_is_refused(sshd: Sshd, tmp_path: Path,
-                                                      report_dir: Path, directory: str) -> None:
-    target = Path(directory) / f"omni-test-{uuid.uuid4().hex[:8]}"
+                                                      report_dir: Path,
+                                                      system_swap_target: Path) -> None:
+    target = system_swap_target
+    directory = str(target.parent)
     inv = sshd.inventory(tmp_path / "inv", {"loop": PY}, group_vars={
         "omni_swap_size_mib": 64, "omni_swap_path": str(target)})
     result = cli(sshd, "remediate", "-i", str(inv), "--apply", "--yes", report_dir=report_dir)
