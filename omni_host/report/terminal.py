@@ -154,7 +154,7 @@ def _evidence(result: dict[str, Any], verbose: bool) -> list[str]:
 def _finding(page: _Page, r: dict[str, Any], host: dict[str, Any], inventory: str | None,
              rationale: dict[str, str]) -> None:
     status = status_of(r)
-    head = f" {r['severity']} \u00b7 {' '.join(r['lessons'])}"
+    head = " \u00b7 ".join([f" {r['severity']}", *([" ".join(r["lessons"])] if r["lessons"] else [])])
     page.add(_line((f"{status.upper():<6}", STYLES[status]), (r["id"], "bold"),
                    (_fit(f" {head}", page.width - 6 - len(r["id"])), "dim")))
     page.text(r["summary"], first="  ")
@@ -175,7 +175,7 @@ def _finding(page: _Page, r: dict[str, Any], host: dict[str, Any], inventory: st
 def _skip_kind(r: dict[str, Any]) -> str:
     if (r.get("details") or {}).get("no_expected_state"):
         return "no expected state"
-    return next((k for k in SKIP_KINDS if r["summary"].startswith(k)), "skipped")
+    return next((k for k in SKIP_KINDS if r["summary"].startswith(k)), "nothing to check")
 
 
 def _collapsed(page: _Page, host: dict[str, Any], inventory: str | None) -> None:
@@ -199,7 +199,7 @@ def _collapsed(page: _Page, host: dict[str, Any], inventory: str | None) -> None
             continue
         if status == "skip":
             kinds = Counter(_skip_kind(r) for r in results)
-            body = ", ".join(f"{n} {k}" for k, n in kinds.most_common()) + " (-v: which, why)"
+            body = ", ".join(f"{n} {k}" for k, n in kinds.most_common()) + " (-v lists them)"
         elif status == "waived":
             body = ", ".join(f"{r['id']} (waived by {r['waiver']['approver']} until "
                              f"{r['waiver']['expires']})" for r in results)
