@@ -194,6 +194,9 @@ class EngineStatus(str, enum.Enum):
     RE_EVALUATE = "re-evaluate"  # viable: no blocking condition holds on this host
 
 
+BLOCKED_ENGINE = frozenset({EngineStatus.BLOCKED.value, EngineStatus.BLOCKED_UPSTREAM.value})
+
+
 @dataclass(frozen=True)
 class EngineVerdict:
     """The Strategic layer's word on one alternative engine for this host."""
@@ -206,7 +209,7 @@ class EngineVerdict:
 
     @property
     def blocked(self) -> bool:
-        return self.status in (EngineStatus.BLOCKED, EngineStatus.BLOCKED_UPSTREAM)
+        return self.status.value in BLOCKED_ENGINE
 
 
 @dataclass(frozen=True)
@@ -224,9 +227,20 @@ class ColdCase:
     changed."""
 
     previous: str | None  # the id of the audit compared with
-    resurrected: tuple[str, ...] = ()  # checks failing at the previous audit, passing now
-    resurrected_engines: tuple[str, ...] = ()  # engines blocked then, viable now
     items: tuple[ColdCaseItem, ...] = ()
+
+    # Written for readers of the JSON, derived from the items: checks failing at the previous
+    # audit and passing now; engines blocked then and viable now.
+    DERIVED: ClassVar[dict[str, Any]] = {"resurrected": tuple[str, ...],
+                                         "resurrected_engines": tuple[str, ...]}
+
+    @property
+    def resurrected(self) -> tuple[str, ...]:
+        return tuple(i.item for i in self.items if i.change == "resolved")
+
+    @property
+    def resurrected_engines(self) -> tuple[str, ...]:
+        return tuple(i.item for i in self.items if i.change == "resurrected")
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import shlex
 import sys
 import threading
 from pathlib import Path
@@ -110,6 +109,7 @@ def cmd_audit(args: argparse.Namespace) -> int:
     from omni_host.app import audit
     from omni_host.report.history import load_history
     from omni_host.report.store import default_report_dir
+    from omni_host.report.text import init_command
 
     if args.bundle:
         hosts = audit.audit_bundles(args.bundle, load_inventory_arg(args))
@@ -128,11 +128,11 @@ def cmd_audit(args: argparse.Namespace) -> int:
                        waivers=args.waivers, store_root=store_root)
     for host in run.report.unreachable:
         err(f"{host.host}: unreachable: {host.error}")
-    record_inv = shlex.quote(str(args.inventory)) if args.inventory else "INVENTORY"
+    inventory = str(args.inventory) if args.inventory else None
     for host in run.report.hosts:
         if host.unconfigured:
             err(f"{host.host}: no expected state: the inventory sets no omni_* variable for it "
-                f"(record one with omni-host init -i {record_inv} {shlex.quote(host.host)})")
+                f"(record one with {init_command(host.host, inventory)})")
     for note in run.waiver_notes:
         err(f"waiver: {note}")
     emit(run.doc, args.format, args.output, lambda: run.history or load_history(store_root),

@@ -171,15 +171,13 @@ def emit(doc: dict[str, Any], fmt: str, output: Path | None,
          history: Callable[[], History], verbosity: int = 0) -> None:
     """Render a report (its JSON form) through the view registry. ``history`` is read only by
     views that need it (the HTML timelines), so other formats never read the report store."""
-    from omni_host.report.views import context, render
+    from omni_host.report.views import context, render, show_table
 
     if fmt == "table" and output is None:
         from rich.console import Console
 
-        from omni_host.report.terminal import show, terminal_lines
-
         console = Console()  # the live terminal: its width, colour unless NO_COLOR
-        ctx = context(fmt, doc, history, width=console.width, verbosity=verbosity)
-        show(terminal_lines(doc, ctx.width, verbosity, ctx.rationale), console)
+        show_table(doc, context(fmt, doc, history, width=console.width, verbosity=verbosity),
+                   console)
         return
     write_output(render(fmt, doc, context(fmt, doc, history, verbosity=verbosity)), output)

@@ -144,14 +144,15 @@ def strategic(summary: FactSummary) -> tuple[EngineVerdict, ...]:
     out = []
     for entry in strategic_catalog():
         reasons, unknown, cleared = [], [], []
+        host_blocked = False
         for cond in entry["conditions"]:
             kind = next(k for k in cond if k != "why")
             why = cond.get("why") or cond[kind]
             holds, fact = _holds(kind, cond[kind], summary)
             (reasons if holds else unknown if holds is None else cleared).append(f"{why} [{fact}]")
-        host_reasons = [r for r in reasons if "re-check upstream" not in r]
+            host_blocked = host_blocked or bool(holds and kind != "upstream")
         # An upstream block holds whatever the host's facts say: blocked, not unknown.
-        status = (EngineStatus.BLOCKED if host_reasons else EngineStatus.BLOCKED_UPSTREAM
+        status = (EngineStatus.BLOCKED if host_blocked else EngineStatus.BLOCKED_UPSTREAM
                   if reasons else EngineStatus.UNKNOWN if unknown else EngineStatus.RE_EVALUATE)
         out.append(EngineVerdict(entry["engine"], tuple(entry["lessons"]), status,
                                  tuple(reasons + unknown), tuple(cleared)))

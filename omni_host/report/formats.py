@@ -12,6 +12,7 @@ from omni_host.report.text import (
     ENGINE_WORDS,
     GLYPHS,
     ORDER,
+    check_ids,
     cold_case_lines,
     engine_why,
     expected_state_line,
@@ -78,9 +79,7 @@ def render_html(doc: dict[str, Any], layers: dict[str, str], timelines: Timeline
     env = jinja2.Environment(loader=jinja2.PackageLoader("omni_host.report", "templates"),
                              autoescape=True, undefined=jinja2.StrictUndefined,
                              trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True)
-    checks: list[str] = []
-    for host in doc["hosts"]:
-        checks += [r["id"] for r in host["results"] if r["id"] not in checks]
+    checks = check_ids(doc)
     hosts = [_host_view(h, doc.get("inventory"), layers, timelines) for h in doc["hosts"]]
     return env.get_template("report.html.j2").render(
         when=_when(doc.get("started_at")), summary=summary_line(doc),

@@ -14,11 +14,18 @@ from pathlib import Path
 from typing import Any
 
 from omni_host.codec import FormatError
-from omni_host.model import REPORT_SCHEMA, Change, ColdCase, ColdCaseItem, HostDiff, Report
+from omni_host.model import (
+    BLOCKED_ENGINE,
+    REPORT_SCHEMA,
+    Change,
+    ColdCase,
+    ColdCaseItem,
+    HostDiff,
+    Report,
+)
 from omni_host.report.store import audit_dirs
 
 BAD = ("fail", "error")
-BLOCKED = ("blocked", "blocked-upstream")
 COMPARED_FACTS = ("numa_nodes", "sockets", "driver_version", "cuda_version", "gpus", "swap_total_mib",
                   "mem_total_mib", "kernel", "cpu", "nvlink")
 
@@ -108,7 +115,7 @@ def diff_hosts(old: dict[str, Any], new: dict[str, Any],
     failed_ever = {c for h in history for c, s in _statuses(h).items() if s in BAD}
     resurrected = sorted(c for c, s in after.items() if s == "pass" and c in failed_ever)
     blocked_ever = {e["engine"] for h in history for e in h.get("strategic", [])
-                    if e.get("status") in ("blocked", "blocked-upstream")}
+                    if e.get("status") in BLOCKED_ENGINE}
     unblocked = sorted(e["engine"] for e in new.get("strategic", [])
                        if e.get("status") == "re-evaluate" and e["engine"] in blocked_ever)
     return HostDiff(tuple(new_failures), tuple(fixed), tuple(still), policy_changes(old, new),
@@ -140,15 +147,15 @@ def cold_case(history: History, current: dict[str, Any]) -> ColdCase:
     engines_then = {e["engine"]: e["status"] for e in old.get("strategic") or []}
     engines_now = {e["engine"]: e["status"] for e in current.get("strategic") or []}
     resurrected = sorted(e for e, s in engines_now.items()
-                         if s == "re-evaluate" and engines_then.get(e) in BLOCKED)
-    newly_blocked = sorted(e for e, s in engines_now.items()
-                           if s in BLOCKED and e in engines_then and engines_then[e] not in BLOCKED)
+                         if s == "re-evaluate" and engines_then.get(e) in BLOCKED_ENGINE)
+    newly_blocked = sorted(e for e, s in engines_now.items() if s in BLOCKED_ENGINE
+                           and e in engines_then and engines_then[e] not in BLOCKED_ENGINE)
     items = ([ColdCaseItem(c, before[c], now[c], "resolved") for c in resolved]
              + [ColdCaseItem(c, before[c], now[c], "newly failing") for c in failing]
              + [ColdCaseItem(e, engines_then[e], engines_now[e], "resurrected") for e in resurrected]
              + [ColdCaseItem(e, engines_then[e], engines_now[e], "newly blocked")
                 for e in newly_blocked])
-    return ColdCase(prev.id, tuple(resolved), tuple(resurrected), tuple(items))
+    return ColdCase(prev.id, tuple(items))
 
 
 def timelines(history: History, doc: dict[str, Any]) -> dict[str, dict[str, list[tuple[str, str]]]]:

@@ -17,17 +17,21 @@ import textwrap
 from collections import Counter
 from typing import TYPE_CHECKING, Any
 
+from omni_host.model import BLOCKED_ENGINE
 from omni_host.report.text import (
     ENGINE_WORDS,
     GLYPHS,
     ORDER,
     STYLES,
+    check_ids,
     engine_why,
     expected_state_line,
     fix_steps,
+    init_command,
     status_of,
     summary_line,
     unobserved,
+    waiver_line,
 )
 
 if TYPE_CHECKING:  # rich is imported only to print
@@ -103,15 +107,8 @@ class _Page:
 
 # -- the fleet matrix ------------------------------------------------------------------------
 
-def _checks(doc: dict[str, Any]) -> list[str]:
-    checks: list[str] = []
-    for host in doc["hosts"]:
-        checks += [r["id"] for r in host.get("results") or [] if r["id"] not in checks]
-    return checks
-
-
 def _matrix(doc: dict[str, Any], page: _Page) -> None:
-    checks = _checks(doc)
+    checks = check_ids(doc)
     legend = "  ".join(f"{GLYPHS[s]} {s}" for s in ORDER)
     page.text(f"Fleet: {len(doc['hosts'])} hosts x {len(checks)} checks   {legend}", "bold")
     name_w = max(8, min(max(len(h["host"]) for h in doc["hosts"]), page.width - 3 * len(checks)))
@@ -131,9 +128,8 @@ def _matrix(doc: dict[str, Any], page: _Page) -> None:
 
 # -- one host --------------------------------------------------------------------------------
 
-def _counts(results: list[dict[str, Any]]) -> str:
-    counts = Counter(status_of(r) for r in results)
-    return ", ".join(f"{counts[s]} {s}" for s in ORDER if counts[s])
+def _counts(host: dict[str, Any]) -> str:
+    return ", ".join(f"{host['counts'][s]} {s}" for s in ORDER if host["counts"].get(s))
 
 
 def _evidence(result: dict[str, Any], verbose: bool) -> list[str]:
@@ -154,18 +150,16 @@ def _evidence(result: dict[str, Any], verbose: bool) -> list[str]:
 def _finding(page: _Page, r: dict[str, Any], host: dict[str, Any], inventory: str | None,
              rationale: dict[str, str]) -> None:
     status = status_of(r)
-    head = " \u00b7 ".join([f" {r['severity']}", *([" ".join(r["lessons"])] if r["lessons"] else [])])
+    head = " \u00b7 ".join([r["severity"], *([" ".join(r["lessons"])] if r["lessons"] else [])])
     page.add(_line((f"{status.upper():<6}", STYLES[status]), (r["id"], "bold"),
-                   (_fit(f" {head}", page.width - 6 - len(r["id"])), "dim")))
+                   (_fit(f"  {head}", page.width - 6 - len(r["id"])), "dim")))
     page.text(r["summary"], first="  ")
     if r["evidence"]:
         page.labelled("evidence", _evidence(r, page.verbose), "dim")
     if r["id"] in rationale:
         page.labelled("lesson", [" ".join(rationale[r["id"]].split())])
     if r.get("waiver"):
-        w = r["waiver"]
-        page.labelled("waived", [f"by {w['approver']} until {w['expires']}: {w['justification']}"],
-                      STYLES["waived"])
+        page.labelled("waived", [waiver_line(r["waiver"])], STYLES["waived"])
     steps = fix_steps(r, inventory, host["host"])
     if steps:
         numbered = steps if len(steps) == 1 else [f"{i}. {s}" for i, s in enumerate(steps, 1)]
@@ -191,10 +185,7 @@ def _collapsed(page: _Page, host: dict[str, Any], inventory: str | None) -> None
         if page.verbose:
             page.add(_plain(label.rstrip(), STYLES[status]))
             for r in results:
-                why = r["summary"]
-                if r.get("waiver"):
-                    w = r["waiver"]
-                    why = f"waived by {w['approver']} until {w['expires']}: {w['justification']}"
+                why = f"waived {waiver_line(r['waiver'])}" if r.get("waiver") else r["summary"]
                 page.text(f"{r['id']}: {why}", first="  ", rest="      ")
             continue
         if status == "skip":
@@ -210,8 +201,8 @@ def _collapsed(page: _Page, host: dict[str, Any], inventory: str | None) -> None
     if unset and (page.verbose or host.get("unconfigured")):
         page.text(unset, "bold yellow" if host.get("unconfigured") else "yellow")
     elif unset:
-        page.add(_plain(_fit(f"{' ' * 11}record it: omni-host init -i {inventory or 'INVENTORY'} "
-                             f"{host['host']}", page.width), "yellow"))
+        page.add(_plain(_fit(f"{' ' * 11}record it: {init_command(host['host'], inventory)}",
+                             page.width), "yellow"))
     missing = unobserved(host)
     if missing and page.verbose:
         page.text("Not observed: " + "; ".join(missing), "dim")
@@ -222,12 +213,12 @@ def _strategic(page: _Page, host: dict[str, Any]) -> None:
     if not engines:
         return
     by = Counter(e["status"] for e in engines)
-    blocked = by["blocked"] + by["blocked-upstream"]
+    blocked = sum(by[s] for s in BLOCKED_ENGINE)
     page.add(_line(("Strategic: ", "bold"), (f"{blocked} blocked here, {by['re-evaluate']} "
                                            f"viable, {by['unknown']} unknown", "")))
     width = max(len(e["engine"]) for e in engines) + 2
     for e in engines:
-        if page.verbose or e["status"] in ("blocked", "blocked-upstream"):
+        if page.verbose or e["status"] in BLOCKED_ENGINE:
             row = f"  {e['engine']:<{width}}{ENGINE_WORDS[e['status']]}: {'; '.join(engine_why(e))}"
             page.one(row, "" if e["status"] != "blocked" else "red")
     if not page.verbose:
@@ -267,7 +258,7 @@ def _host(page: _Page, host: dict[str, Any], doc: dict[str, Any], rationale: dic
     shown = [r for r in host["results"] if status_of(r) in (QUIET if quiet else FINDINGS)]
     if quiet and not shown:
         return
-    page.add(_line((f"{host['host']} ({where})", "bold"), (f"  {_counts(host['results'])}", "")))
+    page.add(_line((f"{host['host']} ({where})", "bold"), (f"  {_counts(host)}", "")))
     shown.sort(key=lambda r: (ORDER.index(status_of(r)), r["severity"] != "critical", r["id"]))
     for r in shown:
         _finding(page, r, host, doc.get("inventory"), rationale)

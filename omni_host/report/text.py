@@ -6,7 +6,6 @@ They count nothing that decides an exit code and set no global state. The termin
 
 from __future__ import annotations
 
-import json
 import shlex
 from typing import Any, TextIO
 
@@ -25,6 +24,25 @@ def engine_why(engine: dict[str, Any]) -> list[str]:
     if engine.get("reasons"):
         return list(engine["reasons"])
     return [f"not blocked by: {c}" for c in engine.get("cleared") or []]
+
+
+def check_ids(doc: dict[str, Any]) -> list[str]:
+    """Every check id of the report's hosts, in the order they first appear."""
+    checks: list[str] = []
+    for host in doc["hosts"]:
+        checks += [r["id"] for r in host.get("results") or [] if r["id"] not in checks]
+    return checks
+
+
+def init_command(host: str, inventory: str | None) -> str:
+    """The command that records a host's expected state, quoted for a shell."""
+    inv = shlex.quote(inventory) if inventory else "INVENTORY"
+    return f"omni-host init -i {inv} {shlex.quote(host)}"
+
+
+def waiver_line(waiver: dict[str, Any]) -> str:
+    """Who accepted a finding, until when, and why."""
+    return f"by {waiver['approver']} until {waiver['expires']}: {waiver['justification']}"
 
 
 def fix_steps(result: dict[str, Any], inventory: str | None, host: str) -> list[str]:
@@ -53,8 +71,7 @@ def unobserved(host: dict[str, Any]) -> list[str]:
 
 def expected_state_line(host: dict[str, Any], inventory: str | None = None) -> str | None:
     """Once per host: the checks that had no expected state, and how to record one."""
-    inv = shlex.quote(inventory) if inventory else "INVENTORY"
-    record = f"record it with: omni-host init -i {inv} {shlex.quote(host['host'])}"
+    record = f"record it with: {init_command(host['host'], inventory)}"
     if host.get("unconfigured"):
         return ("NO EXPECTED STATE: the inventory sets no omni_* variable for this host; only "
                 f"the universal defaults were checked ({record})")
@@ -73,16 +90,10 @@ def summary_line(doc: dict[str, Any]) -> str:
             + (" (INTERRUPTED: partial)" if doc.get("interrupted") else ""))
 
 
-def render_json(doc: dict[str, Any], out: TextIO) -> None:
-    json.dump(doc, out, indent=2)
-    out.write("\n")
-
-
 def _finding(r: dict[str, Any]) -> str:
     text = r["summary"]
     if r.get("waiver"):
-        w = r["waiver"]
-        text += f" [waived by {w['approver']} until {w['expires']}: {w['justification']}]"
+        text += f" [waived {waiver_line(r['waiver'])}]"
     return text
 
 

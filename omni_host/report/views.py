@@ -11,6 +11,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from rich.console import Console
+
     from omni_host.report.formats import Timelines
     from omni_host.report.history import History
 
@@ -48,14 +50,19 @@ def context(fmt: str, doc: dict[str, Any], history: Callable[[], History], *,
                        width=width, color=color, verbosity=verbosity)
 
 
+def show_table(doc: dict[str, Any], ctx: ViewContext, console: Console) -> None:
+    """The terminal view printed to ``console`` (a live terminal, or a buffer)."""
+    from omni_host.report.terminal import show, terminal_lines
+
+    show(terminal_lines(doc, ctx.width, ctx.verbosity, ctx.rationale), console)
+
+
 def _table(doc: dict[str, Any], ctx: ViewContext) -> str:
     from rich.console import Console
 
-    from omni_host.report.terminal import show, terminal_lines
-
     buf = io.StringIO()
-    show(terminal_lines(doc, ctx.width, ctx.verbosity, ctx.rationale),
-         Console(file=buf, width=ctx.width, no_color=not ctx.color, force_terminal=ctx.color))
+    show_table(doc, ctx, Console(file=buf, width=ctx.width, no_color=not ctx.color,
+                                 force_terminal=ctx.color))
     return buf.getvalue()
 
 
