@@ -92,3 +92,21 @@ def test_an_ssh_audit_does_import_paramiko(tmp_path: Path) -> None:
     facts = json.loads(proc.stderr.strip().splitlines()[-1])
     assert facts["code"] == 3
     assert "paramiko" in facts["heavy"]
+
+
+@pytest.mark.parametrize("argv", [
+    ["audit", "-i", "inv.yml", "gpu01", "--format", "json", "--forks", "4"],
+    ["collect", "--out", "b.tar.gz"],
+    ["remediate", "swap.capacity", "--apply"],
+    ["bootstrap", "-i", "inv.yml", "box"],
+    ["report", "show", "latest", "--format", "html", "-q"],
+    ["schedule", "install", "--quarterly"],
+    ["checks", "explain", "F-010"],
+    ["init", "-i", "inv.yml", "gpu01"],
+    ["payload"],
+])
+def test_a_command_parses_the_same_when_only_its_group_is_built(argv: list[str]) -> None:
+    from omni_host.cli import GROUPS, HANDLERS, build_parser
+
+    assert GROUPS.keys() == HANDLERS.keys()
+    assert vars(build_parser(argv).parse_args(argv)) == vars(build_parser().parse_args(argv))

@@ -6,6 +6,7 @@ both, naming the field."""
 from __future__ import annotations
 
 import copy
+import functools
 import json
 import os
 from pathlib import Path
@@ -22,6 +23,7 @@ from omni_host.report.history import load_history
 from omni_host.report.schema import SCHEMA_FILE, schema_text
 
 
+@functools.cache
 def validator() -> jsonschema.Draft202012Validator:
     schema = json.loads(SCHEMA_FILE.read_text(encoding="utf-8"))
     jsonschema.Draft202012Validator.check_schema(schema)

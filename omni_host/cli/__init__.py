@@ -18,14 +18,21 @@ from omni_host import __version__
 from omni_host.cli import audit, catalog, remediate, report
 from omni_host.cli.common import EXIT_INTERRUPTED, EXIT_TERMINATED, EXIT_USAGE, err
 
+GROUPS = {"audit": audit, "collect": audit, "remediate": remediate, "bootstrap": remediate,
+          "report": report, "schedule": report, "payload": catalog, "checks": catalog,
+          "init": catalog}
 
-def build_parser() -> argparse.ArgumentParser:
+
+def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
+    """The whole parser, or, when ``argv`` names a command, only its group's: argparse spends
+    about 12 ms building all 137 options, a tenth of a local audit."""
     parser = argparse.ArgumentParser(
         prog="omni-host",
         description="Audit LLM inference hosts against the lessons they were built on.")
     parser.add_argument("--version", action="version", version=f"omni-host {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
-    for group in (audit, catalog, remediate, report):
+    named = GROUPS.get(argv[0]) if argv else None
+    for group in (named,) if named else (audit, catalog, remediate, report):
         group.add_parsers(sub)
     return parser
 
@@ -63,8 +70,10 @@ def _on_sigterm(signum: int, frame: object) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     import signal
+    import sys
 
-    args = build_parser().parse_args(argv)
+    argv = sys.argv[1:] if argv is None else argv
+    args = build_parser(argv).parse_args(argv)
     from omni_host.errors import OmniHostError
 
     _warnings_to_stderr()

@@ -12,20 +12,51 @@ import shutil
 import socket
 import sys
 
+LIMIT = 64 << 20  # a Docker answer larger than this is not an inspect of a sane host
 
-def connection(path):
-    """An HTTP connection over the unix socket. http.client (and the email package it pulls
-    in) is imported only here: a host without a Docker socket never pays for it."""
-    from http.client import HTTPConnection
 
-    class UnixHTTPConnection(HTTPConnection):
-        def connect(self):
-            sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-            sock.settimeout(15)
-            sock.connect(path)
-            self.sock = sock
+def get(path, url):
+    """One HTTP/1.0 GET over the unix socket, read to its close. Plain sockets: http.client
+    pulls in the email and ssl packages, 27 ms of a host's CPU per audit for two requests."""
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock.settimeout(15)
+    try:
+        sock.connect(path)
+        sock.sendall(("GET %s HTTP/1.0\r\nHost: docker\r\n\r\n" % url).encode("ascii"))
+        chunks, size = [], 0
+        while True:
+            chunk = sock.recv(1 << 16)
+            if not chunk:
+                break
+            size += len(chunk)
+            if size > LIMIT:
+                raise ValueError("Docker API %s: answer over %d MiB" % (url, LIMIT >> 20))
+            chunks.append(chunk)
+    finally:
+        sock.close()
+    head, sep, body = b"".join(chunks).partition(b"\r\n\r\n")
+    lines = head.decode("latin-1").split("\r\n")
+    status = lines[0].split(" ", 2)
+    if not sep or len(status) < 2 or not status[0].startswith("HTTP/"):
+        raise ValueError("Docker API %s: not an HTTP answer: %r" % (url, head[:80]))
+    headers = dict(line.lower().split(":", 1) for line in lines[1:] if ":" in line)
+    if headers.get("transfer-encoding", "").strip() == "chunked":
+        body = dechunk(body)
+    if status[1] != "200":
+        raise OSError("Docker API %s: HTTP %s %s" % (url, status[1], body[:200]))
+    return json.loads(body.decode("utf-8"))
 
-    return UnixHTTPConnection("localhost", timeout=15)
+
+def dechunk(body):
+    out, rest = [], body
+    while rest:
+        size_line, _, rest = rest.partition(b"\r\n")
+        size = int(size_line.split(b";")[0], 16)
+        if size == 0:
+            break
+        out.append(rest[:size])
+        rest = rest[size + 2:]
+    return b"".join(out)
 
 
 def socket_path():
@@ -36,15 +67,6 @@ def socket_path():
     return host[len("unix://"):]
 
 
-def get(conn, path):
-    conn.request("GET", path)
-    resp = conn.getresponse()
-    body = resp.read()
-    if resp.status != 200:
-        raise OSError("Docker API %s: HTTP %d %s" % (path, resp.status, body[:200]))
-    return json.loads(body.decode("utf-8"))
-
-
 def main(kind):
     path = socket_path()
     if not os.path.exists(path):
@@ -53,12 +75,11 @@ def main(kind):
             sys.exit(127)
         sys.stderr.write("Cannot connect to the Docker daemon at unix://%s\n" % path)
         sys.exit(1)
-    conn = connection(path)
     try:
         if kind == "networks":
-            out = get(conn, "/networks")
+            out = get(path, "/networks")
         else:
-            out = [get(conn, "/containers/%s/json" % c["Id"]) for c in get(conn, "/containers/json")]
+            out = [get(path, "/containers/%s/json" % c["Id"]) for c in get(path, "/containers/json")]
     except PermissionError:
         sys.stderr.write("permission denied on the Docker socket %s\n" % path)
         sys.exit(126)
