@@ -19,6 +19,11 @@ from pathlib import Path
 
 import pytest
 
+# Bytecode caches for this run even where the environment sets PYTHONDONTWRITEBYTECODE (this
+# VM does): pytest then keeps its assertion rewrites, and every CLI or collector process the
+# tests start imports omni_host from .pyc instead of compiling it again (about 1 s a run).
+sys.dont_write_bytecode = False
+
 REPO = Path(__file__).resolve().parent.parent
 FIXTURES = REPO / "tests" / "fixtures"
 PUBLIC_CAPTURES = FIXTURES / "public"  # captures from public sources: see fixtures/PROVENANCE.md
@@ -251,6 +256,24 @@ def run_cli_process(*args: str, env: dict | None = None, timeout: float = 120) -
 @pytest.fixture
 def report_dir(tmp_path: Path) -> Path:
     return tmp_path / "reports"
+
+
+@pytest.fixture(scope="session")
+def two_audits(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A store with two live audits of this machine: the second one adds a failure (swap
+    policy). Shared by the session: a test that changes it works on a copy."""
+    root = tmp_path_factory.mktemp("store")
+    inv = root / "inv"
+    inv.mkdir()
+    (inv / "group_vars").mkdir()
+    (inv / "hosts.yml").write_text("all:\n  hosts:\n    thisbox:\n      ansible_connection: local\n")
+    policy = "omni_numa_nps: 1\nomni_build_packages: []\nomni_swap_size_mib: "
+    (inv / "group_vars" / "all.yml").write_text(policy + "0\n")
+    reports = root / "reports"
+    assert run_cli("audit", "-i", str(inv), "--report-dir", str(reports)).code == 0
+    (inv / "group_vars" / "all.yml").write_text(policy + "4096\n")
+    assert run_cli("audit", "-i", str(inv), "--report-dir", str(reports)).code == 1
+    return reports
 
 
 def _docker_ok() -> bool:

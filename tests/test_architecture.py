@@ -60,36 +60,38 @@ def test_the_rule_finds_what_it_forbids(tmp_path: Path) -> None:
 _IMPORTS = """
 import io, json, sys, contextlib
 from omni_host.cli import main
-buf = io.StringIO()
-with contextlib.redirect_stdout(buf):
-    code = main(sys.argv[1:])
-heavy = sorted(m for m in ("paramiko", "invoke", "cryptography") if m in sys.modules)
-sys.stderr.write(json.dumps({"code": code, "heavy": heavy, "out": len(buf.getvalue())}) + "\\n")
+for argv in json.loads(sys.argv[1]):  # one interpreter, the commands in turn: what one
+    buf = io.StringIO()               # imports stays imported for the next ones
+    with contextlib.redirect_stdout(buf):
+        code = main(argv)
+    heavy = sorted(m for m in ("paramiko", "invoke", "cryptography") if m in sys.modules)
+    sys.stderr.write(json.dumps({"code": code, "heavy": heavy, "out": len(buf.getvalue())}) + "\\n")
 """
 
 
-@pytest.mark.parametrize("args", [
-    ("audit", "--bundle", str(BUNDLES / "h100-x1.tar.gz"), "--format", "json", "--no-store"),
-    ("checks", "list"),
-    ("payload",),
-])
-def test_paths_without_ssh_do_not_import_paramiko(args: tuple[str, ...], tmp_path: Path) -> None:
-    proc = subprocess.run([sys.executable, "-c", _IMPORTS, *args], capture_output=True, text=True,
-                          check=False, env={"HOME": str(tmp_path), "PATH": "/usr/bin:/bin"})
-    facts = json.loads(proc.stderr.strip().splitlines()[-1])
-    assert facts["out"] > 0  # the command really ran and wrote its output
-    assert facts["heavy"] == []
+def _import_facts(commands: list[list[str]], home: Path) -> list[dict]:
+    proc = subprocess.run([sys.executable, "-c", _IMPORTS, json.dumps(commands)],
+                          capture_output=True, text=True, check=False,
+                          env={"HOME": str(home), "PATH": "/usr/bin:/bin"})
+    lines = [line for line in proc.stderr.splitlines() if line.startswith('{"code"')]
+    assert len(lines) == len(commands), proc.stderr[-2000:]
+    return [json.loads(line) for line in lines]
+
+
+def test_paths_without_ssh_do_not_import_paramiko(tmp_path: Path) -> None:
+    commands = [["audit", "--bundle", str(BUNDLES / "h100-x1.tar.gz"), "--format", "json",
+                 "--no-store"], ["checks", "list"], ["payload"]]
+    for argv, facts in zip(commands, _import_facts(commands, tmp_path), strict=True):
+        assert facts["out"] > 0, argv  # the command really ran and wrote its output
+        assert facts["heavy"] == [], argv
 
 
 def test_an_ssh_audit_does_import_paramiko(tmp_path: Path) -> None:
     """The other side of the test above: the probe does see paramiko when SSH is used."""
     inv = tmp_path / "hosts.yml"
     inv.write_text("all:\n  hosts:\n    far: {ansible_host: 127.0.0.1, ansible_port: 9}\n")
-    proc = subprocess.run([sys.executable, "-c", _IMPORTS, "audit", "-i", str(inv), "--no-store",
-                           "--connect-timeout", "2", "--known-hosts", str(tmp_path / "kh")],
-                          capture_output=True, text=True, check=False,
-                          env={"HOME": str(tmp_path), "PATH": "/usr/bin:/bin"})
-    facts = json.loads(proc.stderr.strip().splitlines()[-1])
+    (facts,) = _import_facts([["audit", "-i", str(inv), "--no-store", "--connect-timeout", "2",
+                               "--known-hosts", str(tmp_path / "kh")]], tmp_path)
     assert facts["code"] == 3
     assert "paramiko" in facts["heavy"]
 

@@ -21,23 +21,6 @@ CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic
                   "--disable-component-update", "--disable-sync"]
 
 
-@pytest.fixture(scope="module")
-def two_audits(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A store with two audits of this machine: the second one adds a failure (swap policy)."""
-    root = tmp_path_factory.mktemp("store")
-    inv = root / "inv"
-    inv.mkdir()
-    (inv / "group_vars").mkdir()
-    (inv / "hosts.yml").write_text("all:\n  hosts:\n    thisbox:\n      ansible_connection: local\n")
-    policy = "omni_numa_nps: 1\nomni_build_packages: []\nomni_swap_size_mib: "
-    (inv / "group_vars" / "all.yml").write_text(policy + "0\n")
-    reports = root / "reports"
-    assert run_cli("audit", "-i", str(inv), "--report-dir", str(reports)).code == 0
-    (inv / "group_vars" / "all.yml").write_text(policy + "4096\n")
-    assert run_cli("audit", "-i", str(inv), "--report-dir", str(reports)).code == 1
-    return reports
-
-
 def chromium(*args: str, user_dir: Path) -> subprocess.CompletedProcess:
     exe = shutil.which("chromium")
     if exe is None:

@@ -81,8 +81,9 @@ def test_missing_tool_is_reported_not_a_crash() -> None:
     assert statuses(result.stdout)["gpu.driver-version"]["status"] == "fail"
 
 
-def test_markdown_report(tmp_path: Path) -> None:
-    result = run_cli("audit", "--format", "markdown", "--no-store")
+def test_markdown_report(two_audits: Path) -> None:
+    result = run_cli("report", "show", "latest", "--format", "markdown", "--report-dir",
+                     str(two_audits))
     assert result.stdout.startswith("# omni-host audit")
     assert "| fail | `swap.capacity` | high | S-009, S-012, F-001, F-022 |" in result.stdout
     assert "### fail: swap.capacity" in result.stdout

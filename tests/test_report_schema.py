@@ -9,6 +9,7 @@ import copy
 import functools
 import json
 import os
+import shutil
 from pathlib import Path
 
 import jsonschema
@@ -53,13 +54,13 @@ def test_a_fleet_report_with_waivers_history_and_an_unreachable_host_fits() -> N
     assert report.hosts[2].reachable is False and report.hosts[2].facts is None
 
 
-def test_a_stored_live_audit_fits(tmp_path: Path) -> None:
-    result = run_cli("audit", "--report-dir", str(tmp_path))
-    assert result.code in (1, 4), result.stderr
-    (stored,) = tmp_path.glob("*/report.json")
-    doc = json.loads(stored.read_text())
-    assert_valid_report(doc)
-    assert doc["id"] == stored.parent.name
+def test_stored_live_audits_fit(two_audits: Path) -> None:
+    stored = sorted(two_audits.glob("*/report.json"))
+    assert len(stored) == 2
+    for path in stored:
+        doc = json.loads(path.read_text())
+        assert_valid_report(doc)
+        assert doc["id"] == path.parent.name
 
 
 @pytest.mark.parametrize(("path", "value", "where"), [
@@ -83,9 +84,9 @@ def test_a_document_that_does_not_fit_is_refused_by_both(path: tuple, value: obj
         Report.from_dict(bad)
 
 
-def test_a_tampered_stored_report_is_skipped_naming_the_file_and_field(tmp_path: Path) -> None:
-    for _ in range(2):
-        assert run_cli("audit", "--report-dir", str(tmp_path)).code in (1, 4)
+def test_a_tampered_stored_report_is_skipped_naming_the_file_and_field(two_audits: Path,
+                                                                       tmp_path: Path) -> None:
+    tmp_path = Path(shutil.copytree(two_audits, tmp_path / "reports"))
     older, newer = sorted(tmp_path.glob("*/report.json"))
     doc = json.loads(newer.read_text())
     doc["hosts"][0]["results"][0]["status"] = "great"

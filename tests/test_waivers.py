@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 from conftest import run_cli
+from test_local import fake_tool
 
 from omni_host.errors import InventoryError
 from omni_host.plan.waivers import load_waivers
@@ -63,45 +64,60 @@ def local_inventory(tmp_path: Path) -> Path:
     return inv
 
 
-def test_waived_failure_is_shown_and_does_not_fail(tmp_path: Path) -> None:
+@pytest.fixture(scope="module")
+def localbox(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One live collection of this machine as `localbox`, audited again from its bundle by
+    the tests below: a waiver is applied the same way to a live or a bundled host."""
+    root = tmp_path_factory.mktemp("localbox")
+    bundle = root / "localbox.tar.gz"
+    assert run_cli("collect", "-i", str(local_inventory(root)), "--out", str(bundle)).code == 0
+    return bundle
+
+
+def test_waived_failure_is_shown_and_does_not_fail(tmp_path: Path, localbox: Path) -> None:
     waivers = write(tmp_path, GOOD.format(expires="2099-01-01"))
     inv = local_inventory(tmp_path)
     result = run_cli("audit", "-i", str(inv), "--format", "json", "--no-store",
-                     "--waivers", str(waivers))
+                     "--waivers", str(waivers))  # live
     assert result.code == 0, result.stdout
     r = swap(result.stdout)
     assert r["status"] == "fail" and r["effective_status"] == "waived"  # the check still ran
     assert r["waiver"]["approver"] == "ops-lead"
     assert json.loads(result.stdout)["summary"]["waived"] == 1
-    without = run_cli("audit", "-i", str(inv), "--format", "json", "--no-store")
+    without = run_cli("audit", "--bundle", str(localbox), "--format", "json", "--no-store")
     assert without.code == 1
-    table = run_cli("audit", "-i", str(inv), "--no-store", env={"OMNI_HOST_WAIVERS": str(waivers),
-                                                              "COLUMNS": "200"})
+    table = run_cli("audit", "--bundle", str(localbox), "--no-store",
+                    env={"OMNI_HOST_WAIVERS": str(waivers), "COLUMNS": "200"})
     assert table.code == 0 and "WAIVED" in table.stdout and "waived by ops-lead" in table.stdout
 
 
-def test_expired_waiver_is_flagged_and_not_applied(tmp_path: Path) -> None:
+def test_expired_waiver_is_flagged_and_not_applied(tmp_path: Path, localbox: Path) -> None:
     waivers = write(tmp_path, GOOD.format(expires="2020-01-01"))
-    result = run_cli("audit", "--format", "json", "--no-store", "--waivers", str(waivers))
+    result = run_cli("audit", "--bundle", str(localbox), "--format", "json", "--no-store",
+                     "--waivers", str(waivers))
     assert result.code == 1
     assert swap(result.stdout)["effective_status"] == "fail"
     assert "swap.capacity (waivers line 3): EXPIRED on 2020-01-01, not applied" in result.stderr
 
 
-def test_stale_waiver_is_flagged(tmp_path: Path) -> None:
+def test_stale_waiver_is_flagged(tmp_path: Path, localbox: Path) -> None:
     text = GOOD.replace("swap.capacity", "numa.nps1").format(expires="2099-01-01")
     waivers = write(tmp_path, text)
-    result = run_cli("audit", "--format", "json", "--no-store", "--waivers", str(waivers))
+    result = run_cli("audit", "--bundle", str(localbox), "--format", "json", "--no-store",
+                     "--waivers", str(waivers))
     assert "numa.nps1 (waivers line 3): STALE: the check is pass now" in result.stderr
     assert "EXPIRED" not in result.stderr  # stale, not expired: 2099 is ahead
 
 
-def test_an_impossible_unquoted_date_is_one_line(tmp_path: Path) -> None:
+def test_an_impossible_unquoted_date_is_one_line_before_any_host_is_audited(tmp_path: Path) -> None:
     waivers = tmp_path / "waivers.yml"
     waivers.write_text("version: 1\nwaivers:\n  - check: swap.capacity\n    justification: x\n"
                        "    approver: ops\n    expires: 2027-13-01\n")
+    ran = tmp_path / "numactl-ran"
+    env = fake_tool(tmp_path / "bin", "numactl", f"touch {ran}")
     result = run_cli("audit", "-i", str(local_inventory(tmp_path)), "--waivers", str(waivers),
-                     "--no-store")
+                     "--no-store", env=env)
     assert result.code == 2
     assert result.stderr.count("\n") == 1 and "Traceback" not in result.stderr
     assert f"{waivers}: not a valid date" in result.stderr
+    assert not ran.exists()  # refused before the fleet's audit, not after it

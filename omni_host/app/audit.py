@@ -22,7 +22,7 @@ from omni_host.model import HostReport, Report, make_report
 from omni_host.plan.hosts import HostPlan, local_plan, plan_host
 from omni_host.plan.inventory import Inventory
 from omni_host.plan.policy import ExpectedState, policy_from_vars
-from omni_host.plan.waivers import apply_waivers, load_waivers
+from omni_host.plan.waivers import Waiver, apply_waivers, load_waivers
 from omni_host.report.history import History, cold_case, load_history
 from omni_host.report.store import store_report
 
@@ -115,19 +115,19 @@ def default_waivers() -> Path | None:
     return path if path.is_file() else None
 
 
-def _waived(hosts: list[HostReport], path: Path | None) -> tuple[list[HostReport], list[str]]:
+def read_waivers(path: Path | None) -> tuple[Waiver, ...]:
+    """The waivers file given, or the default one; read before any host is audited, so a
+    broken file costs a second, not a fleet's audit."""
     path = path or default_waivers()
-    if path is None:
-        return hosts, []
-    waivers = load_waivers(path, set(catalog()))
-    return apply_waivers(hosts, waivers, dt.date.today())
+    return () if path is None else load_waivers(path, set(catalog()))
 
 
-def finish(hosts: Hosts, *, inventory: str | None, waivers: Path | None,
+def finish(hosts: Hosts, *, inventory: str | None, waivers: tuple[Waiver, ...],
            store_root: Path) -> AuditRun:
     """Waivers, the Cold Case layer (live audits: against the stored history) and the
     report."""
-    reports, notes = _waived(hosts.reports, waivers)
+    reports, notes = apply_waivers(hosts.reports, waivers, dt.date.today()) if waivers \
+        else (hosts.reports, [])
     history = load_history(store_root) if hosts.source == "live" else None
     if history is not None:
         reports = [dataclasses.replace(h, cold_case=cold_case(history, h.to_dict()))

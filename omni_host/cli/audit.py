@@ -111,6 +111,7 @@ def cmd_audit(args: argparse.Namespace) -> int:
     from omni_host.report.store import default_report_dir
     from omni_host.report.text import init_command
 
+    waivers = audit.read_waivers(args.waivers)
     if args.bundle:
         hosts = audit.audit_bundles(args.bundle, load_inventory_arg(args))
     else:
@@ -125,7 +126,7 @@ def cmd_audit(args: argparse.Namespace) -> int:
             progress.close()
     store_root = args.report_dir or default_report_dir()
     run = audit.finish(hosts, inventory=str(args.inventory) if args.inventory else None,
-                       waivers=args.waivers, store_root=store_root)
+                       waivers=waivers, store_root=store_root)
     for host in run.report.unreachable:
         err(f"{host.host}: unreachable: {host.error}")
     inventory = str(args.inventory) if args.inventory else None
