@@ -172,6 +172,20 @@ def without_cpu(bundle: Bundle) -> Bundle:
      "sockets are unknown"),  # the pasted matrix is cut off: no verdict without sockets
     ("numactl/nodejs-benchmark-1s_1node.txt", 1, Status.PASS,
      "1 socket (numactl distance matrix), 1 NUMA node per socket, as expected"),
+    # numactl#165: "a Threadripper 3960X in NPS4 configuration"; nodes 0 and 3 memoryless
+    ("numactl/threadripper-3960x-1s-nps4_4nodes_2memoryless.txt", 1, Status.FAIL,
+     "1 socket (numactl distance matrix), 4 NUMA nodes per socket, expected 1"),
+    ("numactl/threadripper-3960x-1s-nps4_4nodes_2memoryless.txt", 4, Status.PASS,
+     "4 NUMA nodes per socket, as expected; memoryless node(s): 0, 3"),
+    # OpenBLAS#1461: a TR 1950X in NUMA mode, "naturally a NUMA architecture": two dies
+    ("numactl/threadripper-1950x-1s-numa-mode_2nodes.txt", 1, Status.FAIL,
+     "1 socket (numactl distance matrix), 2 NUMA nodes per socket, expected 1"),
+    ("numactl/aws-c5n.18xlarge-2s-intel_2nodes.txt", 1, Status.PASS,
+     "2 sockets (numactl distance matrix), 1 NUMA node per socket, as expected"),
+    # Aurora: 2 CPUs, each with its DDR node and its HBM node (flat mode) without CPUs
+    ("numactl/aurora-2s-xeon-max-hbm-flat_4nodes_2cpuless.txt", 1, Status.PASS,
+     "2 sockets (numactl distance matrix), 1 NUMA node per socket, as expected; 2 CPU-less "
+     "memory nodes (HBM, CXL or NVDIMM), not counted: 2, 3"),
 ])
 def test_nps_per_socket_on_real_captures(capture, expected, status, words) -> None:
     bundle = with_output(without_cpu(gpu_bundle("h100-x1")), "numa.numactl",

@@ -17,6 +17,10 @@ NUMACTL = [
     ("numactl/epyc-9375f-2s-zen5-smtoff_2nodes.txt", 2, 32, 773271),
     ("numactl/epyc-9135-2s-zen5_2nodes_cpu-compress.txt", 2, 16, 580088),
     ("numactl/epyc-7551-2s_8nodes_memoryless_PARTIAL.txt", 8, 16, 0),
+    ("numactl/threadripper-3960x-1s-nps4_4nodes_2memoryless.txt", 4, 12, 0),
+    ("numactl/threadripper-1950x-1s-numa-mode_2nodes.txt", 2, 16, 32117),
+    ("numactl/aws-c5n.18xlarge-2s-intel_2nodes.txt", 2, 36, 94590),
+    ("numactl/aurora-2s-xeon-max-hbm-flat_4nodes_2cpuless.txt", 4, 104, 515524),
 ]
 
 
@@ -35,6 +39,11 @@ def test_numactl_public_captures(capture: str, nodes: int, cpus0: int, size0: in
     ("numactl/epyc-9135-2s-zen5_2nodes_cpu-compress.txt", 2),
     ("numactl/epyc-7551-2s_8nodes_memoryless_PARTIAL.txt", None),  # matrix cut off
     ("numactl/nodejs-benchmark-1s_1node.txt", 1),
+    ("numactl/threadripper-3960x-1s-nps4_4nodes_2memoryless.txt", 1),  # all four 12 apart
+    ("numactl/threadripper-1950x-1s-numa-mode_2nodes.txt", 1),  # two dies, 16 apart
+    ("numactl/aws-c5n.18xlarge-2s-intel_2nodes.txt", 2),  # 21 apart
+    # Aurora: each HBM node is 13 from its own CPU's node, 23 from the other socket's
+    ("numactl/aurora-2s-xeon-max-hbm-flat_4nodes_2cpuless.txt", 2),
 ])
 def test_numactl_distance_matrix_gives_the_sockets(capture: str, sockets: int | None) -> None:
     topo = numa.parse_numactl_hardware(public_capture(capture))
@@ -58,6 +67,30 @@ def test_numactl_memoryless_nodes_are_reported() -> None:
     topo = numa.parse_numactl_hardware(
         public_capture("numactl/epyc-7551-2s_8nodes_memoryless_PARTIAL.txt"))
     assert topo.memoryless_nodes == (0, 2, 3, 4, 6, 7)
+    # numactl#165: "Nodes 0 and 3 have CPUs but no memory attached"
+    tr = numa.parse_numactl_hardware(
+        public_capture("numactl/threadripper-3960x-1s-nps4_4nodes_2memoryless.txt"))
+    assert (tr.memoryless_nodes, tr.cpuless_nodes, tr.cpu_node_count) == ((0, 3), (), 4)
+
+
+def test_numactl_cpuless_memory_nodes_are_told_apart() -> None:
+    """Aurora's guide: "The 64 GB HBM for the first CPU is in node 2 and the second is node 3"."""
+    topo = numa.parse_numactl_hardware(
+        public_capture("numactl/aurora-2s-xeon-max-hbm-flat_4nodes_2cpuless.txt"))
+    assert topo.cpuless_nodes == (2, 3)
+    assert [n.size_mib for n in topo.nodes if not n.cpus] == [65536, 65536]
+    assert topo.cpu_node_count == 2 and topo.memoryless_nodes == ()
+
+
+def test_sysfs_nodes_without_cpus_come_from_their_meminfo_line() -> None:
+    """`grep -H .` prints nothing for an empty cpulist: a CPU-less node shows only in meminfo."""
+    text = ("/sys/devices/system/node/node0/cpulist:0-51,104-155\n"
+            "/sys/devices/system/node/node1/cpulist:52-103,156-207\n"
+            + "".join(f"/sys/devices/system/node/node{n}/meminfo:Node {n} MemTotal:       "
+                      f"{kib} kB\n" for n, kib in ((0, 527896576), (1, 527353856),
+                                                    (2, 67108864), (3, 67108864))))
+    topo = numa.parse_sysfs_nodes(text)
+    assert (topo.node_count, topo.cpuless_nodes, topo.cpu_node_count) == (4, (2, 3), 2)
 
 
 @pytest.mark.parametrize(("machine", "cpus"), [("h100-x1", 16), ("h200-x2", 32)])
@@ -79,6 +112,16 @@ XML = [
     # each <gpu> of the capture: <total>24564 MiB</total>, Enabled, <max_link_gen>4</max_link_gen>
     ("nvidia-smi/telegraf_dual-rtx-a5000_590.44.01_q-x.xml", "590.44.01", "13.1",
      [("NVIDIA RTX A5000", 24564, True, 4)] * 2),
+    ("nvidia-smi/telegraf_dual-rtx-2080_590.44.01_q-x.xml", "590.44.01", "13.1",
+     [("NVIDIA GeForce RTX 2080", 8192, True, 3)] * 2),
+    ("nvidia-smi/telegraf_rtx-3060_570.124.04_q-x.xml", "570.124.04", "12.8",
+     [("NVIDIA GeForce RTX 3060", 12288, True, 4)]),
+    ("nvidia-smi/telegraf_rtx-3080_595.58.03_q-x.xml", "595.58.03", "13.2",
+     [("NVIDIA GeForce RTX 3080", 10240, False, 4)]),
+    ("nvidia-smi/telegraf_rtx-4000-sff-ada_595.84_q-x.xml", "595.84", "13.2",
+     [("NVIDIA RTX 4000 SFF Ada Generation", 20475, True, 4)]),
+    ("nvidia-smi/telegraf_tesla-t4_515.105.01_q-x.xml", "515.105.01", "11.7",
+     [("Tesla T4", 15360, False, 3)]),
 ]
 
 
@@ -167,6 +210,14 @@ def test_topo_and_p2p_on_two_h200_with_nvlink() -> None:
     assert p2p.links() == [("GPU0", "GPU1", "OK")]
 
 
+def test_p2p_on_two_geforce_cards_without_peer_support() -> None:
+    """club-3090#1130, `nvidia-smi topo -p2p rw` on 2x RTX 5090: GNS, "GPU not supported"."""
+    p2p = nvidia.parse_topo_matrix(
+        public_capture("nvidia-smi-topo/club3090-issue1130_2x-rtx5090_topo-p2p-rw.txt"))
+    assert p2p.gpus == ("GPU0", "GPU1")
+    assert p2p.links() == [("GPU0", "GPU1", "GNS")]
+
+
 def test_topo_single_gpu_p2p_capture() -> None:
     p2p = nvidia.parse_topo_matrix(raw("h100-x1", "gpu.p2p"))
     assert p2p.gpus == ("GPU0",)
@@ -182,6 +233,9 @@ def test_topo_garbage_is_unparseable() -> None:
 CPUS = [
     # capture text getter, vendor, family, zen5, has avx512f
     (lambda: public_capture("cpu/lscpu_ryzen9-9950x_zen5-fam26_pytorch-collect-env.txt"),
+     "AuthenticAMD", 26, True, True),
+    # processor 0 of a Ryzen 9 9950X from a kernel bug report (PROVENANCE.md)
+    (lambda: public_capture("cpu/proc-cpuinfo_ryzen9-9950x_zen5_processor0_lkml.txt"),
      "AuthenticAMD", 26, True, True),
     (lambda: raw("h100-x1", "cpu.cpuinfo"), "GenuineIntel", 6, False, None),
     (lambda: (FIXTURES / "captures" / "proc-cpuinfo_h200x2.txt").read_text(), "GenuineIntel", 6,

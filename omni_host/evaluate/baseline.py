@@ -20,8 +20,8 @@ def observed_vars(facts: HostFacts) -> dict[str, Any]:
     cpu = facts.first_observed("cpu.cpuinfo", "cpu.pycpuinfo")
     if numa.ok:
         sockets = (cpu.fact.sockets if cpu.ok else None) or numa.fact.sockets_from_distances()
-        if sockets and numa.fact.node_count % sockets == 0:
-            out["omni_numa_nps"] = numa.fact.node_count // sockets
+        if sockets and numa.fact.cpu_node_count % sockets == 0:
+            out["omni_numa_nps"] = numa.fact.cpu_node_count // sockets
     gpus = facts.first_observed("gpu.nvidia-smi", "gpu.pynvml")
     if gpus.ok and gpus.fact.gpus:
         out["omni_gpu_driver_min"] = gpus.fact.driver_version

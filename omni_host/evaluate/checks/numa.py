@@ -4,7 +4,8 @@ Two sockets in NPS1 show two nodes: the check divides by the sockets, taken from
 topology (distinct ``physical id`` in /proc/cpuinfo) or, where only numactl's output is there,
 from its distance matrix. The BIOS setting it names depends on the CPU: NPS on AMD Zen 2 and
 later; on Zen 1 the nodes are the dies (memory interleaving decides); on Intel, Sub-NUMA
-Clustering (SNC) or Cluster-on-Die.
+Clustering (SNC) or Cluster-on-Die. Nodes without CPUs (HBM in flat mode, CXL, NVDIMM) are
+reported apart and not counted: no such setting made them.
 """
 
 from __future__ import annotations
@@ -63,18 +64,23 @@ def nps1(facts: HostFacts, policy: Policy, meta: CheckMeta) -> CheckResult:
     via = "" if topo.source == "numactl" else " (from sysfs: numactl is not installed)"
     memoryless = f"; memoryless node(s): {', '.join(map(str, topo.memoryless_nodes))}" \
         if topo.memoryless_nodes else ""
+    if topo.cpuless_nodes:
+        memoryless += (f"; {_count(len(topo.cpuless_nodes), 'CPU-less memory node')} (HBM, "
+                       f"CXL or NVDIMM), not counted: {', '.join(map(str, topo.cpuless_nodes))}")
     details = {"memoryless_nodes": list(topo.memoryless_nodes), "source": topo.source,
-               "nodes": topo.node_count, "sockets": sockets, "sockets_from": how}
+               "cpuless_nodes": list(topo.cpuless_nodes), "nodes": topo.node_count,
+               "sockets": sockets, "sockets_from": how}
+    nodes = topo.cpu_node_count
     if sockets is None:
-        return meta.result(Status.SKIP, f"{topo.node_count} NUMA nodes, but the sockets are "
+        return meta.result(Status.SKIP, f"{nodes} NUMA nodes, but the sockets are "
                            "unknown (no physical id in /proc/cpuinfo, no complete distance "
                            f"matrix): nodes per socket cannot be told{via}", expected=expected,
                            evidence=evidence, details=details)
-    if topo.node_count % sockets:
-        return meta.result(Status.FAIL, f"{topo.node_count} NUMA nodes on {sockets} sockets: "
+    if nodes % sockets:
+        return meta.result(Status.FAIL, f"{nodes} NUMA nodes on {sockets} sockets: "
                            f"not the same on every socket{memoryless}{via}", expected=expected,
                            actual=None, evidence=evidence, details=details)
-    per_socket = topo.node_count // sockets
+    per_socket = nodes // sockets
     details["nodes_per_socket"] = per_socket
     where = (f"{_count(sockets, 'socket')} ({how}), "
              f"{_count(per_socket, 'NUMA node')} per socket")

@@ -46,6 +46,16 @@ class NumaTopology:
     def memoryless_nodes(self) -> tuple[int, ...]:
         return tuple(n.node_id for n in self.nodes if n.size_mib == 0)
 
+    @property
+    def cpuless_nodes(self) -> tuple[int, ...]:
+        """Nodes of memory alone (HBM in flat mode, CXL, NVDIMM): no BIOS NPS/SNC setting
+        made them, so they are not counted as nodes per socket."""
+        return tuple(n.node_id for n in self.nodes if not n.cpus)
+
+    @property
+    def cpu_node_count(self) -> int:
+        return self.node_count - len(self.cpuless_nodes)
+
     def sockets_from_distances(self) -> int | None:
         """Sockets as groups of nodes closer than 20 to each other; None when the matrix is
         missing or incomplete (a partial paste), or does not split into consistent groups."""
@@ -87,7 +97,8 @@ def parse_sysfs_nodes(text: str) -> NumaTopology:
     if not cpus:
         raise ParseError(f"no /sys/devices/system/node/node*/cpulist lines: {excerpt(text, 80)!r}")
     sizes = {int(n): int(kib) // 1024 for n, kib in _SYS_MEMTOTAL.findall(text)}
-    nodes = tuple(NumaNode(n, cpus[n], sizes.get(n)) for n in sorted(cpus))
+    # grep prints no line for an empty cpulist: a node with only a meminfo line has no CPUs
+    nodes = tuple(NumaNode(n, cpus.get(n, ()), sizes.get(n)) for n in sorted(cpus.keys() | sizes))
     distances = {int(n): tuple(int(d) for d in row.split())
                  for n, row in _SYS_DISTANCE.findall(text)}
     return NumaTopology(len(nodes), nodes, "sysfs", f"{len(nodes)} node directories in sysfs",
