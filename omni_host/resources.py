@@ -1,4 +1,5 @@
-"""Where the shipped data lives: ``checks/``, ``inventory/`` and ``playbooks/``.
+"""Where the shipped data lives: ``checks/``, ``inventory/`` and the Ansible collection
+``ansible_collections/omni/host`` (roles, thin playbooks, filter plugins).
 
 In a wheel they are packaged under ``omni_host/_data``; in a source checkout (editable install)
 they are the repository's own top-level folders, so there is one copy of each.
@@ -21,3 +22,13 @@ def data_path(name: str) -> Path:
 def resources_text(rel: str) -> str:
     """A text file of the omni_host package (e.g. a helper script sent to hosts)."""
     return (_PACKAGE / rel).read_text(encoding="utf-8")
+
+
+def collection_path(*parts: str) -> Path:
+    """A path inside the omni.host collection (``playbooks/swap.yml``, ``roles/omni``...)."""
+    return data_path("ansible_collections").joinpath("omni", "host", *parts)
+
+
+def collections_root() -> Path:
+    """The folder to put on ANSIBLE_COLLECTIONS_PATH so that Ansible finds omni.host."""
+    return data_path("ansible_collections").parent

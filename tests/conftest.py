@@ -25,6 +25,7 @@ import pytest
 sys.dont_write_bytecode = False
 
 REPO = Path(__file__).resolve().parent.parent
+PLAYBOOKS = REPO / "ansible_collections" / "omni" / "host" / "playbooks"  # the thin playbooks
 FIXTURES = REPO / "tests" / "fixtures"
 PUBLIC_CAPTURES = FIXTURES / "public"  # captures from public sources: see fixtures/PROVENANCE.md
 GPU_BUNDLES = FIXTURES / "bundles"

@@ -16,7 +16,7 @@ from pathlib import Path
 import psutil
 import pytest
 import yaml
-from conftest import REPO, Sshd, free_port, run_cli, start_sshd
+from conftest import PLAYBOOKS, REPO, Sshd, free_port, run_cli, start_sshd
 
 from omni_host.collect.pool import run_pool
 
@@ -222,7 +222,7 @@ def test_plain_ansible_playbook_collect_then_audit_the_outputs(sshd: Sshd, tmp_p
     env = dict(os.environ, ANSIBLE_SSH_COMMON_ARGS=f"-o UserKnownHostsFile={sshd.known_hosts}")
     played = subprocess.run(
         [str(Path(sys.executable).parent / "ansible-playbook"), "-i", str(inv),
-         str(REPO / "playbooks" / "collect.yml"), "-e", f"omni_payload={payload}",
+         str(PLAYBOOKS / "collect.yml"), "-e", f"omni_payload={payload}",
          "-e", f"omni_out={out}"], capture_output=True, text=True, env=env, check=False)
     assert played.returncode == 0, played.stdout[-2000:]
     assert (out / "loop.out").is_file()

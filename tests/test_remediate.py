@@ -14,7 +14,7 @@ import uuid
 from pathlib import Path
 
 import pytest
-from conftest import REPO, Sshd, free_port, run_cli
+from conftest import PLAYBOOKS, Sshd, free_port, run_cli
 from helpers import assert_valid_report
 
 from omni_host.collect.runner import run_playbook
@@ -100,7 +100,7 @@ def test_swap_preview_apply_prove_and_idempotent(sshd: Sshd, tmp_path: Path, swa
 
     again = cli(sshd, "remediate", "-i", str(inv), "--apply", "--yes", report_dir=report_dir)
     assert again.code == 0 and "Nothing to remediate with a playbook." in again.stdout
-    second = run_playbook(playbook=REPO / "playbooks" / "swap.yml", inventory=inv, hosts=("loop",),
+    second = run_playbook(playbook=PLAYBOOKS / "swap.yml", inventory=inv, hosts=("loop",),
                           check_mode=False, artifacts_dir=tmp_path / "art",
                           known_hosts=sshd.known_hosts, extravars={})
     assert second.status == "successful" and second.changed("loop") == []
@@ -132,7 +132,7 @@ def test_swap_in_an_existing_1777_directory_keeps_its_mode_and_the_preview_shows
     assert swap_target.parent.stat().st_uid == 0
     assert oct(swap_target.stat().st_mode & 0o777) == "0o600"
     assert str(swap_target) in active_swaps()
-    after = run_playbook(playbook=REPO / "playbooks" / "swap.yml", inventory=inv, hosts=("loop",),
+    after = run_playbook(playbook=PLAYBOOKS / "swap.yml", inventory=inv, hosts=("loop",),
                          check_mode=True, artifacts_dir=tmp_path / "art",
                          known_hosts=sshd.known_hosts, extravars={})
     assert after.status == "successful" and after.changed("loop") == []
@@ -170,7 +170,7 @@ def test_site_check_mode_runs_clean(sshd: Sshd, tmp_path: Path, swap_target: Pat
     inv = sshd.inventory(tmp_path / "inv", {"loop": PY}, group_vars={
         "omni_swap_size_mib": 64, "omni_swap_path": str(swap_target),
         "omni_zen5_tunables_containers": ["memgraph"]})
-    outcome = run_playbook(playbook=REPO / "playbooks" / "site.yml", inventory=inv,
+    outcome = run_playbook(playbook=PLAYBOOKS / "site.yml", inventory=inv,
                            hosts=("loop",), check_mode=True, artifacts_dir=tmp_path / "art",
                            known_hosts=sshd.known_hosts, extravars={})
     assert outcome.status == "successful", [t for t in outcome.tasks if t.status == "failed"]
@@ -215,7 +215,7 @@ def test_task_failure_is_named_and_the_finding_stays_failed(sshd: Sshd, tmp_path
 def test_unreachable_host_is_reported_and_never_fixed(sshd: Sshd, tmp_path: Path) -> None:
     # A real ansible-runner run against a host whose port refuses connections.
     inv = sshd.inventory(tmp_path / "inv", {"gone": {**PY, "ansible_port": free_port()}})
-    outcome = run_playbook(playbook=REPO / "playbooks" / "swap.yml", inventory=inv,
+    outcome = run_playbook(playbook=PLAYBOOKS / "swap.yml", inventory=inv,
                            hosts=("gone",), check_mode=False, artifacts_dir=tmp_path / "art",
                            known_hosts=sshd.known_hosts,
                            extravars={"omni_swap_size_mib": 64, "omni_swap_path": "/var/tmp/x"})
@@ -289,7 +289,7 @@ def test_tunables_loop_with_a_real_compose_service(sshd: Sshd, tmp_path: Path,
     leaks = [p for p in report_dir.rglob("*") if p.is_file() and PLANTED.encode() in p.read_bytes()]
     assert leaks == []
     assert list(report_dir.rglob("job_events/*.json"))  # the artifacts were searched
-    second = run_playbook(playbook=REPO / "playbooks" / "glibc-tunables.yml", inventory=inv,
+    second = run_playbook(playbook=PLAYBOOKS / "glibc-tunables.yml", inventory=inv,
                           hosts=("loop",), check_mode=False, artifacts_dir=tmp_path / "art",
                           known_hosts=sshd.known_hosts, extravars={})
     assert second.status == "successful" and second.changed("loop") == []
@@ -316,7 +316,7 @@ def test_tunables_leave_a_compose_file_that_does_not_parse(sshd: Sshd, tmp_path:
     inv = sshd.inventory(tmp_path / "inv", {"loop": PY}, group_vars={
         "omni_zen5_tunables_containers": ["memgraph"], "omni_tunables_everywhere": True,
         "omni_compose_file": str(compose)})
-    outcome = run_playbook(playbook=REPO / "playbooks" / "glibc-tunables.yml", inventory=inv,
+    outcome = run_playbook(playbook=PLAYBOOKS / "glibc-tunables.yml", inventory=inv,
                            hosts=("loop",), check_mode=False, artifacts_dir=tmp_path / "art",
                            known_hosts=sshd.known_hosts, extravars={})
     failure = outcome.failure("loop")

@@ -6,12 +6,11 @@ from __future__ import annotations
 
 import re
 
-from conftest import REPO
+from conftest import PLAYBOOKS
 
 from omni_host.evaluate.checks import catalog
 from omni_host.plan.policy import defaults, spec
 
-PLAYBOOKS = REPO / "playbooks"
 _VAR = re.compile(r"\bomni_[a-z0-9_]+\b")
 
 
@@ -26,7 +25,13 @@ def marked(option: dict, mark: str) -> bool:
 
 
 def playbook_vars(name: str) -> set[str]:
-    return set(_VAR.findall((PLAYBOOKS / name).read_text())) & set(spec())
+    """The omni_* variables a thin playbook reads: its own text and its roles' files (not the
+    role omni, which holds the schema and defaults of them all)."""
+    text = (PLAYBOOKS / name).read_text()
+    roles = re.findall(r"omni\.host\.(omni_[a-z_]+)", text)
+    files = [f for r in roles for f in sorted((PLAYBOOKS.parent / "roles" / r).rglob("*.yml"))]
+    assert files or not roles, (name, roles)
+    return set(_VAR.findall(text + "".join(f.read_text() for f in files))) & set(spec())
 
 
 def test_every_spec_variable_names_its_readers() -> None:

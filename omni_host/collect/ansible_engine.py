@@ -14,7 +14,7 @@ from omni_host.collect.runner import run_playbook
 from omni_host.errors import TransportError
 from omni_host.plan.hosts import HostPlan
 from omni_host.probes.catalog import probes_for
-from omni_host.resources import data_path
+from omni_host.resources import collection_path
 
 
 def collect_with_ansible(*, inventory: Path, plans: list[HostPlan], known_hosts: Path,
@@ -32,7 +32,7 @@ def collect_with_ansible(*, inventory: Path, plans: list[HostPlan], known_hosts:
         (work / "out").mkdir()
         started = time.time()
         outcome = run_playbook(
-            playbook=data_path("playbooks") / "collect.yml", inventory=inventory,
+            playbook=collection_path("playbooks") / "collect.yml", inventory=inventory,
             hosts=tuple(hosts), check_mode=False, artifacts_dir=work / "runner",
             known_hosts=known_hosts, forks=forks,
             extravars={"omni_payload_dir": str(work / "payloads"), "omni_out": str(work / "out")})

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from omni_host.errors import RemediationError
+from omni_host.resources import collections_root
 
 
 @dataclass(frozen=True)
@@ -126,6 +127,9 @@ def run_playbook(
         "ANSIBLE_SSH_COMMON_ARGS": f"-o UserKnownHostsFile={known_hosts} -o StrictHostKeyChecking=yes",
         "ANSIBLE_NOCOLOR": "1",
         "ANSIBLE_RETRY_FILES_ENABLED": "0",
+        # the omni.host collection (roles, filters) that the thin playbooks name
+        "ANSIBLE_COLLECTIONS_PATH": os.pathsep.join((str(collections_root()), os.environ.get(
+            "ANSIBLE_COLLECTIONS_PATH", "~/.ansible/collections:/usr/share/ansible/collections"))),
         # ansible-playbook is installed beside this interpreter (a venv need not be activated)
         "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
     }

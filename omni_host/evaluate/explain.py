@@ -88,7 +88,7 @@ def _type(option: dict) -> str:
 
 def variables_markdown() -> str:
     """The table of ``omni_*`` variables in docs/inventory.md, generated from the one spec
-    (``playbooks/roles/omni_policy/meta/argument_specs.yml``)."""
+    (``ansible_collections/omni/host/roles/omni/meta/argument_specs.yml``)."""
     from omni_host.plan.policy import spec
 
     out = ["| variable | type | default | read by | meaning |", "|---|---|---|---|---|"]

@@ -1,6 +1,6 @@
 """The expected state of a host: its ``omni_*`` variables, validated once.
 
-The schema is Ansible's: ``playbooks/roles/omni_policy/meta/argument_specs.yml``, the same spec
+The schema is Ansible's: ``ansible_collections/omni/host/roles/omni/meta/argument_specs.yml``, the same spec
 the playbooks validate with, applied here by Ansible's own ``ArgumentSpecValidator`` (types
 coerced as Ansible coerces them: ``"false"`` is false, ``"1024"`` is 1024). The role's
 ``defaults/main.yml`` (the lessons' universal rules) lies beneath every host's variables, as
@@ -21,12 +21,12 @@ from typing import Any
 import yaml
 
 from omni_host.errors import InventoryError
-from omni_host.resources import data_path
+from omni_host.resources import collection_path, data_path
 
 ZEN5_HWCAPS = ("AVX512F", "AVX512VL", "AVX512BW", "AVX512CD", "AVX512DQ")
 _VERSION = re.compile(r"^\d+(\.\d+)*$")
 _PACKAGE = re.compile(r"^[a-z0-9][a-z0-9+.-]+$")
-ROLE = "roles/omni_policy"
+ROLE = "roles/omni"
 RENAMED = {"omni_base_packages": "omni_build_packages", "omni_numa_nodes": "omni_numa_nps"}
 
 
@@ -88,21 +88,21 @@ def _fail(origin: str, var: str, msg: str) -> InventoryError:
 @lru_cache(maxsize=1)
 def spec() -> dict[str, Any]:
     """The ``omni_*`` options of the role's argument spec."""
-    path = data_path("playbooks") / ROLE / "meta" / "argument_specs.yml"
+    path = collection_path(ROLE) / "meta" / "argument_specs.yml"
     return dict(yaml.safe_load(path.read_text(encoding="utf-8"))["argument_specs"]["main"]["options"])
 
 
 @lru_cache(maxsize=1)
 def defaults() -> dict[str, Any]:
     """The role defaults every host starts from (``defaults/main.yml``)."""
-    path = data_path("playbooks") / ROLE / "defaults" / "main.yml"
+    path = collection_path(ROLE) / "defaults" / "main.yml"
     return dict(yaml.safe_load(path.read_text(encoding="utf-8")) or {})
 
 
 KNOWN_VARS = frozenset(spec())
 
 
-DEFAULTS_ORIGIN = f"default: playbooks/{ROLE}/defaults/main.yml"
+DEFAULTS_ORIGIN = f"default: ansible_collections/omni/host/{ROLE}/defaults/main.yml"
 VAULTED = "<vaulted>"
 
 

@@ -19,11 +19,11 @@ from omni_host.evaluate.audit import audit_many
 from omni_host.model import FixOutcome, FixVerdict, HostReport, Status
 from omni_host.plan.hosts import HostPlan
 from omni_host.remediate.plan import Plan, PlaybookRun
-from omni_host.resources import data_path
+from omni_host.resources import collection_path
 
 
 def available_playbooks() -> frozenset[str]:
-    return frozenset(p.name for p in data_path("playbooks").glob("*.yml"))
+    return frozenset(p.name for p in collection_path("playbooks").glob("*.yml"))
 
 
 def current_findings(plans: list[HostPlan], *, ssh: SshOptions, forks: int) -> list[HostReport]:
@@ -52,7 +52,7 @@ def execute(plan: Plan, *, inventory: Path, check_mode: bool, allow_reboot: bool
             continue
         mode = "check" if check_mode else "apply"
         outcome = run_playbook(
-            playbook=data_path("playbooks") / run.playbook, inventory=inventory, hosts=targets,
+            playbook=collection_path("playbooks") / run.playbook, inventory=inventory, hosts=targets,
             check_mode=check_mode, artifacts_dir=artifacts_root / f"{mode}-{run.playbook[:-4]}",
             known_hosts=known_hosts, extravars={"omni_allow_reboot": allow_reboot},
             on_task=on_task)

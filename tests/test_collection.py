@@ -1,0 +1,66 @@
+"""The remediation as an Ansible collection (omni.host): `ansible-galaxy collection build`
+makes an installable artifact, and every playbook of the installed copy parses with the
+collection found the way AWX or a user's ansible.cfg would find it (ANSIBLE_COLLECTIONS_PATH).
+ansible-lint's production profile runs in .ci/run beside ruff."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+
+import pytest
+from conftest import REPO
+
+COLLECTION = REPO / "ansible_collections" / "omni" / "host"
+BIN = Path(sys.executable).parent
+
+
+@pytest.mark.system  # ansible-galaxy and ansible-playbook processes
+def test_the_collection_builds_installs_and_its_playbooks_parse(tmp_path: Path) -> None:
+    built = subprocess.run([str(BIN / "ansible-galaxy"), "collection", "build", str(COLLECTION),
+                            "--output-path", str(tmp_path)], capture_output=True, text=True,
+                           check=False)
+    assert built.returncode == 0, built.stderr
+    (artifact,) = tmp_path.glob("omni-host-*.tar.gz")
+    with tarfile.open(artifact) as tar:
+        names = set(tar.getnames())
+    assert {"galaxy.yml", "MANIFEST.json"} & names == {"MANIFEST.json"}  # built, not copied
+    assert {"roles/omni/meta/argument_specs.yml", "roles/omni_swap/tasks/main.yml",
+            "plugins/filter/omni.py", "playbooks/site.yml"} <= names
+    assert not any("__pycache__" in n for n in names)
+
+    installed = tmp_path / "collections"
+    done = subprocess.run([str(BIN / "ansible-galaxy"), "collection", "install", str(artifact),
+                           "-p", str(installed), "--force"], capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr
+    env = {**os.environ, "ANSIBLE_COLLECTIONS_PATH": str(installed), "ANSIBLE_NOCOLOR": "1"}
+    inventory = tmp_path / "hosts.ini"
+    inventory.write_text("box ansible_connection=local\n")
+    playbooks = sorted((installed / "ansible_collections" / "omni" / "host" / "playbooks").glob("*.yml"))
+    assert [p.name for p in playbooks] == ["collect.yml", "glibc-tunables.yml", "nvidia-driver.yml",
+                                           "packages.yml", "site.yml", "swap.yml"]
+    for playbook in playbooks:
+        parsed = subprocess.run([str(BIN / "ansible-playbook"), "-i", str(inventory),
+                                 "--syntax-check", str(playbook)], capture_output=True, text=True,
+                                env=env, check=False, cwd=tmp_path)
+        assert parsed.returncode == 0, (playbook.name, parsed.stdout[-1500:] + parsed.stderr[-1500:])
+
+
+@pytest.mark.system  # ansible-playbook
+def test_a_role_used_by_name_validates_the_omni_variables(tmp_path: Path) -> None:
+    """An operator's own play that names omni.host.omni_swap gets the one spec's validation:
+    a swap size that is not an int is refused before any task runs."""
+    play = tmp_path / "mine.yml"
+    play.write_text("- hosts: all\n  gather_facts: false\n  roles:\n    - omni.host.omni_swap\n")
+    inventory = tmp_path / "hosts.ini"
+    inventory.write_text("box ansible_connection=local omni_swap_path=/swapfile "
+                         "omni_swap_size_mib=lots\n")
+    env = {**os.environ, "ANSIBLE_COLLECTIONS_PATH": str(REPO), "ANSIBLE_NOCOLOR": "1"}
+    run = subprocess.run([str(BIN / "ansible-playbook"), "-i", str(inventory), "--check",
+                          str(play)], capture_output=True, text=True, env=env, check=False,
+                         cwd=tmp_path)
+    assert run.returncode != 0
+    assert "omni_swap_size_mib" in run.stdout and "Validating arguments" in run.stdout, run.stdout[-2000:]
