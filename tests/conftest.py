@@ -169,21 +169,27 @@ def shared_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("cache")
 
 
-@pytest.fixture(autouse=True)
-def isolated_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch,
-                  shared_cache: Path) -> Path:
-    """Every test (and every CLI it runs) gets its own empty HOME and XDG data, config and
-    state directories: no report store, waivers or config of the developer's account leaks
-    in. (Tests of the cache itself point XDG_CACHE_HOME at their own directory.)"""
-    home = tmp_path_factory.mktemp("home")
+def isolate_home(monkeypatch: pytest.MonkeyPatch, home: Path, cache: Path) -> Path:
+    """An empty HOME and XDG data, config and state directories under ``home``, and none of
+    the variables that would point omni-host or Ansible elsewhere: no report store, waivers or
+    config of the developer's account leaks in."""
     monkeypatch.setenv("HOME", str(home))
-    monkeypatch.setenv("XDG_CACHE_HOME", str(shared_cache))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(cache))
     for var, sub in (("XDG_DATA_HOME", ".local/share"), ("XDG_CONFIG_HOME", ".config"),
                      ("XDG_STATE_HOME", ".local/state")):
         monkeypatch.setenv(var, str(home / sub))
     for var in ("OMNI_HOST_WAIVERS", "OMNI_HOST_REPORT_DIR", "ANSIBLE_INVENTORY", "ANSIBLE_CONFIG"):
         monkeypatch.delenv(var, raising=False)
     return home
+
+
+@pytest.fixture(autouse=True)
+def isolated_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch,
+                  shared_cache: Path) -> Path:
+    """Every test (and every CLI it runs) is isolated (``isolate_home``). Fixtures shared by
+    a module or the session are set up before this one: they isolate themselves. (Tests of
+    the cache itself point XDG_CACHE_HOME at their own directory.)"""
+    return isolate_home(monkeypatch, tmp_path_factory.mktemp("home"), shared_cache)
 
 
 @dataclass
@@ -260,20 +266,22 @@ def report_dir(tmp_path: Path) -> Path:
 
 
 @pytest.fixture(scope="session")
-def two_audits(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def two_audits(tmp_path_factory: pytest.TempPathFactory, shared_cache: Path) -> Path:
     """A store with two live audits of this machine: the second one adds a failure (swap
     policy). Shared by the session: a test that changes it works on a copy."""
     root = tmp_path_factory.mktemp("store")
-    inv = root / "inv"
-    inv.mkdir()
-    (inv / "group_vars").mkdir()
-    (inv / "hosts.yml").write_text("all:\n  hosts:\n    thisbox:\n      ansible_connection: local\n")
-    policy = "omni_numa_nps: 1\nomni_build_packages: []\nomni_swap_size_mib: "
-    (inv / "group_vars" / "all.yml").write_text(policy + "0\n")
-    reports = root / "reports"
-    assert run_cli("audit", "-i", str(inv), "--report-dir", str(reports)).code == 0
-    (inv / "group_vars" / "all.yml").write_text(policy + "4096\n")
-    assert run_cli("audit", "-i", str(inv), "--report-dir", str(reports)).code == 1
+    with pytest.MonkeyPatch.context() as mp:
+        isolate_home(mp, root / "home", shared_cache)
+        inv = root / "inv"
+        inv.mkdir()
+        (inv / "group_vars").mkdir()
+        (inv / "hosts.yml").write_text("all:\n  hosts:\n    thisbox:\n      ansible_connection: local\n")
+        policy = "omni_numa_nps: 1\nomni_build_packages: []\nomni_swap_size_mib: "
+        (inv / "group_vars" / "all.yml").write_text(policy + "0\n")
+        reports = root / "reports"
+        assert run_cli("audit", "-i", str(inv), "--report-dir", str(reports)).code == 0
+        (inv / "group_vars" / "all.yml").write_text(policy + "4096\n")
+        assert run_cli("audit", "-i", str(inv), "--report-dir", str(reports)).code == 1
     return reports
 
 

@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import run_cli
+from conftest import isolate_home, run_cli
 from test_local import fake_tool
 
 from omni_host.errors import InventoryError
@@ -65,12 +65,14 @@ def local_inventory(tmp_path: Path) -> Path:
 
 
 @pytest.fixture(scope="module")
-def localbox(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def localbox(tmp_path_factory: pytest.TempPathFactory, shared_cache: Path) -> Path:
     """One live collection of this machine as `localbox`, audited again from its bundle by
     the tests below: a waiver is applied the same way to a live or a bundled host."""
     root = tmp_path_factory.mktemp("localbox")
     bundle = root / "localbox.tar.gz"
-    assert run_cli("collect", "-i", str(local_inventory(root)), "--out", str(bundle)).code == 0
+    with pytest.MonkeyPatch.context() as mp:
+        isolate_home(mp, root / "home", shared_cache)
+        assert run_cli("collect", "-i", str(local_inventory(root)), "--out", str(bundle)).code == 0
     return bundle
 
 
