@@ -100,10 +100,11 @@ def test_swap_preview_apply_prove_and_idempotent(sshd: Sshd, tmp_path: Path, swa
 
     again = cli(sshd, "remediate", "-i", str(inv), "--apply", "--yes", report_dir=report_dir)
     assert again.code == 0 and "Nothing to remediate with a playbook." in again.stdout
-    second = run_playbook(playbook=PLAYBOOKS / "swap.yml", inventory=inv, hosts=("loop",),
-                          check_mode=False, artifacts_dir=tmp_path / "art",
-                          known_hosts=sshd.known_hosts, extravars={})
-    assert second.status == "successful" and second.changed("loop") == []
+    for check_mode in (False, True):  # a second apply, then check mode after apply
+        second = run_playbook(playbook=PLAYBOOKS / "swap.yml", inventory=inv, hosts=("loop",),
+                              check_mode=check_mode, artifacts_dir=tmp_path / f"art{check_mode}",
+                              known_hosts=sshd.known_hosts, extravars={})
+        assert second.status == "successful" and second.changed("loop") == []
 
 
 def test_swap_in_an_existing_1777_directory_keeps_its_mode_and_the_preview_shows_every_change(
@@ -267,7 +268,7 @@ def test_tunables_loop_with_a_real_compose_service(sshd: Sshd, tmp_path: Path,
     override = compose_project.parent / "docker-compose.override.yml"
     preview = cli(sshd, "remediate", "-i", str(inv), report_dir=report_dir)
     assert preview.code == 0, preview.stdout + preview.stderr
-    assert "CHANGED: Write GLIBC_TUNABLES into the override file" in preview.stdout
+    assert "CHANGED: Write the override file: GLIBC_TUNABLES" in preview.stdout, preview.stdout
     assert "+      GLIBC_TUNABLES: glibc.cpu.hwcaps=-AVX512F" in preview.stdout  # its diff
     assert not override.exists()
 
@@ -289,10 +290,12 @@ def test_tunables_loop_with_a_real_compose_service(sshd: Sshd, tmp_path: Path,
     leaks = [p for p in report_dir.rglob("*") if p.is_file() and PLANTED.encode() in p.read_bytes()]
     assert leaks == []
     assert list(report_dir.rglob("job_events/*.json"))  # the artifacts were searched
-    second = run_playbook(playbook=PLAYBOOKS / "glibc-tunables.yml", inventory=inv,
-                          hosts=("loop",), check_mode=False, artifacts_dir=tmp_path / "art",
-                          known_hosts=sshd.known_hosts, extravars={})
-    assert second.status == "successful" and second.changed("loop") == []
+    for check_mode in (False, True):  # a second apply, then check mode after apply
+        again = run_playbook(playbook=PLAYBOOKS / "glibc-tunables.yml", inventory=inv,
+                             hosts=("loop",), check_mode=check_mode,
+                             artifacts_dir=tmp_path / f"art{check_mode}",
+                             known_hosts=sshd.known_hosts, extravars={})
+        assert again.status == "successful" and again.changed("loop") == []
 
 
 def test_tunables_refuse_an_override_file_the_operator_wrote(sshd: Sshd, tmp_path: Path,
