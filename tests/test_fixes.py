@@ -16,13 +16,14 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from conftest import PLAYBOOKS, Sshd, run_cli
+from conftest import FIXTURES, PLAYBOOKS, Sshd, run_cli
 
 from omni_host.collect.runner import run_playbook
 
 pytestmark = pytest.mark.system  # real ansible-runner runs
 
 PY = {"ansible_python_interpreter": "/usr/bin/python3"}
+CAPTURES = FIXTURES / "captures"
 
 
 def cli(sshd: Sshd, *args: str, report_dir: Path):
@@ -242,7 +243,9 @@ def fake_nvidia_smi(tmp_path: Path) -> Iterator[Path]:
     if smi.exists():
         pytest.fail(f"{smi} exists on this VM: the fake would replace it")
     state = tmp_path / "pm-state"
-    state.write_text("00000000:01:00.0, Enabled\n00000000:41:00.0, Disabled\n")
+    # The lent H100's own answer (Enabled), and a second GPU in the same format with it off.
+    real = (CAPTURES / "persistence-h100" / "nvidia-smi_query-pci.bus_id,persistence_mode.txt")
+    state.write_text(real.read_text() + "00000000:41:00.0, Disabled\n")
     smi.write_text(FAKE_SMI.format(state=state))
     smi.chmod(0o755)
     yield state
@@ -252,8 +255,9 @@ def fake_nvidia_smi(tmp_path: Path) -> Iterator[Path]:
 def test_persistence_loop_without_systemd(sshd: Sshd, tmp_path: Path,
                                           fake_nvidia_smi: Path) -> None:
     """No systemd here (PID 1 is not systemd), so the role falls back to `nvidia-smi -pm 1` on
-    the GPU that has it off, and says that it lasts until the next reboot. (The audit of the
-    re-run needs a real driver: the lent H100 ran this role's check mode; docs/remediation.md.)"""
+    the GPU that has it off, and says that it lasts until the next reboot. The re-audit needs
+    a real driver: on the lent H100 (persistence on) the role's check mode changed nothing
+    (fixtures/captures/persistence-h100)."""
     inv = sshd.inventory(tmp_path / "inv", {"loop": PY})
     runs = {}
     for name, check_mode in (("preview", True), ("apply", False), ("again", False),
@@ -270,7 +274,7 @@ def test_persistence_loop_without_systemd(sshd: Sshd, tmp_path: Path,
     assert task.task == plan
     assert task.message == ("00000000:41:00.0: nvidia-smi -pm 1, until the next reboot (no "
                             "nvidia-persistenced unit under systemd)")
-    assert fake_nvidia_smi.read_text() == "00000000:01:00.0, Enabled\n00000000:41:00.0, Enabled\n"
+    assert fake_nvidia_smi.read_text() == "00000000:00:06.0, Enabled\n00000000:41:00.0, Enabled\n"
     assert runs["again"].changed("loop") == [] and runs["after"].changed("loop") == []
 
 
