@@ -67,7 +67,7 @@ class Sshd:
     known_hosts: Path
     host_pub: str
     workdir: Path
-    proc: subprocess.Popen
+    proc: subprocess.Popen | None  # None: a server this fixture did not start (a container)
 
     def inventory(self, path: Path, hosts: dict[str, dict], *, group_vars: dict | None = None,
                   fmt: str = "yaml") -> Path:

@@ -15,6 +15,7 @@ command -v docker-compose >/dev/null || need+=(docker-compose)
 command -v chromium >/dev/null || need+=(chromium)        # renders the HTML report in a test
 command -v pdftotext >/dev/null || need+=(poppler-utils)  # reads back what Chromium printed
 command -v systemd-analyze >/dev/null || need+=(systemd)  # verifies the generated timer units
+command -v mmdebstrap >/dev/null || need+=(mmdebstrap)      # builds the fresh Debian box of the bootstrap test
 if [ ${#need[@]} -gt 0 ]; then
   echo "setup: installing ${need[*]}"
   apt-get update -qq

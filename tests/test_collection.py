@@ -65,3 +65,55 @@ def test_a_role_used_by_name_validates_the_omni_variables(tmp_path: Path) -> Non
                          cwd=tmp_path)
     assert run.returncode != 0
     assert "omni_swap_size_mib" in run.stdout and "Validating arguments" in run.stdout, run.stdout[-2000:]
+
+
+def _filters():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("omni_filters",
+                                                  COLLECTION / "plugins" / "filter" / "omni.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_gpu_services_are_counted_as_the_audit_counts_gpu_containers() -> None:
+    doc = {"services": {
+        "toolkit": {"environment": ["NVIDIA_VISIBLE_DEVICES=all"]},
+        "void": {"environment": {"NVIDIA_VISIBLE_DEVICES": "void"}},  # the toolkit's "none"
+        "reserved": {"deploy": {"resources": {"reservations": {"devices": [
+            {"capabilities": ["gpu"], "count": "all"}]}}}},
+        "runtime": {"runtime": "nvidia"},
+        "web": {"image": "nginx"}}}
+    assert _filters().gpu_services(doc) == ["toolkit", "reserved", "runtime"]
+
+
+def test_the_override_keeps_the_keys_other_roles_wrote() -> None:
+    import yaml
+
+    f = _filters()
+    main = {"version": "3.8", "services": {"llm": {"image": "x"}}}
+    tunables = f.compose_override({}, main, f.service_patch(["llm"], {
+        "environment": {"GLIBC_TUNABLES": "glibc.cpu.hwcaps=-AVX512F"}}))
+    both = f.compose_override(yaml.safe_load(tunables), main,
+                              f.service_patch(["llm"], {"restart": "unless-stopped"}))
+    assert both.startswith(f.MARK)
+    assert yaml.safe_load(both) == {"version": "3.8", "services": {"llm": {
+        "environment": {"GLIBC_TUNABLES": "glibc.cpu.hwcaps=-AVX512F"},
+        "restart": "unless-stopped"}}}
+
+
+def test_isolation_names_each_thing_an_override_cannot_undo() -> None:
+    f = _filters()
+    doc = {"services": {"llm": {"networks": {"back": {}, "front": {"aliases": ["a"]}}},
+                        "host": {"network_mode": "host"}, "gw": {"networks": ["front"]}},
+           "networks": {"back": {"internal": True}, "front": {}}}
+    assert f.isolation_problems(doc, ["llm", "host"], ["gw", "nope"]) == [
+        "nope: not a service of the Compose file",
+        "llm: on network(s) front, which an override cannot remove (take them out of the file)",
+        "host: network_mode host (remove it)"]
+    assert f.isolation_patch(doc, ["llm"], ["gw"], "omni_internal") == {
+        "networks": {"omni_internal": {"internal": True}},
+        "services": {"llm": {"networks": {"omni_internal": {}}},
+                     "gw": {"networks": {"front": {}, "omni_internal": {}}}}}
