@@ -261,3 +261,34 @@ def test_a_missing_interpreter_is_named(sshd: Sshd, tmp_path: Path) -> None:
     assert result.code == 3
     assert ("loop: unreachable: /opt/no-such/bin/python3 is not installed on the host"
             in result.stderr)
+
+
+def test_paramiko_comes_without_invoke_unless_the_config_may_match_exec(sshd: Sshd,
+                                                                         tmp_path: Path) -> None:
+    """paramiko imports invoke (60 ms) only to run `Match exec`. A config without such a line
+    audits without it; a config with one gets it, and the Match exec decides the port."""
+    import subprocess
+    import sys
+
+    inv = tmp_path / "inv"
+    inv.mkdir()
+    (inv / "hosts.yml").write_text("all:\n  hosts:\n    box:\n")  # everything from ssh_config
+    common = f"  HostName 127.0.0.1\n  User {sshd.user}\n  IdentityFile {sshd.client_key}\n"
+    configs = {
+        "plain": f"Host box\n{common}  Port {sshd.port}\n",
+        "exec": f"Host box\n{common}\nMatch exec \"test -d /\"\n  Port {sshd.port}\n"}
+    imported = {}
+    for name, text in configs.items():
+        config = tmp_path / name
+        config.write_text(text)
+        proc = subprocess.run(
+            [sys.executable, "-X", "importtime", "-m", "omni_host.cli", "audit", "-i", str(inv),
+             "box", "--no-store", "--format", "json", "--known-hosts", str(sshd.known_hosts),
+             "--ssh-config", str(config)], capture_output=True, text=True, check=False)
+        assert proc.returncode == 4, proc.stderr[-2000:]  # audited; no omni_* values set
+        modules = {line.rsplit("|", 1)[-1].strip() for line in proc.stderr.splitlines()
+                   if line.startswith("import time:")}
+        assert "paramiko.transport" in modules
+        # (a blocked import is listed too, as "invoke" alone: its submodules show it loaded)
+        imported[name] = "invoke.context" in modules
+    assert imported == {"plain": False, "exec": True}

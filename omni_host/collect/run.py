@@ -8,9 +8,12 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
+import sys
 import time
 from functools import lru_cache
 from importlib import resources
+from pathlib import Path
 
 from omni_host.collect.bundle import Bundle, bundle_from_output
 from omni_host.collect.transport.base import SshOptions, Transport
@@ -62,11 +65,40 @@ def collect(
                               started=started, python=python)
 
 
-def import_transports(plans: list[HostPlan]) -> None:
+def import_transports(plans: list[HostPlan], ssh_config: Path | None = None) -> None:
     """Import the SSH transport (paramiko, cryptography) once, in the calling thread, before
-    a pool starts: never first inside concurrent worker threads."""
-    if any(p.ssh is not None for p in plans):
+    a pool starts: never first inside concurrent worker threads.
+
+    paramiko imports ``invoke`` (about 60 ms, ``unittest.mock`` among it) only to run an SSH
+    config's ``Match exec``; where the config can have none (no such line, no ``Include``),
+    paramiko is imported without it, and ``invoke`` stays importable for anyone else."""
+    if not any(p.ssh is not None for p in plans) or "omni_host.collect.transport.ssh" in sys.modules:
+        return
+    block = "invoke" not in sys.modules and not may_match_exec(ssh_config)
+    if block:
+        sys.modules["invoke"] = None  # type: ignore[assignment]  (import raises ImportError)
+    try:
         import omni_host.collect.transport.ssh  # noqa: F401
+    finally:
+        if block:
+            del sys.modules["invoke"]
+
+
+_MATCH_EXEC = re.compile(r"^\s*(match\b.*\bexec\b|include\b)", re.IGNORECASE | re.MULTILINE)
+
+
+def may_match_exec(ssh_config: Path | None) -> bool:
+    """Whether an SSH config may need ``Match exec`` (a line of it, or an ``Include`` whose
+    files are not read here); an unreadable file counts as may (paramiko reports it later)."""
+    if ssh_config is None:
+        return False
+    try:
+        text = ssh_config.read_text(encoding="utf-8", errors="replace")
+    except FileNotFoundError:
+        return False
+    except OSError:
+        return True
+    return _MATCH_EXEC.search(text) is not None
 
 
 def collect_host(plan: HostPlan, ssh: SshOptions, probe_timeout_s: float | None) -> Bundle:

@@ -66,7 +66,7 @@ def audit_many(plans: list[HostPlan], ssh: SshOptions, *, forks: int,
     """Audit hosts in a bounded pool; a host past its deadline is reported unreachable with
     the reason, and Ctrl-C returns what finished (the rest marked interrupted)."""
     deadline = host_timeout_s or host_deadline_s(ssh, probe_timeout_s)
-    import_transports(plans)
+    import_transports(plans, ssh.ssh_config)
     return run_pool(
         plans, lambda p: audit_host(p, ssh, probe_timeout_s), forks=forks, deadline_s=deadline,
         late=lambda p, t: _failed(p, f"no answer within the host deadline of {deadline:g}s", t),

@@ -7,12 +7,10 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import Any
 
-import yaml
-
 from omni_host.evaluate.facts import HostFacts
 from omni_host.model import EngineStatus, EngineVerdict, FactSummary, GpuSummary, ModelSummary
 from omni_host.plan.policy import Policy
-from omni_host.resources import data_path
+from omni_host.resources import data_path, read_yaml
 
 ASYMMETRY_RATIO = 1.2
 GIB = 1024 ** 3
@@ -64,7 +62,7 @@ def fact_summary(facts: HostFacts, policy: Policy | None = None) -> FactSummary:
 
 @lru_cache(maxsize=1)
 def strategic_catalog() -> list[dict[str, Any]]:
-    doc = yaml.safe_load((data_path("checks") / "strategic.yaml").read_text(encoding="utf-8"))
+    doc = read_yaml(data_path("checks") / "strategic.yaml")
     return list(doc["engines"])
 
 

@@ -18,10 +18,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
-import yaml
-
 from omni_host.errors import InventoryError
-from omni_host.resources import collection_path, data_path
+from omni_host.resources import collection_path, data_path, read_yaml
 
 ZEN5_HWCAPS = ("AVX512F", "AVX512VL", "AVX512BW", "AVX512CD", "AVX512DQ")
 _VERSION = re.compile(r"^\d+(\.\d+)*$")
@@ -89,14 +87,14 @@ def _fail(origin: str, var: str, msg: str) -> InventoryError:
 def spec() -> dict[str, Any]:
     """The ``omni_*`` options of the role's argument spec."""
     path = collection_path(ROLE) / "meta" / "argument_specs.yml"
-    return dict(yaml.safe_load(path.read_text(encoding="utf-8"))["argument_specs"]["main"]["options"])
+    return dict(read_yaml(path)["argument_specs"]["main"]["options"])
 
 
 @lru_cache(maxsize=1)
 def defaults() -> dict[str, Any]:
     """The role defaults every host starts from (``defaults/main.yml``)."""
     path = collection_path(ROLE) / "defaults" / "main.yml"
-    return dict(yaml.safe_load(path.read_text(encoding="utf-8")) or {})
+    return dict(read_yaml(path) or {})
 
 
 KNOWN_VARS = frozenset(spec())
@@ -260,4 +258,4 @@ def policy_from_vars(values: dict[str, Any], origin: str) -> Policy:
 def reference_vars() -> dict[str, Any]:
     """The reference host's variables (the lessons' 9995WX box), the built-in default."""
     path = data_path("inventory") / "group_vars" / "inference.yml"
-    return dict(yaml.safe_load(path.read_text(encoding="utf-8")))
+    return dict(read_yaml(path))

@@ -8,8 +8,6 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
-import yaml
-
 from omni_host.evaluate.facts import HostFacts
 from omni_host.model import (
     CheckResult,
@@ -21,7 +19,7 @@ from omni_host.model import (
     Status,
 )
 from omni_host.plan.policy import Policy
-from omni_host.resources import data_path
+from omni_host.resources import data_path, read_yaml
 
 
 @dataclass(frozen=True)
@@ -76,7 +74,7 @@ def check(check_id: str) -> Callable[[CheckFn], CheckFn]:
 
 @lru_cache(maxsize=1)
 def catalog() -> dict[str, CheckMeta]:
-    doc = yaml.safe_load((data_path("checks") / "catalog.yaml").read_text(encoding="utf-8"))
+    doc = read_yaml(data_path("checks") / "catalog.yaml")
     metas = {}
     for cid, entry in doc.items():
         fix = entry["remediation"]
