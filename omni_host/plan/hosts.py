@@ -111,10 +111,12 @@ def _refuse_unsupported(hv: dict[str, Any], where: str, become: bool) -> None:
 
 
 def plan_host(name: str, hv: dict[str, Any], *, origin: str,
-              origins: dict[str, str] | None = None) -> HostPlan:
+              origins: dict[str, str] | None = None,
+              memo: dict[str, Any] | None = None) -> HostPlan:
     """Validate a host's policy and connection variables (``hv``: its resolved variables;
-    ``origins``: where each came from, as Ansible recorded it)."""
-    policy = policy_from_vars(hv, f"{origin}: host {name}")
+    ``origins``: where each came from, as Ansible recorded it; ``memo``: values that
+    validated before, see ``policy_from_vars``)."""
+    policy = policy_from_vars(hv, f"{origin}: host {name}", memo)
     expected = expected_state(hv, origins or {})
     become = _bool(hv.get("ansible_become", False))
     _refuse_unsupported(hv, f"{origin}: host {name}", become)
@@ -150,5 +152,10 @@ def local_plan() -> HostPlan:
 
 
 def plan_inventory(inv: Inventory, pattern: str) -> list[HostPlan]:
-    return [plan_host(h.name, h.vars, origin=inv.source, origins=h.origins)
-            for h in inv.select(pattern)]
+    memo = inv.validation_memo()
+    known = len(memo)
+    plans = [plan_host(h.name, h.vars, origin=inv.source, origins=h.origins, memo=memo)
+             for h in inv.select(pattern)]
+    if len(memo) != known:
+        inv.remember()
+    return plans

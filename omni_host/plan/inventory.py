@@ -174,6 +174,14 @@ class Inventory:
         if self._key:
             inventory_cache.write(self._key, self._cache)
 
+    def validation_memo(self) -> dict[str, Any]:
+        """Policy values that validated, kept with this inventory's cache entry (a dict the
+        planner adds to; ``remember`` stores it). Not kept for an inventory that is not cached."""
+        return self._cache.setdefault("validated", {})
+
+    def remember(self) -> None:
+        self._save()
+
     # -- the interface the plans use -------------------------------------------------------
     def names(self) -> list[str]:
         if "names" not in self._cache:

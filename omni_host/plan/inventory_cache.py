@@ -65,12 +65,20 @@ def _static(path: Path, st: os.stat_result) -> bool:
 
 
 def _ansible_version() -> str:
-    from importlib.metadata import PackageNotFoundError, version
+    """ansible-core's version, read from its release.py without importing it (nor
+    importlib.metadata: 12 ms of every run)."""
+    import importlib.util
+    import re
 
-    try:
-        return version("ansible-core")
-    except PackageNotFoundError:
+    spec = importlib.util.find_spec("ansible")
+    if spec is None or spec.origin is None:
         return "?"
+    try:
+        text = (Path(spec.origin).parent / "release.py").read_text(encoding="utf-8")
+    except OSError:
+        return "?"
+    found = re.search(r"^__version__ = ['\"]([^'\"]+)['\"]", text, re.MULTILINE)
+    return found.group(1) if found else "?"
 
 
 def cache_key(sources: tuple[str, ...], config_file: str | None) -> str | None:
