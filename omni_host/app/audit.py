@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from omni_host.collect.bundle import Bundle, read_bundles
+from omni_host.collect.run import Ahead
 from omni_host.collect.transport.base import SshOptions
 from omni_host.errors import InventoryError
 from omni_host.evaluate.audit import audit_many, evaluate_bundle
@@ -56,10 +57,12 @@ class AuditRun:
 def audit_live(plans: list[HostPlan], ssh: SshOptions, *, forks: int,
                probe_timeout_s: float | None, host_timeout_s: float | None,
                on_start: Callable[[HostPlan], None] | None = None,
-               on_done: Callable[[HostPlan, HostReport], None] | None = None) -> Hosts:
+               on_done: Callable[[HostPlan, HostReport], None] | None = None,
+               ahead: Ahead | None = None) -> Hosts:
     started = time.time()
     pooled = audit_many(plans, ssh, forks=forks, probe_timeout_s=probe_timeout_s,
-                        host_timeout_s=host_timeout_s, on_start=on_start, on_done=on_done)
+                        host_timeout_s=host_timeout_s, on_start=on_start, on_done=on_done,
+                        ahead=ahead)
     return Hosts(list(pooled.results), "live", started, pooled.interrupted,
                  pooled.signal == "Terminated")
 

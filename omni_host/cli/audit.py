@@ -116,12 +116,18 @@ def cmd_audit(args: argparse.Namespace) -> int:
         hosts = audit.audit_bundles(args.bundle, load_inventory_arg(args))
     else:
         host_plans = plans(args)
+        ssh = ssh_options(args)
+        # One host over SSH: its session starts now, and the rest of start-up (the progress
+        # display, the pool) happens while it runs the collector.
+        ahead = audit.Ahead(host_plans[0], ssh, args.probe_timeout) \
+            if len(host_plans) == 1 and host_plans[0].ssh is not None else None
         progress = Progress([p.name for p in host_plans])
         try:
-            hosts = audit.audit_live(host_plans, ssh_options(args), forks=args.forks,
+            hosts = audit.audit_live(host_plans, ssh, forks=args.forks,
                                      probe_timeout_s=args.probe_timeout,
                                      host_timeout_s=args.host_timeout,
-                                     on_start=progress.start, on_done=progress.done)
+                                     on_start=progress.start, on_done=progress.done,
+                                     ahead=ahead)
         finally:
             progress.close()
     store_root = args.report_dir or default_report_dir()

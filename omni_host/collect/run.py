@@ -10,6 +10,7 @@ import dataclasses
 import json
 import re
 import sys
+import threading
 import time
 from functools import lru_cache
 from importlib import resources
@@ -72,16 +73,22 @@ def import_transports(plans: list[HostPlan], ssh_config: Path | None = None) -> 
     paramiko imports ``invoke`` (about 60 ms, ``unittest.mock`` among it) only to run an SSH
     config's ``Match exec``; where the config can have none (no such line, no ``Include``),
     paramiko is imported without it, and ``invoke`` stays importable for anyone else."""
-    if not any(p.ssh is not None for p in plans) or "omni_host.collect.transport.ssh" in sys.modules:
+    if not any(p.ssh is not None for p in plans):
         return
-    block = "invoke" not in sys.modules and not may_match_exec(ssh_config)
-    if block:
-        sys.modules["invoke"] = None  # type: ignore[assignment]  (import raises ImportError)
-    try:
-        import omni_host.collect.transport.ssh  # noqa: F401
-    finally:
+    with _IMPORTING:  # one thread imports it (an Ahead's and the pool's caller may race)
+        if "omni_host.collect.transport.ssh" in sys.modules:
+            return
+        block = "invoke" not in sys.modules and not may_match_exec(ssh_config)
         if block:
-            del sys.modules["invoke"]
+            sys.modules["invoke"] = None  # type: ignore[assignment]  (import raises ImportError)
+        try:
+            import omni_host.collect.transport.ssh  # noqa: F401
+        finally:
+            if block:
+                del sys.modules["invoke"]
+
+
+_IMPORTING = threading.Lock()
 
 
 _MATCH_EXEC = re.compile(r"^\s*(match\b.*\bexec\b|include\b)", re.IGNORECASE | re.MULTILINE)
@@ -118,6 +125,35 @@ def collect_host(plan: HostPlan, ssh: SshOptions, probe_timeout_s: float | None)
     finally:
         transport.close()
     return with_policy(bundle, plan)
+
+
+class Ahead:
+    """One host's collection, started before the caller is ready for it: a one-host audit
+    starts its SSH session first, and the rest of its start-up (imports, progress, the pool)
+    happens while the host runs the collector. ``bundle()`` gives what ``collect_host`` would
+    have returned, or raises what it would have raised."""
+
+    def __init__(self, plan: HostPlan, ssh: SshOptions, probe_timeout_s: float | None) -> None:
+        self.plan = plan
+        self._bundle: Bundle | None = None
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, args=(ssh, probe_timeout_s),
+                                        name=f"ahead {plan.name}", daemon=True)
+        self._thread.start()
+
+    def _run(self, ssh: SshOptions, probe_timeout_s: float | None) -> None:
+        try:
+            import_transports([self.plan], ssh.ssh_config)
+            self._bundle = collect_host(self.plan, ssh, probe_timeout_s)
+        except BaseException as exc:  # handed to the caller, who reports it as ever
+            self._error = exc
+
+    def bundle(self) -> Bundle:
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+        assert self._bundle is not None
+        return self._bundle
 
 
 def with_policy(bundle: Bundle, plan: HostPlan) -> Bundle:

@@ -12,7 +12,7 @@ from collections.abc import Callable
 
 from omni_host.collect.bundle import Bundle
 from omni_host.collect.pool import PoolResult, run_pool
-from omni_host.collect.run import collect_host, host_deadline_s, import_transports
+from omni_host.collect.run import Ahead, collect_host, host_deadline_s, import_transports
 from omni_host.collect.transport.base import SshOptions
 from omni_host.errors import TransportError
 from omni_host.evaluate.checks import run_checks
@@ -38,10 +38,12 @@ def evaluate_bundle(bundle: Bundle, policy: Policy, *, address: str | None = Non
                       collected_at=bundle.collected_at)
 
 
-def audit_host(plan: HostPlan, ssh: SshOptions, probe_timeout_s: float | None = None) -> HostReport:
+def audit_host(plan: HostPlan, ssh: SshOptions, probe_timeout_s: float | None = None,
+               ahead: Ahead | None = None) -> HostReport:
+    """One host's audit; ``ahead``: its collection, already under way."""
     start = time.monotonic()
     try:
-        bundle = collect_host(plan, ssh, probe_timeout_s)
+        bundle = ahead.bundle() if ahead is not None else collect_host(plan, ssh, probe_timeout_s)
     except TransportError as exc:
         return _failed(plan, str(exc), time.monotonic() - start)
     except Exception as exc:  # a bug must cost this host its audit, not the fleet its run
@@ -62,13 +64,19 @@ def audit_many(plans: list[HostPlan], ssh: SshOptions, *, forks: int,
                probe_timeout_s: float | None = None, host_timeout_s: float | None = None,
                on_start: Callable[[HostPlan], None] | None = None,
                on_done: Callable[[HostPlan, HostReport], None] | None = None,
-               ) -> PoolResult[HostReport]:
+               ahead: Ahead | None = None) -> PoolResult[HostReport]:
     """Audit hosts in a bounded pool; a host past its deadline is reported unreachable with
-    the reason, and Ctrl-C returns what finished (the rest marked interrupted)."""
+    the reason, and Ctrl-C returns what finished (the rest marked interrupted). ``ahead``: one
+    host's collection already under way (see ``Ahead``)."""
     deadline = host_timeout_s or host_deadline_s(ssh, probe_timeout_s)
     import_transports(plans, ssh.ssh_config)
+
+    def one(plan: HostPlan) -> HostReport:
+        mine = ahead if ahead is not None and ahead.plan is plan else None
+        return audit_host(plan, ssh, probe_timeout_s, mine)
+
     return run_pool(
-        plans, lambda p: audit_host(p, ssh, probe_timeout_s), forks=forks, deadline_s=deadline,
+        plans, one, forks=forks, deadline_s=deadline,
         late=lambda p, t: _failed(p, f"no answer within the host deadline of {deadline:g}s", t),
         cancelled=lambda p: _failed(p, "interrupted before this host finished", 0.0),
         on_start=on_start, on_done=on_done)
