@@ -155,9 +155,11 @@ def test_bad_forks_is_a_usage_error(value: str) -> None:
     assert result.code == 2 and "--forks" in result.stderr
 
 
+@pytest.mark.parametrize("processes", ["1", "2"])
 @pytest.mark.parametrize(("sig", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
 def test_ctrl_c_or_sigterm_stores_a_partial_report_marked_interrupted(
-        sshd: Sshd, tmp_path: Path, report_dir: Path, sig: signal.Signals, code: int) -> None:
+        sshd: Sshd, tmp_path: Path, report_dir: Path, sig: signal.Signals, code: int,
+        processes: str) -> None:
     slow = tmp_path / "slow-python"
     slow.write_text("#!/bin/sh\nsleep 60\n")
     slow.chmod(0o755)
@@ -166,7 +168,7 @@ def test_ctrl_c_or_sigterm_stores_a_partial_report_marked_interrupted(
     proc = subprocess.Popen(
         [sys.executable, "-m", "omni_host.cli", "audit", "-i", str(inv), "--format", "json",
          "--report-dir", str(report_dir), "--known-hosts", str(sshd.known_hosts),
-         "--ssh-config", str(tmp_path / "none")],
+         "--ssh-config", str(tmp_path / "none"), "--processes", processes],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO)
     assert proc.stderr is not None
     seen = []  # readiness: the progress line of the first finished host (warnings may precede)
@@ -175,9 +177,14 @@ def test_ctrl_c_or_sigterm_stores_a_partial_report_marked_interrupted(
         assert line, "the CLI ended before the good host finished: " + "".join(seen)
         seen.append(line)
     first = "".join(seen)
+    children = psutil.Process(proc.pid).children()  # the workers (and spawn's resource tracker)
+    workers = [c for c in children if "spawn_main" in " ".join(c.cmdline())]
+    assert len(workers) == (2 if processes == "2" else 0)
     proc.send_signal(sig)
     out, err = proc.communicate(timeout=20)
     assert proc.returncode == code, first + err
+    _, alive = psutil.wait_procs(children, timeout=5)
+    assert alive == []  # no controller process outlives the run
     assert "partial (interrupted) report stored in" in err
     (stored,) = list(report_dir.iterdir())
     report = json.loads((stored / "report.json").read_text())
@@ -229,3 +236,67 @@ def test_plain_ansible_playbook_collect_then_audit_the_outputs(sshd: Sshd, tmp_p
     result = run_cli("audit", "--bundle", str(out), "-i", str(inv), "--format", "json")
     assert result.code == 0, result.stderr
     assert hosts(result.stdout)["loop"]["results"][0]["status"] == "pass"
+
+
+def _fleet_plans(sshd: Sshd, tmp_path: Path, n: int) -> list:
+    from omni_host.plan.hosts import plan_inventory
+    from omni_host.plan.inventory import load_inventory
+
+    inv = sshd.inventory(tmp_path / "inv", {f"h{i}": {} for i in range(n)},
+                         group_vars={"omni_numa_nps": 1})
+    return plan_inventory(load_inventory(inv), "all")
+
+
+def _ssh(sshd: Sshd, tmp_path: Path):
+    from omni_host.collect.transport.base import SshOptions
+
+    return SshOptions(known_hosts=sshd.known_hosts, ssh_config=tmp_path / "none")
+
+
+def test_a_fleet_spread_over_processes_gives_the_same_verdicts_in_order(sshd: Sshd,
+                                                                        tmp_path: Path) -> None:
+    import multiprocessing
+
+    from omni_host.app.spread import audit_spread
+    from omni_host.evaluate.audit import audit_many
+
+    plans = _fleet_plans(sshd, tmp_path, 6)
+    ssh = _ssh(sshd, tmp_path)
+    workers_seen, done = [], []
+    spread = audit_spread(plans, ssh, forks=6, processes=2,
+                          on_start=lambda p: workers_seen.append(
+                              len(multiprocessing.active_children())),
+                          on_done=lambda p, r: done.append(p.name))
+    single = audit_many(plans, ssh, forks=6)
+    assert not spread.interrupted
+    assert [r.host for r in spread.results] == [p.name for p in plans]  # input order
+    assert sorted(done) == sorted(p.name for p in plans)  # progress saw every host
+    assert max(workers_seen) == 2  # the hosts ran in two worker processes
+    assert [[(c.id, c.status) for c in r.results] for r in spread.results] == \
+        [[(c.id, c.status) for c in r.results] for r in single.results]
+    assert all(r.reachable for r in spread.results)
+
+
+def test_a_controller_process_that_dies_costs_its_hosts_a_named_error(sshd: Sshd,
+                                                                      tmp_path: Path) -> None:
+    import multiprocessing
+
+    from omni_host.app.spread import audit_spread
+
+    plans = _fleet_plans(sshd, tmp_path, 4)
+    killed: list[int] = []
+
+    def kill_the_first_worker(plan) -> None:  # noqa: ANN001
+        if not killed:
+            (first,) = [w for w in multiprocessing.active_children() if w.name.endswith("1/2")]
+            os.kill(first.pid, signal.SIGKILL)
+            killed.append(first.pid)
+
+    spread = audit_spread(plans, _ssh(sshd, tmp_path), forks=4, processes=2,
+                          on_start=kill_the_first_worker)
+    by_name = {r.host: r for r in spread.results}
+    for plan in plans[0::2]:  # the first worker's share
+        assert by_name[plan.name].error == ("the controller process auditing this host died "
+                                            "(exit -9)")
+    for plan in plans[1::2]:
+        assert by_name[plan.name].reachable

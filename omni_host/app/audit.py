@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from omni_host.app.spread import audit_spread, cpus, processes_for
 from omni_host.collect.bundle import Bundle, read_bundles
 from omni_host.collect.run import Ahead
 from omni_host.collect.transport.base import SshOptions
@@ -58,11 +59,20 @@ def audit_live(plans: list[HostPlan], ssh: SshOptions, *, forks: int,
                probe_timeout_s: float | None, host_timeout_s: float | None,
                on_start: Callable[[HostPlan], None] | None = None,
                on_done: Callable[[HostPlan, HostReport], None] | None = None,
-               ahead: Ahead | None = None) -> Hosts:
+               ahead: Ahead | None = None, processes: int | None = None) -> Hosts:
+    """Audit hosts live: one thread pool, or (``processes`` > 1; by default one process per
+    16 hosts in flight, up to the CPUs) a pool in each of several processes."""
     started = time.time()
-    pooled = audit_many(plans, ssh, forks=forks, probe_timeout_s=probe_timeout_s,
-                        host_timeout_s=host_timeout_s, on_start=on_start, on_done=on_done,
-                        ahead=ahead)
+    if processes is None:
+        processes = processes_for(len(plans), forks, cpus())
+    if processes > 1 and ahead is None:
+        pooled = audit_spread(plans, ssh, forks=forks, processes=processes,
+                              probe_timeout_s=probe_timeout_s, host_timeout_s=host_timeout_s,
+                              on_start=on_start, on_done=on_done)
+    else:
+        pooled = audit_many(plans, ssh, forks=forks, probe_timeout_s=probe_timeout_s,
+                            host_timeout_s=host_timeout_s, on_start=on_start, on_done=on_done,
+                            ahead=ahead)
     return Hosts(list(pooled.results), "live", started, pooled.interrupted,
                  pooled.signal == "Terminated")
 

@@ -18,6 +18,7 @@ from omni_host.cli.common import (
     emit,
     err,
     exit_code,
+    forks,
     inventory_path,
     load_inventory_arg,
     plans,
@@ -41,6 +42,10 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     audit.add_argument("--report-dir", type=Path, default=None,
                        help="where audits are stored (default: $XDG_DATA_HOME/omni-host/reports)")
     audit.add_argument("--no-store", action="store_true", help="do not store this audit")
+    audit.add_argument("--processes", type=forks, default=None, metavar="N",
+                       help="controller processes the hosts are spread over (default: one per "
+                            "16 hosts in flight, up to the CPUs: one process is bound to one "
+                            "core; beyond one machine, use --engine ansible with collect, or AWX)")
 
     collect = sub.add_parser("collect", help="collect bundles from hosts without evaluating")
     add_target_args(collect)
@@ -127,7 +132,7 @@ def cmd_audit(args: argparse.Namespace) -> int:
                                      probe_timeout_s=args.probe_timeout,
                                      host_timeout_s=args.host_timeout,
                                      on_start=progress.start, on_done=progress.done,
-                                     ahead=ahead)
+                                     ahead=ahead, processes=args.processes)
         finally:
             progress.close()
     store_root = args.report_dir or default_report_dir()

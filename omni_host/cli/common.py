@@ -45,7 +45,7 @@ def positive(text: str) -> float:
 
 def forks(text: str) -> int:
     if not text.isdigit() or int(text) < 1:
-        raise argparse.ArgumentTypeError(f"--forks needs a whole number >= 1, got {text!r}")
+        raise argparse.ArgumentTypeError(f"needs a whole number >= 1, got {text!r}")
     return int(text)
 
 

@@ -1,0 +1,126 @@
+"""A big fleet's audit over several processes.
+
+One Python process is bound to one core: every host costs the controller about 15 ms of CPU
+(the SSH handshake's cryptography, parsing, checks), so above a couple of dozen hosts in
+flight the controller, not the network, sets the pace. Here the hosts are dealt round-robin
+to worker processes, each running the same bounded thread pool (``audit_many``) over its share
+with the same per-host deadlines; results, and the start of each host for the progress
+display, come back over one queue, in input order at the end.
+
+Ctrl-C or SIGTERM reach the parent as ``KeyboardInterrupt`` (the CLI's doing): it terminates
+the workers and marks every unfinished host interrupted, as the thread pool does. The workers
+ignore SIGINT (a terminal's Ctrl-C reaches the whole process group: the parent decides). A
+worker that dies leaves its unfinished hosts reported as such, never missing.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import queue
+import signal
+from collections.abc import Callable
+from typing import Any
+
+from omni_host.collect.pool import PoolResult
+from omni_host.collect.transport.base import SshOptions
+from omni_host.evaluate.audit import audit_many
+from omni_host.model import HostReport
+from omni_host.plan.hosts import HostPlan
+
+HOSTS_PER_PROCESS = 16  # hosts in flight one controller process keeps up with (15 ms CPU each)
+
+
+def cpus() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
+
+
+def processes_for(hosts: int, forks: int, available: int) -> int:
+    """One process per HOSTS_PER_PROCESS hosts in flight, at most one per CPU."""
+    return max(1, min(available, math.ceil(min(hosts, forks) / HOSTS_PER_PROCESS)))
+
+
+def _failed(plan: HostPlan, error: str) -> HostReport:
+    return HostReport(plan.name, plan.address, plan.transport, False, error, 0.0)
+
+
+def _worker(k: int, share: list[tuple[int, HostPlan]], ssh: SshOptions, forks: int,
+            probe_timeout_s: float | None, host_timeout_s: float | None, out: Any) -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    index = {id(plan): i for i, plan in share}
+    audit_many([plan for _, plan in share], ssh, forks=forks, probe_timeout_s=probe_timeout_s,
+               host_timeout_s=host_timeout_s,
+               on_start=lambda plan: out.put(("start", index[id(plan)], None)),
+               on_done=lambda plan, report: out.put(("done", index[id(plan)], report)))
+    out.put(("end", k, None))  # after every result of this worker (one queue keeps order)
+
+
+def audit_spread(plans: list[HostPlan], ssh: SshOptions, *, forks: int, processes: int,
+                 probe_timeout_s: float | None = None, host_timeout_s: float | None = None,
+                 on_start: Callable[[HostPlan], None] | None = None,
+                 on_done: Callable[[HostPlan, HostReport], None] | None = None,
+                 ) -> PoolResult[HostReport]:
+    """``audit_many`` over ``processes`` worker processes, ``forks`` hosts in flight in all."""
+    import multiprocessing  # only here: a one-process audit does not pay its import
+
+    context = multiprocessing.get_context("spawn")  # no fork of a threaded process
+    out = context.Queue()
+    shares = [list(enumerate(plans))[k::processes] for k in range(processes)]
+    shares = [s for s in shares if s]
+    per_worker = max(1, forks // len(shares))
+    workers = [context.Process(target=_worker, name=f"omni-host audit {k + 1}/{len(shares)}",
+                               args=(k, share, ssh, per_worker, probe_timeout_s,
+                                     host_timeout_s, out),
+                               daemon=True) for k, share in enumerate(shares)]
+    for worker in workers:
+        worker.start()
+    results: dict[int, HostReport] = {}
+
+    def record(i: int, report: HostReport) -> None:
+        if i not in results:
+            results[i] = report
+            if on_done is not None:
+                on_done(plans[i], report)
+
+    def lost(k: int, why: str) -> None:
+        for i, plan in shares[k]:
+            record(i, _failed(plan, f"the controller process auditing this host {why}"))
+
+    ended: set[int] = set()
+    silent: dict[int, int] = {}
+    try:
+        while len(results) < len(plans):
+            try:
+                kind, i, report = out.get(timeout=0.2)
+            except queue.Empty:
+                for k, worker in enumerate(workers):
+                    if k in ended or worker.is_alive():
+                        continue
+                    silent[k] = silent.get(k, 0) + 1
+                    if worker.exitcode != 0 or silent[k] > 2:  # a clean exit's "end" may lag
+                        ended.add(k)
+                        lost(k, f"died (exit {worker.exitcode})")
+                continue
+            if kind == "start" and on_start is not None:
+                on_start(plans[i])
+            elif kind == "done":
+                record(i, report)
+            elif kind == "end":
+                ended.add(i)
+                lost(i, "ended without its result")  # none, unless a bug: never silent
+    except KeyboardInterrupt as exc:
+        for worker in workers:
+            worker.terminate()
+        for i, plan in enumerate(plans):
+            record(i, _failed(plan, "interrupted before this host finished"))
+        return PoolResult([results[i] for i in range(len(plans))], True, type(exc).__name__)
+    finally:
+        for worker in workers:
+            worker.join(timeout=5)
+            if worker.is_alive():
+                worker.kill()
+        out.close()
+    return PoolResult([results[i] for i in range(len(plans))], False)
