@@ -1,21 +1,33 @@
-"""Benchmark: one host's full audit against ``ansible HOST -m setup``, same loopback sshd.
+"""Benchmark: one host's full audit against what an operator would run instead, on the same
+loopback sshd, in one interleaved run: ``ansible HOST -m setup`` (facts only), pyinfra gathering
+8 facts, testinfra running 10 checks; and the floor, the on-host CPU per audit.
 
 Run as root on a machine with openssh-server (``bash tests/setup.sh`` installs it)::
 
-    .venv/bin/python benchmarks/bench_single_host.py [--runs 7]
+    python3 -m venv .venv-bench && .venv-bench/bin/pip install pyinfra pytest-testinfra
+    .venv/bin/python benchmarks/bench_single_host.py [--runs 9]
 
-Both tools run as a user would run them (a new process each time, the CLI's start-up
-included), interleaved so that a noisy moment hurts both alike. omni-host's inventory cache is
-warm after the first run (as for a user who audits the same inventory again); the inventory
-resolution table gives the cold (through Ansible) and warm figures for 1 to 1,000 hosts.
-Ansible keeps its default OpenSSH ControlPersist, so its runs after the first reuse a master
-connection: that is what its users get. The medians and the ratio are printed as a Markdown table.
+(pyinfra and testinfra pin paramiko below 5: they live in their own venv, never in omni-host's.)
+
+Every tool runs as a user would run it (a new process each time, the CLI's start-up included),
+interleaved round by round so that a noisy moment hurts all alike. omni-host's inventory cache
+is warm after the first run (as for a user who audits the same inventory again). Ansible keeps
+its default OpenSSH ControlPersist, so its runs after the first reuse a master connection: that
+is what its users get. testinfra uses its paramiko backend (its OpenSSH backend opens a
+connection per command and is slower still).
+
+The floor is what the host itself needs for an audit with no controller overhead: paramiko,
+already imported, connects (handshake, key auth), opens one session and runs omni-host's own
+collector (every probe, in parallel) to completion. The on-host CPU is the collector's and its
+probes' user + system CPU, run as the audit runs it. Medians; the ratios are printed as a
+Markdown table.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -28,100 +40,140 @@ sys.path.insert(0, str(REPO / "tests"))
 
 from conftest import start_sshd  # noqa: E402  (the tests' real sshd launcher)
 
+from omni_host.collect.run import payload  # noqa: E402
 from omni_host.evaluate.checks import catalog  # noqa: E402
 from omni_host.plan.policy import reference_vars  # noqa: E402
 from omni_host.probes.catalog import PROBES  # noqa: E402
 
 BIN = Path(sys.executable).parent
+BENCH = REPO / ".venv-bench" / "bin"
+
+TESTINFRA = """
+def test_numactl(host): assert host.package("numactl").is_installed
+def test_swaps(host): assert host.file("/proc/swaps").exists
+def test_fstab(host): assert host.file("/etc/fstab").exists
+def test_nproc(host): assert int(host.check_output("nproc")) >= 1
+def test_python(host): assert host.exists("python3")
+def test_meminfo(host): assert "MemTotal" in host.file("/proc/meminfo").content_string
+def test_cpuinfo(host): assert "flags" in host.file("/proc/cpuinfo").content_string
+def test_kernel(host): assert host.sysctl("kernel.osrelease")
+def test_sshd(host): assert host.package("openssh-server").is_installed
+def test_docker_group(host): assert host.group("root").exists
+"""
+PYINFRA_FACTS = ["server.Hostname", "server.Os", "server.Arch", "server.KernelVersion",
+                 "server.Users", "server.Mounts", "deb.DebPackages", "server.LinuxDistribution"]
+
+FLOOR = """
+import sys, time
+import paramiko
+port, key, known, program = sys.argv[1], sys.argv[2], sys.argv[3], open(sys.argv[4]).read()
+start = time.perf_counter()
+client = paramiko.SSHClient()
+client.load_host_keys(known)
+client.connect("127.0.0.1", port=int(port), username="root", key_filename=key,
+               allow_agent=False, look_for_keys=False)
+chan = client.get_transport().open_session()
+chan.exec_command("/usr/bin/python3 -")
+chan.sendall(program.encode())
+chan.shutdown_write()
+while chan.recv(65536):
+    pass
+assert chan.recv_exit_status() == 0
+print(time.perf_counter() - start)
+"""
 
 
-def timed(argv: list[str], env: dict[str, str]) -> float:
+def timed(argv: list[str], env: dict[str, str], cwd: Path | None = None) -> float:
+    """The process's wall seconds; for the floor, the seconds it reports itself (its own
+    interpreter start and paramiko import are not part of the floor)."""
     start = time.perf_counter()
-    proc = subprocess.run(argv, capture_output=True, text=True, env=env, check=False)
+    proc = subprocess.run(argv, capture_output=True, text=True, env=env, check=False, cwd=cwd)
     elapsed = time.perf_counter() - start
     if proc.returncode not in (0, 1):
         raise SystemExit(f"{argv[0]} failed ({proc.returncode}): {proc.stderr[-800:]}"
                          f"{proc.stdout[-800:]}")
-    return elapsed
+    return float(proc.stdout) if argv[1:3] == ["-c", FLOOR] else elapsed
+
+
+def collector_cpu(program: Path, runs: int) -> tuple[float, float]:
+    """Median CPU-s (user + system, the collector and every probe it spawns) and wall of the
+    collector run on this host as an audit runs it (``python3 -`` with the program on stdin)."""
+    cpu, wall = [], []
+    for _ in range(runs):
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        start = time.perf_counter()
+        with program.open("rb") as fh:
+            subprocess.run(["/usr/bin/python3", "-"], stdin=fh, capture_output=True, check=True)
+        wall.append(time.perf_counter() - start)
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        cpu.append(after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime)
+    return statistics.median(cpu), statistics.median(wall)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--runs", type=int, default=7)
+    parser.add_argument("--runs", type=int, default=9)
     args = parser.parse_args()
+    if not (BENCH / "pyinfra").exists() or not (BENCH / "pytest").exists():
+        raise SystemExit("needs .venv-bench: python3 -m venv .venv-bench && "
+                         ".venv-bench/bin/pip install pyinfra pytest-testinfra")
     work = Path(tempfile.mkdtemp(prefix="omni-bench-"))
     sshd = start_sshd(work / "sshd")
+    program = work / "collector.py"
+    program.write_text(payload(PROBES))
     try:
-        # Both tools use the distribution's interpreter (no pyenv shim on the path).
+        # Every tool uses the distribution's interpreter on the host (no pyenv shim).
         inv = sshd.inventory(work / "inv", {"loop": {
             "ansible_python_interpreter": "/usr/bin/python3"}}, group_vars=reference_vars())
         env = dict(os.environ, ANSIBLE_LOCAL_TEMP=str(work / "ansible-tmp"), ANSIBLE_NOCOLOR="1",
                    ANSIBLE_SSH_COMMON_ARGS=f"-o UserKnownHostsFile={sshd.known_hosts} "
                                            "-o StrictHostKeyChecking=yes")
-        omni = [str(BIN / "omni-host"), "audit", "-i", str(inv), "loop", "--no-store",
-                "--format", "json", "--known-hosts", str(sshd.known_hosts),
-                "--ssh-config", str(work / "none")]
-        ansible = [str(BIN / "ansible"), "loop", "-i", str(inv / "hosts.yml"), "-m", "setup"]
-        help_cmd = [str(BIN / "omni-host"), "--help"]
-        timed(omni, env)
-        timed(ansible, env)  # warm both (imports cached, ControlPersist master up)
-        omni_s, ansible_s, help_s = [], [], []
+        (work / "ssh_config").write_text(
+            f"Host loop\n  HostName 127.0.0.1\n  Port {sshd.port}\n  User root\n"
+            f"  IdentityFile {sshd.client_key}\n  UserKnownHostsFile {sshd.known_hosts}\n"
+            "  StrictHostKeyChecking yes\n")
+        (work / "test_host.py").write_text(TESTINFRA)
+        tools = {
+            "omni-host audit": [str(BIN / "omni-host"), "audit", "-i", str(inv), "loop",
+                                "--no-store", "--format", "json", "--known-hosts",
+                                str(sshd.known_hosts), "--ssh-config", str(work / "none")],
+            "ansible -m setup": [str(BIN / "ansible"), "loop", "-i", str(inv / "hosts.yml"),
+                                 "-m", "setup"],
+            "pyinfra, 8 facts": [str(BENCH / "pyinfra"), "127.0.0.1", "--ssh-port",
+                                 str(sshd.port), "--ssh-user", "root", "--ssh-key",
+                                 str(sshd.client_key), "--data",
+                                 f"ssh_known_hosts_file={sshd.known_hosts}", "--data",
+                                 "ssh_strict_host_key_checking=yes", "-y", "fact",
+                                 *PYINFRA_FACTS],
+            "testinfra, 10 checks": [str(BENCH / "pytest"), "-q", "-p", "no:cacheprovider",
+                                     "--hosts=paramiko://loop", "--ssh-config",
+                                     str(work / "ssh_config"), str(work / "test_host.py")],
+            "floor": [str(BIN / "python"), "-c", FLOOR, str(sshd.port), str(sshd.client_key),
+                      str(sshd.known_hosts), str(program)],
+        }
+        times: dict[str, list[float]] = {name: [] for name in tools}
+        for argv in tools.values():  # warm every tool once (caches, ControlPersist)
+            timed(argv, env, cwd=work)
         for _ in range(args.runs):
-            omni_s.append(timed(omni, env))
-            ansible_s.append(timed(ansible, env))
-            help_s.append(timed(help_cmd, env))
+            for name, argv in tools.items():
+                times[name].append(timed(argv, env, cwd=work))
+        cpu, cpu_wall = collector_cpu(program, args.runs)
     finally:
         sshd.proc.terminate()
-    resolution = {n: (inventory_resolution_s(work, n, args.runs, cached=False),
-                      inventory_resolution_s(work, n, args.runs, cached=True))
-                  for n in (1, 100, 1000)}
-    o, a, h = (statistics.median(x) for x in (omni_s, ansible_s, help_s))
-    print(f"| what (median of {args.runs}, loopback sshd) | seconds |")
-    print("|---|---|")
-    print(f"| `omni-host audit` (full audit: {len(PROBES)} probes, {len(catalog())} checks) "
-          f"| {o:.3f} |")
-    print(f"| `ansible loop -m setup` (facts only) | {a:.3f} |")
-    print(f"| ratio omni-host / ansible | {o / a:.2f} (ansible is {a / o:.1f}x slower) |")
-    print(f"| `omni-host --help` | {h:.3f} |")
-    print()
-    print("| inventory resolution, new process (import, parse, render, validate) "
-          "| cold: Ansible | warm: cache |")
+    med = {name: statistics.median(t) for name, t in times.items()}
+    omni = med["omni-host audit"]
+    print(f"One host, loopback sshd, median of {args.runs} interleaved rounds "
+          f"({os.cpu_count()} CPUs, Python {sys.version.split()[0]}):\n")
+    print("| tool | seconds | omni-host / tool |")
     print("|---|---|---|")
-    for n, (cold, warm) in resolution.items():
-        print(f"| {n} host(s), reference policy in group_vars | {cold:.3f} s | {warm:.3f} s |")
-
-
-RESOLVE = """
-import sys, time
-start = time.perf_counter()
-from omni_host.plan.hosts import plan_inventory
-from omni_host.plan.inventory import load_inventory
-plans = plan_inventory(load_inventory(sys.argv[1]), "all")
-assert len(plans) == int(sys.argv[2])
-print(time.perf_counter() - start)
-"""
-
-
-def inventory_resolution_s(work: Path, hosts: int, runs: int, *, cached: bool) -> float:
-    """Median time to resolve and validate ``hosts`` hosts in a new process: through Ansible
-    (an empty cache directory each run), or answered by omni-host's inventory cache."""
-    import yaml
-
-    inv = work / f"inv-{hosts}"
-    (inv / "group_vars").mkdir(parents=True, exist_ok=True)
-    (inv / "hosts.yml").write_text(yaml.safe_dump({"all": {"children": {"inference": {"hosts": {
-        f"gpu{i:04d}": {"ansible_host": f"10.1.{i // 250}.{i % 250 + 1}"}
-        for i in range(hosts)}}}}}))
-    (inv / "group_vars" / "inference.yml").write_text(yaml.safe_dump(reference_vars()))
-    times = []
-    for i in range(runs + 1):
-        cache = work / ("cache" if cached else f"cache-{hosts}-{i}")
-        out = subprocess.run([sys.executable, "-c", RESOLVE, str(inv), str(hosts)],
-                             capture_output=True, text=True, check=True,
-                             env=dict(os.environ, XDG_CACHE_HOME=str(cache))).stdout
-        if i or not cached:  # the first warm run fills the cache
-            times.append(float(out))
-    return statistics.median(times[-runs:])
+    print(f"| `omni-host audit` (full audit: {len(PROBES)} probes, {len(catalog())} checks) "
+          f"| {omni:.3f} | 1.00 |")
+    for name in ("ansible -m setup", "pyinfra, 8 facts", "testinfra, 10 checks"):
+        print(f"| {name} | {med[name]:.3f} | {omni / med[name]:.2f} |")
+    print(f"| floor: handshake + one session + the collector, paramiko pre-imported | "
+          f"{med['floor']:.3f} | omni-host is {omni / med['floor']:.2f}x the floor |")
+    print(f"\nOn-host CPU per audit (collector and probes, user + system, median of "
+          f"{args.runs}): {cpu:.3f} CPU-s, {cpu_wall:.3f} s wall.")
 
 
 if __name__ == "__main__":
