@@ -292,3 +292,96 @@ def test_paramiko_comes_without_invoke_unless_the_config_may_match_exec(sshd: Ss
         # (a blocked import is listed too, as "invoke" alone: its submodules show it loaded)
         imported[name] = "invoke.context" in modules
     assert imported == {"plain": False, "exec": True}
+
+
+def test_paramiko_imported_without_importlib_metadata_has_its_true_version() -> None:
+    """The stand-in that answers paramiko's version question during its import gives what
+    importlib.metadata gives, and leaves the real module to everyone after."""
+    import subprocess
+    import sys
+
+    program = (
+        "import sys\n"
+        "from omni_host.collect.transport.loading import import_ssh\n"
+        "import_ssh(None)\n"
+        "print('importlib.metadata' in sys.modules)\n"
+        "import importlib.metadata, paramiko\n"
+        "print(paramiko.__version__ == importlib.metadata.version('paramiko'))\n"
+        "print(hasattr(importlib.metadata, 'distributions'))\n"
+        "print('invoke' in sys.modules)\n")
+    proc = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True,
+                          check=True)
+    assert proc.stdout.split() == ["False", "True", "True", "False"]
+
+
+@pytest.mark.parametrize(("dist_infos", "expected"), [
+    ({"paramiko-5.1.0.dist-info": "Metadata-Version: 2.1\nName: paramiko\nVersion: 5.1.0\n\n"
+                                  "Version: 9 (body, not a header)\n"}, "5.1.0"),
+    ({"paramiko-5.1.0.dist-info": "Name: paramiko\n\nVersion: 9\n"}, None),  # no header
+    ({"paramiko-5.1.0.dist-info": "Name: paramiko\n", "paramiko-4.0.dist-info": ""}, None),
+    ({}, None),
+])
+def test_dist_version_reads_only_an_unambiguous_header(tmp_path: Path, dist_infos: dict,
+                                                       expected: str | None) -> None:
+    from omni_host.collect.transport.loading import dist_version
+
+    (tmp_path / "paramiko").mkdir()
+    for name, text in dist_infos.items():
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "METADATA").write_text(text)
+    assert dist_version("paramiko", tmp_path / "paramiko") == expected
+
+
+def test_the_connection_is_prompt_and_a_started_session_is_the_one_run(sshd: Sshd) -> None:
+    """The transport's TCP socket has Nagle off (and, on Linux, acknowledges at once); a
+    command started ahead is the session ``run`` uses, another command gets its own."""
+    import socket
+
+    from omni_host.collect.transport.base import SshOptions
+    from omni_host.collect.transport.loading import import_ssh
+    from omni_host.plan.connection import SshEndpoint
+
+    import_ssh(None)
+    from omni_host.collect.transport.ssh import SshTransport
+
+    options = SshOptions(known_hosts=sshd.known_hosts, ssh_config=None)
+    transport = SshTransport("loop", SshEndpoint("127.0.0.1", sshd.port, sshd.user,
+                                                 str(sshd.client_key)), options)
+    before = sessions(sshd)
+    try:
+        transport.start(("cat",), sudo=False)
+        sock = transport._clients[-1].get_transport().sock  # noqa: SLF001
+        assert sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY) == 1
+        assert type(sock).__name__ == "_Prompt"
+        assert transport.run(("cat",), stdin="ahead\n", timeout_s=10, sudo=False).stdout == "ahead\n"
+        assert sessions(sshd) - before == 1
+        transport.start(("cat",), sudo=False)
+        other = transport.run(("echo", "other"), stdin="", timeout_s=10, sudo=False)
+        assert other.stdout == "other\n"
+        assert sessions(sshd) - before == 3  # the started cat was closed, unused
+    finally:
+        transport.close()
+
+
+def test_an_invalid_policy_sends_nothing_to_the_session_opened_ahead(sshd: Sshd,
+                                                                    tmp_path: Path) -> None:
+    """A one-host audit starts the host's interpreter before its policy is validated; an
+    invalid policy is the usual one-line error, and that interpreter is sent no program."""
+    box = tmp_path / "host"
+    box.mkdir()
+    recorder = box / "python3"  # an interpreter that records the program it is sent
+    recorder.write_text(f"#!/bin/sh\ncat > {box}/program.$$\ntouch {box}/ended.$$\n")
+    recorder.chmod(0o755)
+    inv = sshd.inventory(tmp_path / "inv", {"loop": {
+        "ansible_python_interpreter": str(recorder), "omni_swap_path": "relative/swapfile"}})
+    result = audit(sshd, inv, "loop")
+    assert result.code == 2, result.stderr
+    # (ansible-core, reading the inventory in this process, may warn about its own stdout)
+    lines = [line for line in result.stderr.splitlines() if not line.startswith("[WARNING]")]
+    assert len(lines) == 1 and "host loop: omni_swap_path" in lines[0]
+    deadline = time.monotonic() + 10
+    while not list(box.glob("ended.*")) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    programs = list(box.glob("program.*"))
+    assert len(programs) == 1  # the interpreter was started ahead...
+    assert programs[0].read_bytes() == b""  # ...and ended with no program: nothing ran

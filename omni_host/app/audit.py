@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from omni_host.app.spread import audit_spread, cpus, processes_for
+from omni_host.collect.ahead import Ahead
 from omni_host.collect.bundle import Bundle, read_bundles
-from omni_host.collect.run import Ahead
 from omni_host.collect.transport.base import SshOptions
 from omni_host.errors import InventoryError
 from omni_host.evaluate.audit import audit_many, evaluate_bundle
@@ -25,7 +25,7 @@ from omni_host.plan.hosts import HostPlan, local_plan, plan_host
 from omni_host.plan.inventory import Inventory
 from omni_host.plan.policy import ExpectedState, policy_from_vars
 from omni_host.plan.waivers import Waiver, apply_waivers, load_waivers
-from omni_host.report.history import History, cold_case, load_history
+from omni_host.report.history import History, cold_case
 from omni_host.report.store import store_report
 
 
@@ -136,12 +136,11 @@ def read_waivers(path: Path | None) -> tuple[Waiver, ...]:
 
 
 def finish(hosts: Hosts, *, inventory: str | None, waivers: tuple[Waiver, ...],
-           store_root: Path) -> AuditRun:
-    """Waivers, the Cold Case layer (live audits: against the stored history) and the
-    report."""
+           history: History | None) -> AuditRun:
+    """Waivers, the Cold Case layer (against ``history``, the stored audits: given for live
+    audits) and the report."""
     reports, notes = apply_waivers(hosts.reports, waivers, dt.date.today()) if waivers \
         else (hosts.reports, [])
-    history = load_history(store_root) if hosts.source == "live" else None
     if history is not None:
         reports = [dataclasses.replace(h, cold_case=cold_case(history, h.to_dict()))
                    if h.reachable else h for h in reports]

@@ -6,6 +6,7 @@ import argparse
 import sys
 import threading
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from omni_host.cli.common import (
     EXIT_INTERRUPTED,
@@ -24,6 +25,14 @@ from omni_host.cli.common import (
     plans,
     ssh_options,
 )
+
+if TYPE_CHECKING:
+    from omni_host.app.audit import Hosts
+    from omni_host.collect.ahead import Ahead
+    from omni_host.collect.transport.base import SshOptions
+    from omni_host.plan.inventory import Inventory
+    from omni_host.plan.waivers import Waiver
+    from omni_host.report.history import History
 
 
 def add_parsers(sub: argparse._SubParsersAction) -> None:
@@ -54,6 +63,31 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     collect.add_argument("--engine", choices=("ssh", "ansible"), default="ssh",
                          help="ssh: omni-host's own connections; ansible: playbooks/collect.yml "
                               "with Ansible's forks (large fleets, AWX)")
+
+
+def session_ahead(inv: Inventory | None, pattern: str | None, ssh: SshOptions) -> Ahead | None:
+    """A one-host SSH audit's session, opened now: paramiko is imported and the handshake
+    starts before the policy is validated and the checks are imported (``Ahead``). None for
+    a fleet, this machine, or a host whose connection values planning will refuse."""
+    if inv is None:
+        return None
+    from omni_host.collect.ahead import Ahead
+    from omni_host.collect.transport.loading import import_ssh
+    from omni_host.errors import InventoryError
+    from omni_host.plan.connection import connection
+
+    names = inv.select_names(pattern or "all")
+    if len(names) != 1:
+        return None
+    host = inv.host(names[0])
+    try:
+        conn = connection(host.name, host.vars, f"{inv.source}: host {host.name}")
+    except InventoryError:
+        return None  # planning reports it, as for any host
+    if conn.ssh is None:
+        return None
+    import_ssh(ssh.ssh_config)
+    return Ahead(host.name, conn, ssh)
 
 
 class Progress:
@@ -111,33 +145,15 @@ class Progress:
 
 
 def cmd_audit(args: argparse.Namespace) -> int:
+    hosts, waivers, history = _audit_bundles(args) if args.bundle else _audit_live(args)
     from omni_host.app import audit
     from omni_host.report.history import load_history
     from omni_host.report.store import default_report_dir
     from omni_host.report.text import init_command
 
-    waivers = audit.read_waivers(args.waivers)
-    if args.bundle:
-        hosts = audit.audit_bundles(args.bundle, load_inventory_arg(args))
-    else:
-        host_plans = plans(args)
-        ssh = ssh_options(args)
-        # One host over SSH: its session starts now, and the rest of start-up (the progress
-        # display, the pool) happens while it runs the collector.
-        ahead = audit.Ahead(host_plans[0], ssh, args.probe_timeout) \
-            if len(host_plans) == 1 and host_plans[0].ssh is not None else None
-        progress = Progress([p.name for p in host_plans])
-        try:
-            hosts = audit.audit_live(host_plans, ssh, forks=args.forks,
-                                     probe_timeout_s=args.probe_timeout,
-                                     host_timeout_s=args.host_timeout,
-                                     on_start=progress.start, on_done=progress.done,
-                                     ahead=ahead, processes=args.processes)
-        finally:
-            progress.close()
     store_root = args.report_dir or default_report_dir()
     run = audit.finish(hosts, inventory=str(args.inventory) if args.inventory else None,
-                       waivers=waivers, store_root=store_root)
+                       waivers=waivers, history=history)
     for host in run.report.unreachable:
         err(f"{host.host}: unreachable: {host.error}")
     inventory = str(args.inventory) if args.inventory else None
@@ -155,6 +171,46 @@ def cmd_audit(args: argparse.Namespace) -> int:
         path = audit.keep(run, store_root)
         err(f"{'partial (interrupted) ' if hosts.interrupted else ''}report stored in {path}")
     return code
+
+
+def _audit_bundles(args: argparse.Namespace) -> tuple[Hosts, tuple[Waiver, ...], None]:
+    from omni_host.app import audit
+
+    waivers = audit.read_waivers(args.waivers)
+    return audit.audit_bundles(args.bundle, load_inventory_arg(args)), waivers, None
+
+
+def _audit_live(args: argparse.Namespace) -> tuple[Hosts, tuple[Waiver, ...], History]:
+    """Hosts audited live; with one SSH host, its session opens first and the rest (the
+    policy, the imports of checks and renderers, waivers, the stored history) is done while
+    the host answers."""
+    ssh = ssh_options(args)
+    inv = load_inventory_arg(args)
+    ahead = session_ahead(inv, args.pattern, ssh)
+    try:
+        host_plans = plans(args, inv)
+        if ahead is not None:
+            ahead.go(host_plans[0], args.probe_timeout)
+        from omni_host.app import audit
+        from omni_host.report.history import load_history
+        from omni_host.report.store import default_report_dir
+
+        waivers = audit.read_waivers(args.waivers)
+        history = load_history(args.report_dir or default_report_dir())
+    except BaseException:
+        if ahead is not None:
+            ahead.cancel()
+        raise
+    progress = Progress([p.name for p in host_plans])
+    try:
+        hosts = audit.audit_live(host_plans, ssh, forks=args.forks,
+                                 probe_timeout_s=args.probe_timeout,
+                                 host_timeout_s=args.host_timeout,
+                                 on_start=progress.start, on_done=progress.done,
+                                 ahead=ahead, processes=args.processes)
+    finally:
+        progress.close()
+    return hosts, waivers, history
 
 
 def cmd_collect(args: argparse.Namespace) -> int:

@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     from omni_host.collect.transport.base import SshOptions
     from omni_host.model import Report
     from omni_host.plan.hosts import HostPlan
+    from omni_host.plan.inventory import Inventory
     from omni_host.report.history import History
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_UNREACHABLE, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
@@ -119,11 +120,14 @@ def load_inventory_arg(args: argparse.Namespace):  # noqa: ANN201 (Inventory | N
     return load_inventory(path, vault)
 
 
-def plans(args: argparse.Namespace) -> list[HostPlan]:
+def plans(args: argparse.Namespace, inv: Inventory | None | bool = True) -> list[HostPlan]:
+    """The hosts of ``args``'s inventory and pattern (``inv``: that inventory, already
+    loaded), or this machine when no inventory is given."""
     from omni_host.errors import UsageError
     from omni_host.plan.hosts import local_plan, plan_inventory
 
-    inv = load_inventory_arg(args)
+    if inv is True:
+        inv = load_inventory_arg(args)
     if inv is None:
         if args.pattern not in (None, "localhost", "all"):
             raise UsageError(f"host pattern {args.pattern!r} needs an inventory (-i)")

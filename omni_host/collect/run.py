@@ -8,9 +8,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import re
-import sys
-import threading
 import time
 from functools import lru_cache
 from importlib import resources
@@ -18,8 +15,10 @@ from pathlib import Path
 
 from omni_host.collect.bundle import Bundle, bundle_from_output
 from omni_host.collect.transport.base import SshOptions, Transport
+from omni_host.collect.transport.loading import import_ssh
 from omni_host.model import scrub_command
-from omni_host.plan.hosts import DEFAULT_PYTHON, HostPlan
+from omni_host.plan.connection import DEFAULT_PYTHON
+from omni_host.plan.hosts import HostPlan
 from omni_host.probes.catalog import DYNAMIC, PROBES, Probe, probes_for
 
 # Room for the fallbacks that run after the primaries, and for the connection itself.
@@ -67,45 +66,10 @@ def collect(
 
 
 def import_transports(plans: list[HostPlan], ssh_config: Path | None = None) -> None:
-    """Import the SSH transport (paramiko, cryptography) once, in the calling thread, before
-    a pool starts: never first inside concurrent worker threads.
-
-    paramiko imports ``invoke`` (about 60 ms, ``unittest.mock`` among it) only to run an SSH
-    config's ``Match exec``; where the config can have none (no such line, no ``Include``),
-    paramiko is imported without it, and ``invoke`` stays importable for anyone else."""
-    if not any(p.ssh is not None for p in plans):
-        return
-    with _IMPORTING:  # one thread imports it (an Ahead's and the pool's caller may race)
-        if "omni_host.collect.transport.ssh" in sys.modules:
-            return
-        block = "invoke" not in sys.modules and not may_match_exec(ssh_config)
-        if block:
-            sys.modules["invoke"] = None  # type: ignore[assignment]  (import raises ImportError)
-        try:
-            import omni_host.collect.transport.ssh  # noqa: F401
-        finally:
-            if block:
-                del sys.modules["invoke"]
-
-
-_IMPORTING = threading.Lock()
-
-
-_MATCH_EXEC = re.compile(r"^\s*(match\b.*\bexec\b|include\b)", re.IGNORECASE | re.MULTILINE)
-
-
-def may_match_exec(ssh_config: Path | None) -> bool:
-    """Whether an SSH config may need ``Match exec`` (a line of it, or an ``Include`` whose
-    files are not read here); an unreadable file counts as may (paramiko reports it later)."""
-    if ssh_config is None:
-        return False
-    try:
-        text = ssh_config.read_text(encoding="utf-8", errors="replace")
-    except FileNotFoundError:
-        return False
-    except OSError:
-        return True
-    return _MATCH_EXEC.search(text) is not None
+    """Import the SSH transport once, in the calling thread, before a pool starts: never
+    first inside concurrent worker threads (see ``transport.loading``)."""
+    if any(p.ssh is not None for p in plans):
+        import_ssh(ssh_config)
 
 
 def collect_host(plan: HostPlan, ssh: SshOptions, probe_timeout_s: float | None) -> Bundle:
@@ -119,41 +83,16 @@ def collect_host(plan: HostPlan, ssh: SshOptions, probe_timeout_s: float | None)
 
         transport = SshTransport(plan.name, plan.ssh, ssh)
     try:
-        bundle = collect(plan.name, transport, become=plan.become,
-                         probe_timeout_s=probe_timeout_s, python=plan.python,
-                         probes=probes_for(plan.policy))
+        return collect_over(plan, transport, probe_timeout_s)
     finally:
         transport.close()
+
+
+def collect_over(plan: HostPlan, transport: Transport, probe_timeout_s: float | None) -> Bundle:
+    """The plan's probes run through an open transport; the bundle records the policy."""
+    bundle = collect(plan.name, transport, become=plan.become, probe_timeout_s=probe_timeout_s,
+                     python=plan.python, probes=probes_for(plan.policy))
     return with_policy(bundle, plan)
-
-
-class Ahead:
-    """One host's collection, started before the caller is ready for it: a one-host audit
-    starts its SSH session first, and the rest of its start-up (imports, progress, the pool)
-    happens while the host runs the collector. ``bundle()`` gives what ``collect_host`` would
-    have returned, or raises what it would have raised."""
-
-    def __init__(self, plan: HostPlan, ssh: SshOptions, probe_timeout_s: float | None) -> None:
-        self.plan = plan
-        self._bundle: Bundle | None = None
-        self._error: BaseException | None = None
-        self._thread = threading.Thread(target=self._run, args=(ssh, probe_timeout_s),
-                                        name=f"ahead {plan.name}", daemon=True)
-        self._thread.start()
-
-    def _run(self, ssh: SshOptions, probe_timeout_s: float | None) -> None:
-        try:
-            import_transports([self.plan], ssh.ssh_config)
-            self._bundle = collect_host(self.plan, ssh, probe_timeout_s)
-        except BaseException as exc:  # handed to the caller, who reports it as ever
-            self._error = exc
-
-    def bundle(self) -> Bundle:
-        self._thread.join()
-        if self._error is not None:
-            raise self._error
-        assert self._bundle is not None
-        return self._bundle
 
 
 def with_policy(bundle: Bundle, plan: HostPlan) -> Bundle:

@@ -10,9 +10,10 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
+from omni_host.collect.ahead import Ahead
 from omni_host.collect.bundle import Bundle
 from omni_host.collect.pool import PoolResult, run_pool
-from omni_host.collect.run import Ahead, collect_host, host_deadline_s, import_transports
+from omni_host.collect.run import collect_host, host_deadline_s, import_transports
 from omni_host.collect.transport.base import SshOptions
 from omni_host.errors import TransportError
 from omni_host.evaluate.checks import run_checks

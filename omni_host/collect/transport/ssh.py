@@ -22,7 +22,7 @@ from paramiko.ssh_exception import NoValidConnectionsError
 
 from omni_host.collect.transport.base import RawRun, SshOptions, command_line
 from omni_host.errors import TransportError
-from omni_host.plan.hosts import SshEndpoint
+from omni_host.plan.connection import SshEndpoint
 
 # paramiko logs a transport thread's failure with its traceback; the reason reaches the user
 # as this host's one-line error instead (no traceback ever reaches the terminal).
@@ -127,6 +127,39 @@ class _RejectUnknown(paramiko.MissingHostKeyPolicy):
         )
 
 
+class _Prompt:
+    """A connected TCP socket as paramiko uses it, without the stalls of an SSH exchange's
+    small packets: Nagle's algorithm off (TCP_NODELAY, as OpenSSH's client sets it), and on
+    Linux every received segment acknowledged at once (TCP_QUICKACK, re-armed after each read:
+    the kernel clears it). Otherwise a server holding a small reply until its previous one is
+    acknowledged waits out the 40 ms delayed ACK, several times per audit: 100 ms of a 0.3 s
+    loopback audit here."""
+
+    def __init__(self, sock: socket.socket) -> None:
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self._sock = sock
+
+    def recv(self, size: int) -> bytes:
+        data = self._sock.recv(size)
+        if _QUICKACK is not None:
+            self._sock.setsockopt(socket.IPPROTO_TCP, _QUICKACK, 1)
+        return data
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._sock, name)
+
+
+_QUICKACK = getattr(socket, "TCP_QUICKACK", None)
+
+
+def prompt_transport(sock: object, **kwargs: object) -> paramiko.Transport:
+    """paramiko's transport over ``sock``, made prompt (``_Prompt``) when it is a TCP socket
+    (a jump host's tunnel is a channel, and stays as it is)."""
+    if isinstance(sock, socket.socket) and sock.family in (socket.AF_INET, socket.AF_INET6):
+        sock = _Prompt(sock)
+    return paramiko.Transport(sock, **kwargs)  # type: ignore[arg-type]
+
+
 def _parse_jump(spec: str) -> tuple[str | None, str, int | None]:
     user, _, rest = spec.rpartition("@")
     host, _, port = rest.partition(":")
@@ -146,6 +179,7 @@ class SshTransport:
         self.options = options
         self._clients: list[paramiko.SSHClient] = []
         self._target: SshTarget | None = None
+        self._started: tuple[str, paramiko.Channel] | None = None  # (command line, channel)
 
     @property
     def target(self) -> SshTarget:
@@ -179,6 +213,7 @@ class SshTransport:
                 sock=sock,
                 allow_agent=True,
                 look_for_keys=not target.key_files,
+                transport_factory=prompt_transport,
             )
         except TransportError:
             client.close()
@@ -230,13 +265,35 @@ class SshTransport:
                                          f"{self.target.hostname}:{self.target.port}: {exc}") from exc
         return self._connect_one(self.target, sock)
 
+    def connect(self) -> None:
+        """Open the connection now (``run`` opens it when it has not been)."""
+        if not self._clients:
+            self._connect()
+
+    def start(self, argv: tuple[str, ...], *, sudo: bool) -> None:
+        """Start ``argv`` on the host now, its stdin to come with ``run``: the host's login
+        shell and interpreter start while the caller prepares the program they will read."""
+        line = command_line(argv, sudo=sudo)
+        self.connect()
+        try:
+            chan = self._clients[-1].get_transport().open_session()  # type: ignore[union-attr]
+            chan.exec_command(line)
+        except (paramiko.SSHException, OSError, EOFError) as exc:
+            raise TransportError(f"connection lost: {exc or type(exc).__name__}") from exc
+        self._started = (line, chan)
+
     def run(self, argv: tuple[str, ...], *, stdin: str, timeout_s: float, sudo: bool) -> RawRun:
-        client = self._clients[-1] if self._clients else self._connect()
+        started, self._started = self._started, None
+        if started is None or started[0] != command_line(argv, sudo=sudo):
+            if started is not None:
+                started[1].close()
+            self.start(argv, sudo=sudo)
+            started, self._started = self._started, None
+        assert started is not None
+        chan = started[1]
         start = time.monotonic()
         deadline = start + timeout_s
         try:
-            chan = client.get_transport().open_session()  # type: ignore[union-attr]
-            chan.exec_command(command_line(argv, sudo=sudo))
             chan.sendall(stdin.encode())
             chan.shutdown_write()
             out, err = bytearray(), bytearray()
