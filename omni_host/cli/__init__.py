@@ -68,6 +68,18 @@ def _on_sigterm(signum: int, frame: object) -> None:
     raise Terminated
 
 
+def run() -> None:
+    """The console script: ``main``, then exit without the interpreter's last garbage
+    collections over every object of the run (``gc.freeze``: 15-20 ms of a one-host audit).
+    Everything else of an exit (atexit handlers, flushing, threads) happens as ever."""
+    import gc
+    import sys
+
+    code = main()
+    gc.freeze()
+    sys.exit(code)
+
+
 def main(argv: list[str] | None = None) -> int:
     import signal
     import sys

@@ -1,7 +1,5 @@
 """``python -m omni_host.cli``: the console entry point."""
 
-import sys
+from omni_host.cli import run
 
-from omni_host.cli import main
-
-sys.exit(main())
+run()

@@ -188,6 +188,8 @@ def _audit_live(args: argparse.Namespace) -> tuple[Hosts, tuple[Waiver, ...], Hi
     inv = load_inventory_arg(args)
     ahead = session_ahead(inv, args.pattern, ssh)
     try:
+        if ahead is not None:
+            ahead.wait_started()
         host_plans = plans(args, inv)
         if ahead is not None:
             ahead.go(host_plans[0], args.probe_timeout)

@@ -38,6 +38,7 @@ class Ahead:
         self.plan: HostPlan | None = None
         self._probe_timeout_s: float | None = None
         self._go = threading.Event()
+        self._started = threading.Event()
         self._bundle: Bundle | None = None
         self._error: BaseException | None = None
         self._thread = threading.Thread(target=self._run, args=(options,),
@@ -51,6 +52,7 @@ class Ahead:
         transport = SshTransport(self.name, self.conn.ssh, options)
         try:
             transport.start((self.conn.python, "-"), sudo=self.conn.become)
+            self._started.set()
             self._go.wait()
             if self.plan is None:  # cancelled: nothing runs on the host
                 return
@@ -60,7 +62,12 @@ class Ahead:
         except BaseException as exc:  # handed to the caller, who reports it as ever
             self._error = exc
         finally:
+            self._started.set()
             transport.close()
+
+    def wait_started(self) -> None:
+        """Wait until the host's interpreter has started (or the connection failed)."""
+        self._started.wait()
 
     def go(self, plan: HostPlan, probe_timeout_s: float | None) -> None:
         """Run the plan's collection over the session (opened, or still opening)."""

@@ -10,7 +10,6 @@ import dataclasses
 import json
 import time
 from functools import lru_cache
-from importlib import resources
 from pathlib import Path
 
 from omni_host.collect.bundle import Bundle, bundle_from_output
@@ -27,7 +26,9 @@ _SLACK_S = 15.0
 
 @lru_cache(maxsize=1)
 def collector_source() -> str:
-    return resources.files("omni_host.remote").joinpath("collector.py").read_text(encoding="utf-8")
+    """The collector's source, read beside this package (importlib.resources' readers cost
+    9 ms of an audit's start for a package that is never zipped)."""
+    return (Path(__file__).parent.parent / "remote" / "collector.py").read_text(encoding="utf-8")
 
 
 def payload(probes: tuple[Probe, ...], probe_timeout_s: float | None = None) -> str:

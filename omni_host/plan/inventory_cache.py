@@ -22,7 +22,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import secrets
 from pathlib import Path
 from typing import Any
 
@@ -120,7 +119,7 @@ def write(key: str, doc: dict[str, Any]) -> None:
     try:
         directory.mkdir(parents=True, exist_ok=True, mode=0o700)
         directory.chmod(0o700)
-        tmp = directory / f".{key}.{secrets.token_hex(4)}.tmp"
+        tmp = directory / f".{key}.{os.urandom(4).hex()}.tmp"
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             json.dump({**doc, "key": key}, fh)
