@@ -385,3 +385,25 @@ def test_an_invalid_policy_sends_nothing_to_the_session_opened_ahead(sshd: Sshd,
     programs = list(box.glob("program.*"))
     assert len(programs) == 1  # the interpreter was started ahead...
     assert programs[0].read_bytes() == b""  # ...and ended with no program: nothing ran
+
+
+def test_an_invalid_policy_is_reported_without_waiting_for_a_slow_host(sshd: Sshd,
+                                                                      tmp_path: Path) -> None:
+    """The handshake runs alone for at most a second: a host that never answers does not hold
+    back planning's error until the connect timeout (30 s here)."""
+    import socket
+
+    silent = socket.socket()
+    silent.bind(("127.0.0.1", 0))
+    silent.listen(4)  # accepts, never says a word
+    try:
+        inv = sshd.inventory(tmp_path / "inv", {"mute": {
+            "ansible_port": silent.getsockname()[1], "omni_swap_path": "relative/swapfile"}})
+        result = run_cli("audit", "-i", str(inv), "--no-store", "--known-hosts",
+                         str(sshd.known_hosts), "--ssh-config", str(tmp_path / "none"),
+                         "--connect-timeout", "30")
+    finally:
+        silent.close()
+    assert result.code == 2, result.stderr
+    assert "host mute: omni_swap_path" in result.stderr
+    assert result.seconds < 15  # planning's answer, not the 30 s connect timeout's
