@@ -23,6 +23,7 @@ from omni_host.cli.common import (
     inventory_path,
     load_inventory_arg,
     plans,
+    plans_of,
     ssh_options,
 )
 
@@ -190,7 +191,7 @@ def _audit_live(args: argparse.Namespace) -> tuple[Hosts, tuple[Waiver, ...], Hi
     try:
         if ahead is not None:
             ahead.wait_started()
-        host_plans = plans(args, inv)
+        host_plans = plans_of(args, inv)
         if ahead is not None:
             ahead.go(host_plans[0], args.probe_timeout)
         from omni_host.app import audit

@@ -120,14 +120,16 @@ def load_inventory_arg(args: argparse.Namespace):  # noqa: ANN201 (Inventory | N
     return load_inventory(path, vault)
 
 
-def plans(args: argparse.Namespace, inv: Inventory | None | bool = True) -> list[HostPlan]:
-    """The hosts of ``args``'s inventory and pattern (``inv``: that inventory, already
-    loaded), or this machine when no inventory is given."""
+def plans(args: argparse.Namespace) -> list[HostPlan]:
+    """The hosts of ``args``'s inventory and pattern, or this machine without an inventory."""
+    return plans_of(args, load_inventory_arg(args))
+
+
+def plans_of(args: argparse.Namespace, inv: Inventory | None) -> list[HostPlan]:
+    """``plans`` with the inventory already loaded."""
     from omni_host.errors import UsageError
     from omni_host.plan.hosts import local_plan, plan_inventory
 
-    if inv is True:
-        inv = load_inventory_arg(args)
     if inv is None:
         if args.pattern not in (None, "localhost", "all"):
             raise UsageError(f"host pattern {args.pattern!r} needs an inventory (-i)")

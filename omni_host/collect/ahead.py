@@ -8,8 +8,8 @@ imported, while the host logs in. The program (the probes of the validated plan)
 ``go`` hands the plan over; ``cancel`` (an invalid policy, an interruption) closes the
 connection instead, and the waiting interpreter ends with nothing run.
 
-Standard library only at import: paramiko comes through ``transport.loading``, in the caller's
-thread, before the session's thread starts.
+Light at import (the standard library, ``plan.connection``): paramiko comes through
+``transport.loading``, in the caller's thread, before the session's thread starts.
 """
 
 from __future__ import annotations
