@@ -88,8 +88,18 @@ def _real_metadata() -> types.ModuleType:
 def import_ssh(ssh_config: Path | None) -> None:
     """Import the SSH transport once (a second call returns at once; concurrent callers wait
     for the first)."""
+    _import_lean("omni_host.collect.transport.ssh", ssh_config)
+
+
+def import_paramiko(ssh_config: Path | None) -> None:
+    """Import paramiko alone, as ``import_ssh`` does (for a measurement of paramiko alone:
+    the benchmark's floor)."""
+    _import_lean("paramiko", ssh_config)
+
+
+def _import_lean(module: str, ssh_config: Path | None) -> None:
     with _IMPORTING:
-        if "omni_host.collect.transport.ssh" in sys.modules:
+        if module in sys.modules:
             return
         import importlib.util
 
@@ -102,7 +112,7 @@ def import_ssh(ssh_config: Path | None) -> None:
         if block:
             sys.modules["invoke"] = None  # type: ignore[assignment]  (import raises ImportError)
         try:
-            import omni_host.collect.transport.ssh  # noqa: F401
+            importlib.import_module(module)
         finally:
             if block:
                 del sys.modules["invoke"]

@@ -21,6 +21,7 @@ import paramiko
 from paramiko.ssh_exception import NoValidConnectionsError
 
 from omni_host.collect.transport.base import RawRun, SshOptions, command_line
+from omni_host.collect.transport.prompt import prompt_socket
 from omni_host.errors import TransportError
 from omni_host.plan.connection import SshEndpoint
 
@@ -127,37 +128,10 @@ class _RejectUnknown(paramiko.MissingHostKeyPolicy):
         )
 
 
-class _Prompt:
-    """A connected TCP socket as paramiko uses it, without the stalls of an SSH exchange's
-    small packets: Nagle's algorithm off (TCP_NODELAY, as OpenSSH's client sets it), and on
-    Linux every received segment acknowledged at once (TCP_QUICKACK, re-armed after each read:
-    the kernel clears it). Otherwise a server holding a small reply until its previous one is
-    acknowledged waits out the 40 ms delayed ACK, several times per audit: 100 ms of a 0.3 s
-    loopback audit here."""
-
-    def __init__(self, sock: socket.socket) -> None:
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        self._sock = sock
-
-    def recv(self, size: int) -> bytes:
-        data = self._sock.recv(size)
-        if _QUICKACK is not None:
-            self._sock.setsockopt(socket.IPPROTO_TCP, _QUICKACK, 1)
-        return data
-
-    def __getattr__(self, name: str) -> object:
-        return getattr(self._sock, name)
-
-
-_QUICKACK = getattr(socket, "TCP_QUICKACK", None)
-
-
 def prompt_transport(sock: object, **kwargs: object) -> paramiko.Transport:
-    """paramiko's transport over ``sock``, made prompt (``_Prompt``) when it is a TCP socket
-    (a jump host's tunnel is a channel, and stays as it is)."""
-    if isinstance(sock, socket.socket) and sock.family in (socket.AF_INET, socket.AF_INET6):
-        sock = _Prompt(sock)
-    return paramiko.Transport(sock, **kwargs)  # type: ignore[arg-type]
+    """paramiko's transport over ``sock``, made prompt (``prompt.Prompt``) when it is a TCP
+    socket."""
+    return paramiko.Transport(prompt_socket(sock), **kwargs)  # type: ignore[arg-type]
 
 
 def _parse_jump(spec: str) -> tuple[str | None, str, int | None]:
