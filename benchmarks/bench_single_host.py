@@ -48,6 +48,7 @@ sys.path.insert(0, str(REPO / "tests"))
 from conftest import start_sshd  # noqa: E402  (the tests' real sshd launcher)
 
 from omni_host.collect.run import payload  # noqa: E402
+from omni_host.collect.transport.base import collector_argv  # noqa: E402
 from omni_host.evaluate.checks import catalog  # noqa: E402
 from omni_host.plan.policy import reference_vars  # noqa: E402
 from omni_host.probes.catalog import PROBES  # noqa: E402
@@ -84,7 +85,7 @@ client.connect("127.0.0.1", port=int(port), username="root", key_filename=key,
                allow_agent=False, look_for_keys=False,
                transport_factory=lambda sock, **kw: paramiko.Transport(prompt_socket(sock), **kw))
 chan = client.get_transport().open_session()
-chan.exec_command("/usr/bin/python3 -")
+chan.exec_command("/usr/bin/python3 -I -S -")
 chan.sendall(program.encode())
 chan.shutdown_write()
 while chan.recv(65536):
@@ -120,7 +121,8 @@ def collector_cpu(program: Path, runs: int) -> tuple[float, float]:
         before = resource.getrusage(resource.RUSAGE_CHILDREN)
         start = time.perf_counter()
         with program.open("rb") as fh:
-            subprocess.run(["/usr/bin/python3", "-"], stdin=fh, capture_output=True, check=True)
+            subprocess.run(collector_argv("/usr/bin/python3"), stdin=fh, capture_output=True,
+                           check=True)
         wall.append(time.perf_counter() - start)
         after = resource.getrusage(resource.RUSAGE_CHILDREN)
         cpu.append(after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime)

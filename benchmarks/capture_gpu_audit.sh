@@ -33,7 +33,7 @@ t python3 -m omni_host.cli audit --format json --no-store > "$out/$name.referenc
 echo "reference policy: exit $?"; tail -1 "$out/$name.reference.err"
 python3 -m omni_host.cli collect -i /tmp/inv.ini --out "$out/$name.tar.gz"
 python3 -m omni_host.cli payload > /tmp/payload.py
-t python3 /tmp/payload.py > /dev/null 2> "$out/$name.collector.err"
+t python3 -I -S /tmp/payload.py > /dev/null 2> "$out/$name.collector.err"  # as an audit runs it
 echo "collector alone (static probes): $(tail -1 "$out/$name.collector.err")"
 python3 - "$out/$name.own.json" <<'PY'
 import json, sys

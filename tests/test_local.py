@@ -282,3 +282,35 @@ def test_a_file_probe_is_read_in_process_and_fails_as_cat_would(tmp_path: Path) 
                             rec["stdout"], rec["stderr"], rec["duration_s"], rec["reason"])
     assert evaluate(probe, missing).reason == \
         f"exit 1: cat: {tmp_path / 'absent'}: No such file or directory"
+
+
+def test_the_collector_runs_apart_from_the_host_pythons_start_up(tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch
+                                                                 ) -> None:
+    """The collector's interpreter runs no ``.pth`` hook of the host's packages, and neither
+    PYTHONPATH nor the working directory can stand in for a standard module it imports; the
+    helpers it starts (pynvml, psutil, py-cpuinfo) still find the host's packages."""
+    from omni_host.collect.run import collect
+    from omni_host.collect.transport.local import LocalTransport
+    from omni_host.probes.catalog import Probe
+
+    venv = tmp_path / "venv"  # a host Python with its own site-packages
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    (site,) = (venv / "lib").glob("python3*/site-packages")
+    marks = tmp_path / "marks"
+    (site / "zz_hook.pth").write_text(
+        f"import sys; open({str(marks)!r}, 'a').write('hook in %s\\n' % sys.argv[0])\n")
+    (site / "helper_mod.py").write_text("WHO = 'helper_mod from site-packages'\n")
+    shadow = tmp_path / "shadow"
+    shadow.mkdir()
+    (shadow / "json.py").write_text(f"open({str(marks)!r}, 'a').write('json.py shadowed\\n')\n")
+    monkeypatch.setenv("PYTHONPATH", str(shadow))
+    monkeypatch.chdir(shadow)
+    helper = Probe("test.helper", ("{python}", "-c", "import helper_mod; print(helper_mod.WHO)"),
+                   parse=str)
+    bundle = collect("h", LocalTransport(), probes=(helper,), python=str(venv / "bin" / "python"))
+    result = bundle.results["test.helper"]
+    assert (result.status, result.exit_code, result.stdout) == (
+        "ran", 0, "helper_mod from site-packages\n")
+    # (site may read a venv's site-packages twice, through lib and its lib64 link)
+    assert set(marks.read_text().splitlines()) == {"hook in -c"}  # the helper's; "-": collector's

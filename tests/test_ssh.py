@@ -375,7 +375,8 @@ def test_an_invalid_policy_sends_nothing_to_the_session_opened_ahead(sshd: Sshd,
     box = tmp_path / "host"
     box.mkdir()
     recorder = box / "python3"  # an interpreter that records the program it is sent
-    recorder.write_text(f"#!/bin/sh\ncat > {box}/program.$$\ntouch {box}/ended.$$\n")
+    recorder.write_text(f"#!/bin/sh\necho \"$@\" > {box}/argv.$$\ncat > {box}/program.$$\n"
+                        f"touch {box}/ended.$$\n")
     recorder.chmod(0o755)
     inv = sshd.inventory(tmp_path / "inv", {"loop": {
         "ansible_python_interpreter": str(recorder), "omni_swap_path": "relative/swapfile"}})
@@ -390,6 +391,8 @@ def test_an_invalid_policy_sends_nothing_to_the_session_opened_ahead(sshd: Sshd,
     programs = list(box.glob("program.*"))
     assert len(programs) == 1  # the interpreter was started ahead...
     assert programs[0].read_bytes() == b""  # ...and ended with no program: nothing ran
+    (argv,) = box.glob("argv.*")
+    assert argv.read_text() == "-I -S -\n"  # isolated, without the host's site hooks
 
 
 def test_an_invalid_policy_is_reported_without_waiting_for_a_slow_host(sshd: Sshd,

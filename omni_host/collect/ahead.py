@@ -2,7 +2,7 @@
 
 A one-host audit spends most of its time waiting: for the handshake, for the host's login
 shell, for the collector. So its connection opens as soon as the inventory says where the host
-is (``plan.connection``), and the host's interpreter is started (``python3 -``, reading its
+is (``plan.connection``), and the host's interpreter is started (``python3 -I -S -``, reading its
 program from stdin) at once: the policy is validated, and the checks and renderers are
 imported, while the host logs in. The program (the probes of the validated plan) is sent when
 ``go`` hands the plan over; ``cancel`` (an invalid policy, an interruption) closes the
@@ -17,7 +17,7 @@ from __future__ import annotations
 import threading
 from typing import TYPE_CHECKING
 
-from omni_host.collect.transport.base import SshOptions
+from omni_host.collect.transport.base import SshOptions, collector_argv
 from omni_host.plan.connection import Connection
 
 if TYPE_CHECKING:
@@ -51,7 +51,7 @@ class Ahead:
         assert self.conn.ssh is not None
         transport = SshTransport(self.name, self.conn.ssh, options)
         try:
-            transport.start((self.conn.python, "-"), sudo=self.conn.become)
+            transport.start(collector_argv(self.conn.python), sudo=self.conn.become)
             self._started.set()
             self._go.wait()
             if self.plan is None:  # cancelled: nothing runs on the host

@@ -13,7 +13,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from omni_host.collect.bundle import Bundle, bundle_from_output
-from omni_host.collect.transport.base import SshOptions, Transport
+from omni_host.collect.transport.base import SshOptions, Transport, collector_argv
 from omni_host.collect.transport.loading import import_ssh
 from omni_host.model import scrub_command
 from omni_host.plan.connection import DEFAULT_PYTHON
@@ -59,7 +59,7 @@ def collect(
     cannot be reached or the collector itself cannot run. ``python`` is the host's
     interpreter (Ansible's ``ansible_python_interpreter``; default: python3 on its PATH)."""
     started = time.time()
-    raw = transport.run((python, "-"), stdin=payload(probes, probe_timeout_s),
+    raw = transport.run(collector_argv(python), stdin=payload(probes, probe_timeout_s),
                         timeout_s=deadline_s(probes, probe_timeout_s), sudo=become)
     return bundle_from_output(host, transport.name, stdout=raw.stdout, stderr=raw.stderr,
                               exit_code=raw.exit_code, duration_s=raw.duration_s,

@@ -1,4 +1,4 @@
-"""The on-host collector: one script, run by ``python3 -`` on the audited host.
+"""The on-host collector: one script, run by ``python3 -I -S -`` on the audited host.
 
 This file is sent as-is over the transport's stdin (local subprocess, SSH channel, or an
 Ansible ``script`` task) followed by one line that calls ``main`` with the probe plan, so every

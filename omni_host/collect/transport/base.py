@@ -31,6 +31,17 @@ class Transport(Protocol):
         ...
 
 
+def collector_argv(python: str) -> tuple[str, ...]:
+    """How the host's interpreter runs the collector, its program on stdin: isolated (``-I``:
+    no ``PYTHON*`` variable, no user site, and not the login directory first on the module
+    path, where a stray ``json.py`` would stand in for the standard library's) and without
+    ``site`` (``-S``: no ``.pth`` hook of the host's packages runs; on the lent H100 a numba
+    hook cost 0.06 CPU-s per audit). The collector needs only the standard library; the
+    helpers it starts (pynvml, psutil, py-cpuinfo) are interpreters of their own, with the
+    host's ``site`` as ever."""
+    return (python, "-I", "-S", "-")
+
+
 def command_line(argv: tuple[str, ...], *, sudo: bool) -> str:
     """The shell line for ``argv``: every word quoted, ``sudo -n`` (never prompt) when asked,
     and ``LC_ALL=C`` so that tools print the format the parsers know."""
