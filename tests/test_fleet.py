@@ -300,3 +300,36 @@ def test_a_controller_process_that_dies_costs_its_hosts_a_named_error(sshd: Sshd
                                             "(exit -9)")
     for plan in plans[1::2]:
         assert by_name[plan.name].reachable
+
+
+def test_a_controller_process_that_stops_answering_is_killed_and_named(sshd: Sshd,
+                                                                       tmp_path: Path) -> None:
+    """A worker that is alive but silent (stopped here; deadlocked in life) is killed once it
+    has said nothing for a host's deadline plus its start-up slack: the audit ends, and its
+    hosts carry the reason; the other worker's hosts are audited as ever."""
+    import multiprocessing
+
+    from omni_host.app.spread import START_SLACK_S, audit_spread
+
+    plans = _fleet_plans(sshd, tmp_path, 4)
+    stopped: list[multiprocessing.Process] = []
+
+    def stop_the_first_worker(plan) -> None:  # noqa: ANN001
+        if not stopped:
+            (first,) = [w for w in multiprocessing.active_children() if w.name.endswith("1/2")]
+            os.kill(first.pid, signal.SIGSTOP)
+            stopped.append(first)
+
+    start = time.monotonic()
+    spread = audit_spread(plans, _ssh(sshd, tmp_path), forks=4, processes=2, host_timeout_s=5,
+                          on_start=stop_the_first_worker)
+    elapsed = time.monotonic() - start
+    limit = 5 + START_SLACK_S
+    by_name = {r.host: r for r in spread.results}
+    for plan in plans[0::2]:  # the stopped worker's share
+        assert by_name[plan.name].error == ("the controller process auditing this host stopped "
+                                            f"answering (nothing for {limit:g}s): killed")
+    for plan in plans[1::2]:
+        assert by_name[plan.name].reachable
+    assert limit <= elapsed < limit + 10
+    assert not stopped[0].is_alive()
