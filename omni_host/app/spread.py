@@ -110,7 +110,7 @@ def audit_spread(plans: list[HostPlan], ssh: SshOptions, *, forks: int, processe
         for i, plan in shares[k]:
             record(i, _failed(plan, f"the controller process auditing this host {why}"))
 
-    limit = (host_timeout_s or host_deadline_s(ssh, probe_timeout_s)) + START_SLACK_S
+    limit = host_deadline_s(ssh, probe_timeout_s, host_timeout_s) + START_SLACK_S
     heard = dict.fromkeys(range(len(workers)), time.monotonic())
     try:
         while reading:

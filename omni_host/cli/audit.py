@@ -239,7 +239,7 @@ def cmd_collect(args: argparse.Namespace) -> int:
         except TransportError as exc:
             return f"{plan.name}: unreachable: {exc}"
 
-    deadline = args.host_timeout or host_deadline_s(ssh, args.probe_timeout)
+    deadline = host_deadline_s(ssh, args.probe_timeout, args.host_timeout)
     import_transports(host_plans, ssh.ssh_config)
     if args.engine == "ansible":
         bundles, failed = _collect_ansible(args, host_plans)

@@ -109,6 +109,10 @@ def scrubbed(bundle: Bundle, plan: HostPlan) -> Bundle:
                                                 for k, v in bundle.results.items()})
 
 
-def host_deadline_s(ssh: SshOptions, probe_timeout_s: float | None) -> float:
-    """How long one host may take in all: connecting (through one jump), then collecting."""
+def host_deadline_s(ssh: SshOptions, probe_timeout_s: float | None,
+                    host_timeout_s: float | None = None) -> float:
+    """How long one host may take in all: the operator's ``--host-timeout`` when given, else
+    connecting (through one jump), then collecting."""
+    if host_timeout_s:
+        return host_timeout_s
     return 2 * ssh.connect_timeout_s + deadline_s((*PROBES, *DYNAMIC), probe_timeout_s) + 5.0

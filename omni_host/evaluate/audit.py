@@ -69,7 +69,7 @@ def audit_many(plans: list[HostPlan], ssh: SshOptions, *, forks: int,
     """Audit hosts in a bounded pool; a host past its deadline is reported unreachable with
     the reason, and Ctrl-C returns what finished (the rest marked interrupted). ``ahead``: one
     host's collection already under way (see ``Ahead``)."""
-    deadline = host_timeout_s or host_deadline_s(ssh, probe_timeout_s)
+    deadline = host_deadline_s(ssh, probe_timeout_s, host_timeout_s)
     import_transports(plans, ssh.ssh_config)
 
     def one(plan: HostPlan) -> HostReport:
