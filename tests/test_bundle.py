@@ -127,19 +127,37 @@ def test_a_policy_the_bundle_was_not_collected_under_skips_never_judges(tmp_path
 
 
 def test_a_host_without_expected_state_never_exits_0(tmp_path: Path) -> None:
+    """Exit 4 where nothing failed: judged on a recorded bundle (the lent H100, whose
+    universal defaults all pass or go unobserved), so no package of this machine decides it."""
+    bundle = Path(__file__).parent / "fixtures" / "bundles-audit" / "h100-x1-audit.tar.gz"
     inv = tmp_path / "hosts.ini"
-    inv.write_text("bare ansible_connection=local\n")  # not one omni_* variable
-    result = run_cli("audit", "-i", str(inv), "--no-store")
+    inv.write_text("h100-x1-audit ansible_connection=local\n")  # not one omni_* variable
+    result = run_cli("audit", "--bundle", str(bundle), "-i", str(inv))
     assert result.code == 4, result.stdout + result.stderr
-    assert "bare: no expected state: the inventory sets no omni_* variable" in result.stderr
-    assert f"omni-host init -i {inv} bare" in result.stderr
-    assert f"omni-host init -i {inv} bare" in " ".join(result.stdout.split())  # wrapped
-    as_json = run_cli("audit", "-i", str(inv), "--no-store", "--format", "json")
+    msg = "h100-x1-audit: no expected state: the inventory sets no omni_* variable"
+    assert msg in result.stderr
+    assert f"omni-host init -i {inv} h100-x1-audit" in " ".join(result.stdout.split())  # wrapped
+    as_json = run_cli("audit", "--bundle", str(bundle), "-i", str(inv), "--format", "json")
     (host,) = json.loads(as_json.stdout)["hosts"]
     assert host["unconfigured"] is True
+    assert [r["id"] for r in host["results"] if r["status"] == "fail"] == []
     assert host["no_expected_state"]["swap.capacity"] == "omni_swap_size_mib"
     assert "numa.nps1" not in host["no_expected_state"]  # NPS1 per socket: a role default
     assert as_json.code == 4
+
+
+def test_a_live_host_without_expected_state_is_named_and_not_green(tmp_path: Path) -> None:
+    """The same on this machine, live: whatever its packages make of the universal defaults
+    (1 where one fails, 4 where none does), never 0, and the banner names the way out."""
+    inv = tmp_path / "hosts.ini"
+    inv.write_text("bare ansible_connection=local\n")
+    result = run_cli("audit", "-i", str(inv), "--no-store", "--format", "json")
+    (host,) = json.loads(result.stdout)["hosts"]
+    failed = [r["id"] for r in host["results"] if r["status"] == "fail"]
+    assert result.code == (1 if failed else 4), result.stderr
+    assert host["unconfigured"] is True
+    assert "bare: no expected state: the inventory sets no omni_* variable" in result.stderr
+    assert f"omni-host init -i {inv} bare" in result.stderr
 
 
 def test_one_omni_value_is_expected_state_and_the_rest_is_listed(tmp_path: Path) -> None:
