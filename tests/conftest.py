@@ -153,7 +153,7 @@ def sshd(tmp_path_factory: pytest.TempPathFactory):
 # Tests that talk to real servers or tools of this machine (sshd, dockerd, Chromium,
 # ansible-runner, systemd-analyze, root): the "system" tier. The rest is the fast tier,
 # `pytest -m "not system"`, the inner loop. A test using these fixtures is system by itself.
-SYSTEM_FIXTURES = frozenset({"sshd", "docker_image"})
+SYSTEM_FIXTURES = frozenset({"sshd", "docker_image", "llama"})  # llama: a real llama-bench
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

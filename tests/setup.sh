@@ -24,3 +24,8 @@ fi
 
 [ -x .venv/bin/python ] || python3 -m venv .venv
 .venv/bin/pip install -q --disable-pip-version-check -e '.[test]'
+
+# The bench tests' CPU-only llama-bench (built once, then cached by version).
+command -v cmake >/dev/null || { apt-get update -qq; DEBIAN_FRONTEND=noninteractive \
+  apt-get install -y -qq --no-install-recommends cmake >/dev/null; }
+bash tests/llama_bench.sh >/dev/null

@@ -37,13 +37,15 @@ def payload(probes: tuple[Probe, ...], probe_timeout_s: float | None = None) -> 
 
 
 def deadline_s(probes: tuple[Probe, ...], probe_timeout_s: float | None = None) -> float:
-    """The host's whole deadline: the slowest primary, then the slowest fallback, plus slack."""
+    """The host's whole deadline: the slowest primary, then the slowest fallback, then the
+    probes that run last (a benchmark's budget), plus slack."""
     def limit(p: Probe) -> float:
         return probe_timeout_s or p.timeout_s
 
-    longest = max(limit(p) for p in probes if not p.fallback_for)
+    longest = max(limit(p) for p in probes if not p.fallback_for and not p.last)
     longest_fallback = max((limit(p) for p in probes if p.fallback_for), default=0.0)
-    return longest + longest_fallback + _SLACK_S
+    after = sum(p.timeout_s for p in probes if p.last)  # its own budget, never the override
+    return longest + longest_fallback + after + _SLACK_S
 
 
 def collect(
@@ -73,8 +75,10 @@ def import_transports(plans: list[HostPlan], ssh_config: Path | None = None) -> 
         import_ssh(ssh_config)
 
 
-def collect_host(plan: HostPlan, ssh: SshOptions, probe_timeout_s: float | None) -> Bundle:
-    """One host's bundle through its transport (local, or SSH imported only when needed)."""
+def collect_host(plan: HostPlan, ssh: SshOptions, probe_timeout_s: float | None, *,
+                 extra: tuple[Probe, ...] = ()) -> Bundle:
+    """One host's bundle through its transport (local, or SSH imported only when needed);
+    ``extra``: probes beyond the policy's (the bench)."""
     if plan.ssh is None:
         from omni_host.collect.transport.local import LocalTransport
 
@@ -84,15 +88,16 @@ def collect_host(plan: HostPlan, ssh: SshOptions, probe_timeout_s: float | None)
 
         transport = SshTransport(plan.name, plan.ssh, ssh)
     try:
-        return collect_over(plan, transport, probe_timeout_s)
+        return collect_over(plan, transport, probe_timeout_s, extra)
     finally:
         transport.close()
 
 
-def collect_over(plan: HostPlan, transport: Transport, probe_timeout_s: float | None) -> Bundle:
+def collect_over(plan: HostPlan, transport: Transport, probe_timeout_s: float | None,
+                 extra: tuple[Probe, ...] = ()) -> Bundle:
     """The plan's probes run through an open transport; the bundle records the policy."""
     bundle = collect(plan.name, transport, become=plan.become, probe_timeout_s=probe_timeout_s,
-                     python=plan.python, probes=probes_for(plan.policy))
+                     python=plan.python, probes=probes_for(plan.policy) + extra)
     return with_policy(bundle, plan)
 
 

@@ -7,6 +7,7 @@ import re
 import textwrap
 
 from omni_host.errors import UsageError
+from omni_host.evaluate.bench import CHECK_ID
 from omni_host.evaluate.checks import CheckMeta, catalog, registry
 
 _LESSON = re.compile(r"^[FSP]-\d{3}$")
@@ -27,10 +28,14 @@ def find(term: str) -> list[CheckMeta]:
     raise UsageError(f"unknown check or lesson {term!r}{hint}")
 
 
+BY_BENCH = frozenset({CHECK_ID})  # judged by omni-host bench, never by an audit
+
+
 def list_lines() -> list[str]:
     implemented = registry()
     return [f"{m.id:27} {m.severity.value:8} {m.layer:9} {' '.join(m.lessons):24} {m.title}"
-            + ("" if m.id in implemented else "  (not implemented)")
+            + ("" if m.id in implemented else "  (omni-host bench)" if m.id in BY_BENCH
+               else "  (not implemented)")
             for m in catalog().values()]
 
 

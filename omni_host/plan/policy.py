@@ -64,6 +64,24 @@ class DiskHeadroom:
 
 
 @dataclass(frozen=True)
+class BenchSpec:
+    """How ``omni-host bench`` runs the host's llama-bench (omni_bench)."""
+
+    llama_bench: str
+    model: str
+    args: tuple[str, ...] = ()
+    repetitions: int = 5
+    tolerance_pct: float = 5.0
+    budget_s: float = 900.0
+    max_busy_pct: float = 10.0
+
+
+# llama-bench options omni-host sets itself (the model, JSON output, the repetitions).
+BENCH_OWN_ARGS = frozenset({"-m", "--model", "-o", "--output", "-oe", "--output-err", "-r",
+                            "--repetitions"})
+
+
+@dataclass(frozen=True)
 class Policy:
     numa_nps: int | None = None  # NUMA nodes per socket (1 = NPS1)
     gpu_driver_min: str | None = None
@@ -79,6 +97,7 @@ class Policy:
     disk_free: tuple[DiskHeadroom, ...] = ()
     build_packages: tuple[str, ...] = ()
     inference_containers: tuple[str, ...] | None = None
+    bench: BenchSpec | None = None
 
 
 def _fail(origin: str, var: str, msg: str) -> InventoryError:
@@ -250,12 +269,37 @@ def _rules(origin: str, v: dict[str, Any]) -> None:
     for var in ("omni_zen5_tunables_containers", "omni_inference_containers"):
         if any(not c for c in v.get(var) or ()):
             raise _fail(origin, var, "container names must not be empty")
+    _bench_rules(origin, v.get("omni_bench"))
     tunables = v.get("omni_glibc_tunables")
     if tunables is not None:
         missing = [cap for cap in ZEN5_HWCAPS if cap not in masked_hwcaps(tunables)]
         if missing:
             raise _fail(origin, "omni_glibc_tunables", f"must mask all five AVX-512 hwcaps "
                         f"(F-010: two were not enough); {','.join(missing)} missing")
+
+
+def _bench_rules(origin: str, bench: dict[str, Any] | None) -> None:
+    if bench is None:
+        return
+    for key in ("llama_bench", "model"):
+        _absolute(origin, f"omni_bench.{key}", bench[key])
+    own = sorted(a.split("=", 1)[0] for a in bench.get("args") or ()
+                 if a.split("=", 1)[0] in BENCH_OWN_ARGS)
+    if own:
+        raise _fail(origin, "omni_bench.args", f"{own[0]} is set by omni-host (-m from model, "
+                    "-o json, -r from repetitions)")
+    for key, low in (("repetitions", 2), ("budget_s", 1), ("tolerance_pct", 0),
+                     ("max_busy_pct", 0)):
+        if key in bench and bench[key] < low:
+            raise _fail(origin, f"omni_bench.{key}", f"must be >= {low}, got {bench[key]!r}")
+
+
+def _bench_spec(bench: dict[str, Any] | None) -> BenchSpec | None:
+    if bench is None:
+        return None
+    return BenchSpec(bench["llama_bench"], bench["model"], tuple(bench.get("args") or ()),
+                     int(bench.get("repetitions", 5)), float(bench.get("tolerance_pct", 5)),
+                     float(bench.get("budget_s", 900)), float(bench.get("max_busy_pct", 10)))
 
 
 def policy_from_vars(values: dict[str, Any], origin: str,
@@ -282,6 +326,7 @@ def policy_from_vars(values: dict[str, Any], origin: str,
         build_packages=tuple(v.get("omni_build_packages") or ()),
         inference_containers=tuple(v["omni_inference_containers"])
         if "omni_inference_containers" in v else None,
+        bench=_bench_spec(v.get("omni_bench")),
     )
 
 

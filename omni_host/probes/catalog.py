@@ -17,8 +17,8 @@ from typing import Any
 
 from omni_host.errors import ParseError
 from omni_host.model import CommandResult, Outcome, ProbeResult
-from omni_host.plan.policy import Policy
-from omni_host.probes.parsers import build, cpu, docker, host, memory, numa, nvidia, system
+from omni_host.plan.policy import BenchSpec, Policy
+from omni_host.probes.parsers import bench, build, cpu, docker, host, memory, numa, nvidia, system
 from omni_host.probes.parsers import excerpt as _excerpt
 from omni_host.resources import resources_text
 
@@ -103,6 +103,7 @@ class Probe:
     # directly (no process to start on the host).
     inline: bool = False
     requires: tuple[str, str] | None = None  # (path, why): not worth running without that path
+    last: bool = False  # runs alone, after every other probe (a benchmark)
 
     @property
     def command(self) -> str:
@@ -116,8 +117,9 @@ class Probe:
         return shlex.join(self.argv)
 
     def plan_entry(self, timeout_s: float | None = None) -> dict[str, Any]:
-        entry: dict[str, Any] = {"id": self.id, "argv": list(self.argv),
-                                 "timeout_s": timeout_s or self.timeout_s}
+        # --probe-timeout bounds the state probes; a benchmark keeps its own budget
+        limit = self.timeout_s if self.last else (timeout_s or self.timeout_s)
+        entry: dict[str, Any] = {"id": self.id, "argv": list(self.argv), "timeout_s": limit}
         if self.fallback_for:
             entry["fallback_for"] = self.fallback_for
         if self.redact:
@@ -126,6 +128,8 @@ class Probe:
             entry["inline"] = True
         if self.requires:
             entry["requires"] = {"path": self.requires[0], "why": self.requires[1]}
+        if self.last:
+            entry["last"] = True
         return entry
 
 
@@ -181,7 +185,24 @@ DYNAMIC: tuple[Probe, ...] = (
           label="dpkg-query -W <omni_build_packages>"),
 )
 
-PROBES_BY_ID = {p.id: p for p in (*PROBES, *DYNAMIC)}
+# The benchmark: only `omni-host bench` adds it to a plan, and it runs last, alone (see the
+# helper's docstring). Its deadline is the policy's budget plus a minute for the gate, the
+# hashes and the samples around the run.
+_BENCH_HELPER = resources_text("remote/bench.py")
+BENCH = Probe("bench.llama", ("{python}", "-c", _BENCH_HELPER), bench.parse_bench_run,
+              label="llama-bench -o json <omni_bench> (bench helper: idle gate, context)",
+              last=True)
+
+PROBES_BY_ID = {p.id: p for p in (*PROBES, *DYNAMIC)}  # an audit's; the bench judges BENCH itself
+
+
+def bench_probe(spec: BenchSpec, *, force: bool = False) -> Probe:
+    """The bench probe for a policy's omni_bench: its values travel as argv."""
+    argv = ("--llama-bench", spec.llama_bench, "--model", spec.model,
+            "--repetitions", str(spec.repetitions), "--budget-s", f"{spec.budget_s:g}",
+            "--max-busy-pct", f"{spec.max_busy_pct:g}", *(("--force",) if force else ()),
+            "--", *spec.args)
+    return dataclasses.replace(BENCH, argv=(*BENCH.argv, *argv), timeout_s=spec.budget_s + 60)
 
 
 def probes_for(policy: Policy) -> tuple[Probe, ...]:

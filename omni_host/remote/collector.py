@@ -414,7 +414,9 @@ def _succeeded(record):
 
 def collect(plan):
     """Run every probe of the plan: primaries in parallel, and each primary's fallbacks right
-    after it in the same thread, only when it did not succeed."""
+    after it in the same thread, only when it did not succeed. Probes marked ``last`` (a
+    benchmark) run one after another once every other probe has finished, so the state is
+    read on a quiet host and nothing of ours competes with the measurement."""
     env = _env()
     results = {}
     fallbacks = {}
@@ -435,11 +437,14 @@ def collect(plan):
                 worker(fallback)
 
     threads = [threading.Thread(target=worker, args=(p,)) for p in plan
-               if not p.get("fallback_for")]
+               if not p.get("fallback_for") and not p.get("last")]
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join()
+    for probe in plan:
+        if probe.get("last"):
+            results[probe["id"]] = run_probe(probe, env)
     return [results[p["id"]] for p in plan]
 
 

@@ -1,0 +1,116 @@
+"""The bench use case: one round trip per host collects the host's state and then runs its
+llama-bench (the bench probe runs last, alone); the audit's checks judge the state, the
+tokens/s Sentinel judges the run against the host's baseline, and the report (source
+``bench``) is stored like an audit. The baseline is the newest stored bench of the host whose
+perf.tokens-per-s result recorded one."""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from dataclasses import dataclass
+
+from omni_host.app.audit import AuditRun, Hosts, finish
+from omni_host.collect.bundle import Bundle
+from omni_host.collect.run import collect_host
+from omni_host.collect.transport.base import SshOptions
+from omni_host.errors import TransportError, UsageError
+from omni_host.evaluate.audit import evaluate_bundle
+from omni_host.evaluate.bench import CHECK_ID, Baseline, bench_context, judge
+from omni_host.evaluate.checks import catalog
+from omni_host.evaluate.facts import facts_from_bundle
+from omni_host.model import CheckResult, HostReport, Status, scrub_host
+from omni_host.plan.hosts import HostPlan
+from omni_host.plan.policy import Policy
+from omni_host.plan.waivers import Waiver
+from omni_host.probes.catalog import BENCH, bench_probe, evaluate
+from omni_host.probes.parsers.bench import BenchRun
+from omni_host.report.history import History
+
+
+class BenchRefused(UsageError):
+    """The host was busy (or its binary or model missing): nothing ran, nothing is stored."""
+
+
+@dataclass(frozen=True)
+class BenchHost:
+    report: HostReport
+    recorded: bool  # this run is now the host's baseline
+    baseline: str | None  # the stored bench compared with
+
+
+def find_baseline(history: History, host: str) -> Baseline | None:
+    """The host's newest recorded baseline in the store, with the means of the runs that
+    passed against it since (their spread is the noise between runs)."""
+    later: list[dict] = []
+    for audit, entry in history.for_host(host):
+        if audit.doc.get("source") != "bench":
+            continue
+        perf = next((r for r in entry.get("results", []) if r.get("id") == CHECK_ID), None)
+        details = (perf or {}).get("details") or {}
+        if perf is None or perf.get("status") != Status.PASS.value or "tests" not in details:
+            continue
+        if not details.get("recorded_baseline"):
+            later.append(details)
+            continue
+        tests = {name: list(t["samples_ts"]) for name, t in details["tests"].items()}
+        runs = {name: [t["mean_ts"]] for name, t in details["tests"].items()}
+        for run in later:
+            if (run.get("baseline") or {}).get("audit") == audit.id:
+                for name, t in run["tests"].items():
+                    runs.setdefault(name, []).append(t["mean_ts"])
+        return Baseline(audit.id, audit.started_at, tests, dict(details.get("context", {})), runs)
+    return None
+
+
+def bench_result(bundle: Bundle, policy: Policy, history: History, *,
+                 record: bool) -> tuple[CheckResult, str | None]:
+    """perf.tokens-per-s of a collected bundle (live, or recorded) and the stored bench it was
+    compared with; raises BenchRefused where the helper refused to run."""
+    meta = catalog()[CHECK_ID]
+    probe = evaluate(BENCH, bundle.results.get(BENCH.id))
+    if not probe.ok:
+        return meta.result(Status.ERROR, f"bench not run: {probe.why_not()}"), None
+    run: BenchRun = probe.fact
+    if run.refused:
+        raise BenchRefused(f"{bundle.host}: bench refused: {run.refused}"
+                           + (" (--force runs it anyway)" if run.refused.startswith("busy") else ""))
+    assert policy.bench is not None
+    baseline = None if record else find_baseline(history, bundle.host)
+    context = bench_context(facts_from_bundle(bundle, policy), policy, run)
+    result = judge(meta, policy.bench, run, context, baseline, record=record)
+    return result, baseline.audit if baseline is not None else None
+
+
+def bench_host(plan: HostPlan, ssh: SshOptions, history: History, *, record: bool,
+               force: bool, probe_timeout_s: float | None = None) -> BenchHost:
+    """Collect and bench one host; raises BenchRefused when it refused to run."""
+    spec = plan.policy.bench
+    if spec is None:
+        raise UsageError(f"{plan.name}: no omni_bench in its policy: set omni_bench.llama_bench, "
+                         "omni_bench.model and omni_bench.args (docs/bench.md)")
+    start = time.monotonic()
+    try:
+        bundle = collect_host(plan, ssh, probe_timeout_s, extra=(bench_probe(spec, force=force),))
+    except TransportError as exc:
+        return BenchHost(HostReport(plan.name, plan.address, plan.transport, False, str(exc),
+                                    time.monotonic() - start), False, None)
+    report = evaluate_bundle(bundle, plan.policy, address=plan.address,
+                             duration_s=time.monotonic() - start, expected=plan.expected)
+    result, compared = bench_result(bundle, plan.policy, history, record=record)
+    report = dataclasses.replace(report, results=(*report.results, result))
+    recorded = bool(result.details.get("recorded_baseline"))
+    return BenchHost(scrub_host(report, plan.secrets), recorded, compared)
+
+
+def bench(plans: list[HostPlan], ssh: SshOptions, history: History, *, record: bool,
+          force: bool, waivers: tuple[Waiver, ...], inventory: str | None,
+          probe_timeout_s: float | None = None) -> tuple[AuditRun, list[BenchHost]]:
+    """Bench each host in turn (never two benchmarks at once: they would measure each other
+    where hosts share a machine), then one report as an audit's."""
+    started = time.time()
+    done = [bench_host(p, ssh, history, record=record, force=force,
+                       probe_timeout_s=probe_timeout_s) for p in plans]
+    hosts = Hosts([d.report for d in done], "bench", started)
+    return finish(hosts, inventory=inventory, waivers=waivers, history=history), done
+

@@ -1,0 +1,78 @@
+"""The ``bench`` command: the host's own llama-bench against its baseline (part of the CLI:
+it prints). Exit codes as the audit's; a refused bench (a busy GPU, a missing binary or model)
+exits 2 and stores nothing."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from omni_host.cli.common import (
+    EXIT_INTERRUPTED,
+    EXIT_TERMINATED,
+    FORMATS,
+    add_target_args,
+    add_view_args,
+    emit,
+    err,
+    exit_code,
+    plans,
+    ssh_options,
+)
+
+
+def add_parsers(sub: argparse._SubParsersAction) -> None:
+    bench = sub.add_parser("bench", help="run the host's llama-bench (omni_bench) and judge "
+                                         "tokens/s against its own baseline")
+    add_target_args(bench)
+    bench.add_argument("--baseline", action="store_true",
+                       help="record this run as the host's new baseline (the first bench of "
+                            "a host always is)")
+    bench.add_argument("--force", action="store_true",
+                       help="run even when a GPU is busy or runs compute processes")
+    bench.add_argument("--format", default="table", choices=FORMATS)
+    add_view_args(bench)
+    bench.add_argument("--output", type=Path, default=None,
+                       help="write the report to this file (atomically) instead of stdout")
+    bench.add_argument("--waivers", type=Path, default=None,
+                       help="waivers file (default: as for audit)")
+    bench.add_argument("--report-dir", type=Path, default=None,
+                       help="where audits and benches are stored (and baselines found)")
+    bench.add_argument("--no-store", action="store_true",
+                       help="do not store this run (it then cannot become a baseline)")
+
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    from omni_host.app import audit
+    from omni_host.app.bench import bench
+    from omni_host.report.history import load_history
+    from omni_host.report.store import default_report_dir
+
+    store_root = args.report_dir or default_report_dir()
+    host_plans = plans(args)
+    waivers = audit.read_waivers(args.waivers)
+    history = load_history(store_root)
+    try:
+        run, done = bench(host_plans, ssh_options(args), history, record=args.baseline,
+                          force=args.force, waivers=waivers,
+                          inventory=str(args.inventory) if args.inventory else None,
+                          probe_timeout_s=args.probe_timeout)
+    except KeyboardInterrupt as exc:  # the collector's process group went with the session
+        from omni_host.cli import Terminated
+
+        err("bench interrupted: llama-bench stopped with its session; nothing stored")
+        return EXIT_TERMINATED if isinstance(exc, Terminated) else EXIT_INTERRUPTED
+    for host in run.report.unreachable:
+        err(f"{host.host}: unreachable: {host.error}")
+    emit(run.doc, args.format, args.output, lambda: history, args.verbosity)
+    for one in done:
+        if one.recorded and args.no_store:
+            err(f"{one.report.host}: not stored (--no-store): this run is not a baseline")
+        elif one.recorded:
+            err(f"{one.report.host}: this run is the host's baseline from now on")
+        elif one.baseline:
+            err(f"{one.report.host}: judged against baseline {one.baseline}")
+    if not args.no_store:
+        path = audit.keep(run, store_root)
+        err(f"bench stored in {path}")
+    return exit_code(run.report)

@@ -1,0 +1,318 @@
+"""The tokens/s Sentinel's judgement, pure: a bench run against the host's own baseline, the
+state that changed since it, and the ceiling the hardware allows.
+
+* **Noise is measured.** Each test keeps every repetition's tokens/s. The threshold of a test is
+  the largest of ``omni_bench.tolerance_pct``, three pooled standard deviations of the two
+  runs' repetitions (relative), and, once three healthy runs are known (the baseline and those
+  that passed against it), three standard deviations of their means: runs differ more from
+  each other than repetitions within one run do. A drop beyond it warns, beyond twice it fails.
+  Prompt processing and generation are judged apart.
+* **What changed** is the difference between the baseline's context and this run's: NUMA nodes
+  per socket, driver, CUDA, kernel, swap, each GPU's link, power limit and clocks, the clock
+  event reasons seen during the run, the llama-bench binary and libraries (sha256), the
+  llama.cpp build, the CPUs allowed and the cgroup CPU quota, other load on the GPUs and CPUs.
+  Numbers differ only beyond 5% (load: 0.25 CPUs), so measurement jitter is not called a change.
+* **The ceiling** of generation: every weight is read once per generated token (dense models),
+  so tokens/s cannot exceed memory bandwidth / bytes of weights. GPU bandwidth is NVML's bus
+  width x maximum memory clock x 2 (double data rate). With layers on the CPU, or a
+  mixture-of-experts model (whose active bytes per token the run does not state), no ceiling is
+  claimed.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from omni_host.evaluate.checks import CheckMeta
+from omni_host.evaluate.facts import HostFacts
+from omni_host.evaluate.sentinel import fact_summary
+from omni_host.model import CheckResult, Evidence, Status
+from omni_host.plan.policy import BenchSpec, Policy
+from omni_host.probes.parsers import na
+from omni_host.probes.parsers.bench import BenchRun, BenchTest
+
+CHECK_ID = "perf.tokens-per-s"
+NUMBER_TOLERANCE = 0.05
+LOAD_TOLERANCE_CPUS = 0.25
+ALL_LAYERS = 99  # llama-bench's default -ngl: every layer on the GPU
+# llama-bench's model_type starts with the GGUF architecture: these are mixtures of experts.
+MOE_WORDS = ("moe", "deepseek", "mixtral", "gpt-oss", "llama4", "dbrx", "grok", "arctic", "jamba",
+             "hunyuan", "bailing", "minimax", "olmoe")
+RANK = {Status.PASS: 0, Status.WARN: 1, Status.FAIL: 2}
+
+
+@dataclass(frozen=True)
+class Baseline:
+    """A host's recorded baseline, as stored in the details of its perf.tokens-per-s result."""
+
+    audit: str  # the stored bench that recorded it
+    recorded_at: float
+    tests: dict[str, list[float]]  # test name -> every repetition's tokens/s
+    context: dict[str, Any]
+    # test name -> the mean of the baseline and of each run that passed against it since
+    run_means: dict[str, list[float]] = dataclasses.field(default_factory=dict)
+
+
+def _num(value: Any) -> float | None:
+    text = na(str(value)) if value is not None else None
+    if text is None:
+        return None
+    try:
+        return float(text.split()[0])
+    except ValueError:
+        return None
+
+
+def _gpu_context(run: BenchRun) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    rows = (run.context.get("gpus") or {}).get("rows") or []
+    for row in rows:
+        i = row.get("index", "?")
+        gen, width = na(row.get("pcie.link.gen.max")), na(row.get("pcie.link.width.max"))
+        if gen or width:
+            out[f"GPU{i} PCIe link (max trained)"] = f"gen{gen} x{width}"
+        limit = _num(row.get("power.limit [W]"))
+        if limit is not None:
+            out[f"GPU{i} power limit W"] = limit
+        for field, label in (("clocks.max.sm [MHz]", "max SM clock MHz"),
+                             ("clocks.max.memory [MHz]", "max memory clock MHz")):
+            value = _num(row.get(field))
+            if value is not None:
+                out[f"GPU{i} {label}"] = value
+        out[f"GPU{i} name"] = row.get("name")
+    during = run.during or {}
+    if rows:
+        out["GPU clock event reasons during the run"] = event_reasons(
+            during.get("event_reasons") or [])
+        apps = [f"{a.get('pid')} {a.get('process_name')}"
+                for a in run.gate.get("compute_apps") or []]
+        out["other processes on the GPUs"] = ", ".join(
+            sorted(set(apps + list(during.get("other_gpu_processes") or [])))) or "none"
+        medians = _sm_medians(during.get("samples") or [])
+        for i, mhz in medians.items():
+            out[f"GPU{i} SM clock MHz (median during the run)"] = mhz
+    return out
+
+
+# nvmlClocksEventReasons bits (nvidia-smi's clocks_event_reasons.active is their OR).
+EVENT_BITS = ((0x1, "GPU idle"), (0x2, "applications clocks setting"), (0x4, "SW power cap"),
+              (0x8, "HW slowdown"), (0x10, "sync boost"), (0x20, "SW thermal slowdown"),
+              (0x40, "HW thermal slowdown"), (0x80, "HW power brake slowdown"),
+              (0x100, "display clock setting"))
+
+
+def event_reasons(masks: list[str]) -> str:
+    """The clock event reasons seen in any sample, by name ("none" when none but idle)."""
+    bits = 0
+    for mask in masks:
+        try:
+            bits |= int(mask, 16)
+        except ValueError:
+            continue
+    names = [name for bit, name in EVENT_BITS if bits & bit and bit != 0x1]
+    return ", ".join(names) or "none"
+
+
+def _sm_medians(samples: list[list[list[str]]]) -> dict[str, float]:
+    """index -> the median SM clock over the samples taken while llama-bench ran."""
+    per: dict[str, list[float]] = {}
+    for sample in samples:
+        for row in sample:
+            if len(row) >= 2 and (mhz := _num(row[1])) is not None:
+                per.setdefault(row[0].strip(), []).append(mhz)
+    return {i: sorted(v)[len(v) // 2] for i, v in per.items() if v}
+
+
+def bench_context(facts: HostFacts, policy: Policy, run: BenchRun) -> dict[str, Any]:
+    """The host state a bench ran under, by name: what a drop is explained by."""
+    summary = fact_summary(facts, policy)
+    ctx: dict[str, Any] = {}
+    if summary.numa_nodes and summary.sockets:
+        ctx["NUMA nodes per socket"] = summary.numa_nodes / summary.sockets
+    ctx["NVIDIA driver"] = summary.driver_version
+    ctx["CUDA (driver)"] = summary.cuda_version
+    ctx["kernel"] = summary.kernel
+    ctx["swap MiB"] = summary.swap_total_mib
+    quota = run.context.get("cpu_quota")
+    ctx["CPU quota (cgroup)"] = (f"{quota['cpus']:g} CPUs ({quota['cgroup']})"
+                                 if isinstance(quota, dict) else "none")
+    ctx["CPUs allowed"] = run.context.get("cpus_allowed")
+    binary = run.context.get("binary") or {}
+    ctx["llama-bench sha256"] = str(binary.get("sha256", ""))[:16] or None
+    for lib, digest in sorted((binary.get("libs") or {}).items()):
+        ctx[f"{lib} sha256"] = str(digest)[:16]
+    if run.result is not None:
+        ctx["llama.cpp build"] = f"{run.result.build_commit} ({run.result.build_number})"
+        ctx["backends"] = run.result.backends
+    ctx["model bytes"] = (run.context.get("model") or {}).get("size_bytes")
+    load = (run.during or {}).get("other_cpu_load")
+    if load is not None:
+        ctx["other CPU load during the run (CPUs)"] = load
+    ctx.update(_gpu_context(run))
+    return {k: v for k, v in ctx.items() if v is not None}
+
+
+def _same(key: str, a: Any, b: Any) -> bool:
+    if isinstance(a, (int, float)) and isinstance(b, (int, float)):
+        if "load" in key:
+            return abs(a - b) <= LOAD_TOLERANCE_CPUS
+        return abs(a - b) <= NUMBER_TOLERANCE * max(abs(a), abs(b), 1e-9)
+    return a == b
+
+
+def _show(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{value:g}"
+    return str(value)
+
+
+def context_diff(before: dict[str, Any], after: dict[str, Any]) -> tuple[list[str], list[str]]:
+    """(what changed, as "name: before -> after"; the names that did not)."""
+    changed, same = [], []
+    for key in [*before, *(k for k in after if k not in before)]:
+        a, b = before.get(key), after.get(key)
+        if key in before and key in after and _same(key, a, b):
+            same.append(key)
+        else:
+            changed.append(f"{key}: {_show(a) if key in before else 'not seen'} -> "
+                           f"{_show(b) if key in after else 'not seen'}")
+    return changed, same
+
+
+def _stats(samples: list[float]) -> tuple[float, float]:
+    mean = sum(samples) / len(samples)
+    if len(samples) < 2:
+        return mean, 0.0
+    sd = math.sqrt(sum((s - mean) ** 2 for s in samples) / (len(samples) - 1))
+    return mean, sd / mean if mean else 0.0
+
+
+@dataclass(frozen=True)
+class TestVerdict:
+    name: str
+    status: Status
+    baseline_ts: float
+    now_ts: float
+    drop: float  # fraction below the baseline (negative: faster)
+    threshold: float  # the drop that warns (fraction)
+
+    def line(self) -> str:
+        where = (f"{abs(self.drop):.0%} {'below' if self.drop > 0 else 'above'} baseline"
+                 if abs(self.drop) >= 0.005 else "at baseline")
+        return (f"{self.name} {where} ({self.now_ts:.1f} vs {self.baseline_ts:.1f} t/s, "
+                f"warns past {self.threshold:.0%})")
+
+
+MIN_RUNS_FOR_SPREAD = 3
+
+
+def judge_test(name: str, base: list[float], now: list[float], tolerance_pct: float,
+               run_means: list[float] = ()) -> TestVerdict:
+    """``base`` and ``now``: each repetition's tokens/s; ``run_means``: the means of the runs
+    known to be healthy (the baseline and those that passed against it), whose spread is the
+    noise between runs once there are at least three."""
+    mean_b, cv_b = _stats(base)
+    mean_n, cv_n = _stats(now)
+    within = 3 * math.sqrt((cv_b ** 2 + cv_n ** 2) / 2)
+    between = 3 * _stats(list(run_means))[1] if len(run_means) >= MIN_RUNS_FOR_SPREAD else 0.0
+    threshold = max(tolerance_pct / 100, within, between)
+    drop = (mean_b - mean_n) / mean_b
+    status = Status.PASS if drop <= threshold else Status.WARN if drop <= 2 * threshold \
+        else Status.FAIL
+    return TestVerdict(name, status, mean_b, mean_n, drop, threshold)
+
+
+def ceiling(run: BenchRun, test: BenchTest) -> dict[str, Any]:
+    """What the hardware allows a generation test, or why no ceiling is claimed."""
+    if run.result is None or test.kind != "tg":
+        return {"why_not": "only generation has a bandwidth ceiling"}
+    model_bytes = run.result.model_size_bytes
+    model_type = (run.result.model_type or "").lower()
+    if not model_bytes:
+        return {"why_not": "llama-bench did not state the model's size"}
+    if any(word in model_type for word in MOE_WORDS):
+        return {"why_not": "a mixture-of-experts model: the bytes read per token depend on the "
+                           "active experts, which the run does not state"}
+    ngl = test.params.get("n_gpu_layers")
+    nvml = [g for g in run.context.get("nvml") or [] if g.get("bus_width_bits")
+            and g.get("max_mem_clock_mhz")]
+    if not nvml or not isinstance(ngl, int) or 0 <= ngl < ALL_LAYERS:  # -1: every layer
+        return {"why_not": "layers on the CPU, whose memory bandwidth omni-host does not read"
+                if nvml else "no GPU memory bandwidth known (NVML)"}
+    gpus = nvml[:1] if test.params.get("split_mode") == "none" else nvml
+    given = [float(s) for s in str(test.params.get("tensor_split") or "").split("/") if _num(s)]
+    shares = given if len(given) == len(gpus) else [1.0] * len(gpus)  # layers split by -ts
+    seconds = 0.0
+    for gpu, share in zip(gpus, shares, strict=True):  # each GPU reads its layers in turn
+        bandwidth = gpu["bus_width_bits"] / 8 * gpu["max_mem_clock_mhz"] * 1e6 * 2
+        seconds += model_bytes * share / sum(shares) / bandwidth
+    limit = 1 / seconds
+    return {"ceiling_ts": round(limit, 1), "fraction": round(test.mean_ts / limit, 3),
+            "bytes_per_token": model_bytes,
+            "bandwidth_gbs": [round(g["bus_width_bits"] / 8 * g["max_mem_clock_mhz"] * 2e-3, 1)
+                              for g in gpus]}
+
+
+def tests_of(run: BenchRun) -> dict[str, list[float]]:
+    return {t.name: list(t.samples_ts) for t in run.result.tests} if run.result else {}
+
+
+def _evidence(run: BenchRun) -> tuple[Evidence, ...]:
+    lines = [f"{t.name}: {t.mean_ts:.2f} t/s ± {t.cv:.1%} over {len(t.samples_ts)} runs "
+             f"({', '.join(f'{s:.2f}' for s in t.samples_ts)})" for t in run.result.tests] \
+        if run.result else [*run.stderr_tail[-5:]]
+    return (Evidence("bench.llama", " ".join(run.argv) or "llama-bench", tuple(lines)),)
+
+
+def judge(meta: CheckMeta, spec: BenchSpec, run: BenchRun, context: dict[str, Any],
+          baseline: Baseline | None, *, record: bool) -> CheckResult:
+    """The verdict on one run. ``record``: this run becomes the baseline (the host's first
+    bench, or --baseline); the result's details say so, and later benches find it there."""
+    if run.error or run.result is None:
+        return meta.result(Status.ERROR, f"llama-bench failed: {run.error}", evidence=_evidence(run),
+                           details={"error": run.error, "stderr_tail": list(run.stderr_tail)})
+    tests = tests_of(run)
+    ceilings = {t.name: c for t in run.result.tests if "ceiling_ts" in (c := ceiling(run, t))}
+    no_ceiling = {t.name: ceiling(run, t)["why_not"] for t in run.result.tests
+                  if t.kind == "tg" and t.name not in ceilings}
+    details: dict[str, Any] = {
+        "tests": {t.name: {"kind": t.kind, "samples_ts": list(t.samples_ts),
+                           "mean_ts": round(t.mean_ts, 3), "cv": round(t.cv, 4),
+                           "params": t.params} for t in run.result.tests},
+        "context": context, "ceiling": ceilings, "no_ceiling": no_ceiling,
+        "recorded_baseline": record, "forced": bool(run.gate.get("forced"))}
+    ceiling_note = "; ".join(f"{n} at {c['fraction']:.0%} of its {c['ceiling_ts']:g} t/s ceiling"
+                             for n, c in ceilings.items())
+    measured = ", ".join(f"{t.name} {t.mean_ts:.1f} t/s ±{t.cv:.1%}" for t in run.result.tests)
+    if record or baseline is None:
+        why = "recorded on purpose (--baseline)" if record and baseline else \
+            "the host's first bench"
+        summary = f"baseline recorded ({why}): {measured}"
+        details["recorded_baseline"] = True
+        return meta.result(Status.PASS, summary + (f"; {ceiling_note}" if ceiling_note else ""),
+                           actual=measured, evidence=_evidence(run), details=details)
+    details["baseline"] = {"audit": baseline.audit, "recorded_at": baseline.recorded_at}
+    verdicts = [judge_test(n, baseline.tests[n], tests[n], spec.tolerance_pct,
+                           baseline.run_means.get(n, ()))
+                for n in tests if n in baseline.tests]
+    if not verdicts:
+        return meta.result(Status.SKIP, "not comparable: the baseline measured other tests "
+                           f"({', '.join(baseline.tests)}); record one: omni-host bench --baseline",
+                           actual=measured, evidence=_evidence(run), details=details)
+    changed, same = context_diff(baseline.context, context)
+    details["verdicts"] = {v.name: {"status": v.status.value, "drop": round(v.drop, 4),
+                                    "threshold": round(v.threshold, 4)} for v in verdicts}
+    details["changed"], details["unchanged"] = changed, same
+    worst = max(verdicts, key=lambda v: (RANK[v.status], v.drop))
+    status = worst.status
+    text = "; ".join(v.line() for v in sorted(verdicts, key=lambda v: -v.drop))
+    if status is not Status.PASS:
+        text += "; since the baseline: " + ("; ".join(changed) if changed else
+                                            "no change in the recorded host state")
+    elif ceiling_note:
+        text += f"; {ceiling_note}"
+    return meta.result(status, text, expected=f"within the noise of baseline {baseline.audit}",
+                       actual=measured, evidence=_evidence(run), details=details)

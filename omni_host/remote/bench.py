@@ -1,0 +1,374 @@
+"""The benchmark on the audited host: llama-bench behind an idle gate, with the host state
+that moves tokens/s read around it.
+
+Run by the collector, after every other probe, as ``python3 -c <this file> --llama-bench PATH
+--model PATH --repetitions N --budget-s S --max-busy-pct P [--force] -- ARGS...``: the values
+arrive as argv (never through a shell). It prints one JSON document:
+
+* ``gate``: the GPUs' compute processes and utilisation just before; a busy GPU refuses the run
+  (``refused``) unless ``--force``;
+* ``context``: what llama-bench's own records lack: the CPUs this process may use (affinity and
+  the cgroup CPU quota, v1 or v2), the load, the binary's and its libraries' sha256, the model's
+  size, each GPU's link, power limit and clocks (nvidia-smi) and memory bus (NVML, for the
+  ceiling);
+* ``run``: llama-bench's argv, exit, stdout (its ``-o json`` records) and the tail of stderr;
+* ``during``: GPU clocks, power and clock-event reasons sampled while it ran, other processes
+  on the GPUs, and the CPU time others used meanwhile.
+
+llama-bench is this process's child, in the process group the collector kills at its deadline
+or when the controller goes away: it never outlives the run. Standard library only, Python 3.6.
+"""
+
+import hashlib
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+
+OUTPUT_CAP = 4 * 1024 * 1024
+STDERR_LINES = 40
+SAMPLE_EVERY_S = 1.0
+# nvidia-smi --query-gpu fields, read with their header (an unknown field fails the query:
+# the short list is the fallback for older drivers).
+GPU_FIELDS = ("index,name,uuid,pci.bus_id,pcie.link.gen.current,pcie.link.gen.max,"
+              "pcie.link.gen.gpumax,pcie.link.width.current,pcie.link.width.max,power.limit,"
+              "power.default_limit,clocks.max.sm,clocks.max.mem,clocks.sm,clocks.mem,"
+              "power.draw,temperature.gpu,utilization.gpu,memory.used,"
+              "clocks_event_reasons.active")
+GPU_FIELDS_OLD = ("index,name,uuid,pci.bus_id,pcie.link.gen.current,pcie.link.gen.max,"
+                  "pcie.link.width.current,pcie.link.width.max,power.limit,clocks.max.sm,"
+                  "clocks.max.mem,clocks.sm,clocks.mem,power.draw,utilization.gpu,memory.used")
+SAMPLE_FIELDS = "index,clocks.sm,clocks.mem,power.draw,temperature.gpu,utilization.gpu"
+
+
+def _args(argv):
+    opts = {"force": False, "extra": []}
+    i = 0
+    while i < len(argv):
+        arg = argv[i]
+        if arg == "--":
+            opts["extra"] = argv[i + 1:]
+            break
+        if arg == "--force":
+            opts["force"] = True
+        else:
+            opts[arg.lstrip("-").replace("-", "_")] = argv[i + 1]
+            i += 1
+        i += 1
+    return opts
+
+
+def _smi(args, timeout_s=20):
+    """(exit code, stdout, stderr) of nvidia-smi; (127, "", why) where there is none."""
+    try:
+        proc = subprocess.run(["nvidia-smi"] + args, stdin=subprocess.DEVNULL,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              timeout=timeout_s)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return 127, "", str(exc)
+    return (proc.returncode, proc.stdout.decode("utf-8", "replace"),
+            proc.stderr.decode("utf-8", "replace"))
+
+
+def _csv_rows(text):
+    lines = [line for line in text.splitlines() if line.strip()]
+    if not lines:
+        return []
+    header = [h.strip() for h in lines[0].split(",")]
+    return [dict(zip(header, [c.strip() for c in line.split(",")]))  # noqa: B905 (Python 3.6)
+            for line in lines[1:]]
+
+
+def gpu_state():
+    """Each GPU's state as nvidia-smi reports it (its own header names the fields), or
+    {"error": why}; None without nvidia-smi."""
+    code, out, err = _smi(["--query-gpu=" + GPU_FIELDS, "--format=csv"])
+    if code != 0 and "not a valid field" in (out + err).lower():
+        code, out, err = _smi(["--query-gpu=" + GPU_FIELDS_OLD, "--format=csv"])
+    if code == 127:
+        return None
+    if code != 0:
+        return {"error": (err or out).strip()[:300]}
+    return {"rows": _csv_rows(out)}
+
+
+def compute_apps():
+    code, out, _ = _smi(["--query-compute-apps=pid,process_name,used_memory", "--format=csv"])
+    return _csv_rows(out) if code == 0 else None
+
+
+def nvml_memory():
+    """Per GPU: memory bus width (bits) and maximum memory clock (MHz), through NVML's C
+    library (nvidia-smi does not print the bus width); [] where NVML is not there."""
+    import ctypes
+
+    try:
+        nvml = ctypes.CDLL("libnvidia-ml.so.1")
+    except OSError:
+        return []
+    if nvml.nvmlInit_v2() != 0:
+        return []
+    found = []
+    try:
+        count = ctypes.c_uint()
+        if nvml.nvmlDeviceGetCount_v2(ctypes.byref(count)) != 0:
+            return []
+        for i in range(count.value):
+            handle = ctypes.c_void_p()
+            if nvml.nvmlDeviceGetHandleByIndex_v2(i, ctypes.byref(handle)) != 0:
+                continue
+            width, clock = ctypes.c_uint(), ctypes.c_uint()
+            entry = {"index": i}
+            if nvml.nvmlDeviceGetMemoryBusWidth(handle, ctypes.byref(width)) == 0:
+                entry["bus_width_bits"] = width.value
+            if nvml.nvmlDeviceGetMaxClockInfo(handle, 2, ctypes.byref(clock)) == 0:  # MEM
+                entry["max_mem_clock_mhz"] = clock.value
+            found.append(entry)
+    finally:
+        nvml.nvmlShutdown()
+    return found
+
+
+def _mounts():
+    """cgroup mount points: {"v2": path} and {"v1:cpu": path} from /proc/self/mountinfo."""
+    found = {}
+    try:
+        with open("/proc/self/mountinfo") as fh:
+            for line in fh:
+                left, _, right = line.partition(" - ")
+                fields, rest = left.split(), right.split()
+                if not rest:
+                    continue
+                if rest[0] == "cgroup2":
+                    found.setdefault("v2", fields[4])
+                elif rest[0] == "cgroup" and "cpu" in rest[-1].split(","):
+                    found.setdefault("v1", fields[4])
+    except (IOError, OSError):
+        pass
+    return found
+
+
+def _read(path):
+    try:
+        with open(path) as fh:
+            return fh.read().strip()
+    except (IOError, OSError):
+        return None
+
+
+def _quota_at(mount, rel, v2):
+    """CPUs the cgroup at ``mount``/``rel`` may use (quota/period), None when unlimited."""
+    base = os.path.join(mount, rel.lstrip("/"))
+    if v2:
+        text = _read(os.path.join(base, "cpu.max"))
+        if not text or text.split()[0] == "max":
+            return None
+        quota, period = text.split()[:2]
+    else:
+        quota = _read(os.path.join(base, "cpu.cfs_quota_us"))
+        period = _read(os.path.join(base, "cpu.cfs_period_us"))
+        if quota is None or period is None or int(quota) < 0:
+            return None
+    return int(quota) / float(period)
+
+
+def cpu_quota():
+    """The tightest CPU quota on this process's cgroup and its ancestors (what a container's
+    --cpus or systemd's CPUQuota= set): {"cpus", "cgroup"}, or None when unlimited."""
+    mounts = _mounts()
+    text = _read("/proc/self/cgroup") or ""
+    best = None
+    for line in text.splitlines():
+        parts = line.split(":", 2)
+        if len(parts) != 3:
+            continue
+        v2 = parts[0] == "0" and parts[1] == ""
+        if v2 and "v2" not in mounts or not v2 and ("cpu" not in parts[1].split(",")
+                                                    or "v1" not in mounts):
+            continue
+        mount = mounts["v2" if v2 else "v1"]
+        rel = parts[2]
+        while True:
+            try:
+                cpus = _quota_at(mount, rel, v2)
+            except ValueError:
+                cpus = None
+            if cpus is not None and (best is None or cpus < best["cpus"]):
+                best = {"cpus": round(cpus, 3), "cgroup": rel}
+            if rel in ("/", ""):
+                break
+            rel = os.path.dirname(rel.rstrip("/")) or "/"
+    return best
+
+
+def _sha256(path):
+    digest = hashlib.sha256()
+    try:
+        with open(path, "rb") as fh:
+            for block in iter(lambda: fh.read(1 << 20), b""):
+                digest.update(block)
+    except (IOError, OSError) as exc:
+        return "unreadable: %s" % (exc.strerror or exc)
+    return digest.hexdigest()
+
+
+def binary_identity(path):
+    """The binary's sha256 and that of the ggml/llama libraries beside it or in ../lib (a
+    shared build reads its kernels from those)."""
+    here = os.path.dirname(os.path.abspath(path))
+    libs = {}
+    for folder in (here, os.path.join(os.path.dirname(here), "lib")):
+        try:
+            names = sorted(os.listdir(folder))
+        except OSError:
+            continue
+        for name in names:
+            if name.startswith(("libggml", "libllama")) and ".so" in name:
+                full = os.path.join(folder, name)
+                if not os.path.islink(full):
+                    libs[name] = _sha256(full)
+    return {"path": path, "sha256": _sha256(path), "libs": libs}
+
+
+def _cpu_busy_s():
+    """CPU seconds spent busy on the whole host since boot (/proc/stat)."""
+    text = _read("/proc/stat") or ""
+    first = text.splitlines()[0].split() if text else []
+    if not first or first[0] != "cpu":
+        return None
+    ticks = [int(v) for v in first[1:]]
+    idle = ticks[3] + (ticks[4] if len(ticks) > 4 else 0)
+    return (sum(ticks[:8]) - idle) / float(os.sysconf("SC_CLK_TCK"))
+
+
+class _Sampler(object):
+    """GPU clocks, power and utilisation, and other processes on the GPUs, every second while
+    llama-bench runs."""
+
+    def __init__(self, own_pid):
+        self.own_pid = str(own_pid)
+        self.stop = threading.Event()
+        self.samples = []
+        self.others = {}
+        self.reasons = set()
+        self.thread = threading.Thread(target=self.loop)
+        self.thread.daemon = True
+
+    def loop(self):
+        while not self.stop.wait(SAMPLE_EVERY_S):
+            code, out, _ = _smi(["--query-gpu=" + SAMPLE_FIELDS, "--format=csv,noheader,nounits"], 10)
+            if code != 0:
+                return
+            self.samples.append([line.split(", ") for line in out.splitlines() if line.strip()])
+            code, out, _ = _smi(["--query-gpu=clocks_event_reasons.active", "--format=csv,noheader"], 10)
+            if code == 0:
+                self.reasons.update(v.strip() for v in out.splitlines() if v.strip())
+            for app in compute_apps() or []:
+                if app.get("pid") != self.own_pid:
+                    self.others[app.get("pid")] = app.get("process_name")
+
+    def result(self):
+        return {"samples": self.samples[:600], "event_reasons": sorted(self.reasons),
+                "other_gpu_processes": sorted("%s %s" % kv for kv in self.others.items())}
+
+
+def _reader(pipe, sink, cap):
+    size = 0
+    for chunk in iter(lambda: pipe.read(65536), b""):
+        if size < cap:
+            sink.append(chunk)
+            size += len(chunk)
+
+
+def run_bench(argv, budget_s, with_gpus):
+    start = time.monotonic()
+    busy0 = _cpu_busy_s()
+    try:
+        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE)
+    except OSError as exc:
+        return {"argv": argv, "exit_code": None, "error": "%s: %s" % (argv[0], exc.strerror or exc)}, None
+    children0 = os.times()
+    sampler = _Sampler(proc.pid) if with_gpus else None
+    if sampler:
+        sampler.thread.start()
+    out, err = [], []
+    readers = [threading.Thread(target=_reader, args=(proc.stdout, out, OUTPUT_CAP)),
+               threading.Thread(target=_reader, args=(proc.stderr, err, OUTPUT_CAP))]
+    for reader in readers:
+        reader.daemon = True
+        reader.start()
+    timed_out = False
+    try:
+        proc.wait(timeout=budget_s)
+    except subprocess.TimeoutExpired:
+        timed_out = True
+        proc.kill()
+        proc.wait()
+    for reader in readers:
+        reader.join(5)
+    wall = time.monotonic() - start
+    if sampler:
+        sampler.stop.set()
+        sampler.thread.join(15)
+    children = os.times()
+    own = (children[2] - children0[2]) + (children[3] - children0[3])
+    busy1 = _cpu_busy_s()
+    stderr = b"".join(err).decode("utf-8", "replace").splitlines()
+    run = {"argv": argv, "exit_code": proc.returncode, "timed_out": timed_out,
+           "duration_s": round(wall, 3), "stdout": b"".join(out).decode("utf-8", "replace"),
+           "stderr_tail": stderr[-STDERR_LINES:]}
+    during = sampler.result() if sampler else {}
+    if busy0 is not None and busy1 is not None and wall > 0:
+        during["own_cpu_s"] = round(own, 3)
+        during["other_cpu_load"] = round(max(0.0, busy1 - busy0 - own) / wall, 3)
+    return run, during
+
+
+def main(argv):
+    opts = _args(argv)
+    binary, model = opts["llama_bench"], opts["model"]
+    doc = {"helper": 1, "refused": None}
+    gpus = gpu_state()
+    apps = compute_apps() if gpus is not None else None
+    doc["gate"] = {"compute_apps": apps, "max_busy_pct": float(opts["max_busy_pct"]),
+                   "forced": opts["force"]}
+    busy = []
+    for app in apps or []:
+        busy.append("process %s (%s) on a GPU" % (app.get("pid"), app.get("process_name")))
+    for row in (gpus or {}).get("rows", []):
+        util = row.get("utilization.gpu [%]", "").replace("%", "").strip()
+        if util.isdigit() and int(util) > float(opts["max_busy_pct"]):
+            busy.append("GPU %s %s%% busy" % (row.get("index"), util))
+    try:
+        model_size = os.path.getsize(model)
+    except OSError as exc:
+        model_size = None
+        doc["refused"] = "model %s: %s" % (model, exc.strerror or exc)
+    if not os.access(binary, os.X_OK):
+        doc["refused"] = "llama-bench %s: %s" % (
+            binary, "not executable" if os.path.exists(binary) else "no such file")
+    elif busy and not opts["force"]:
+        doc["refused"] = "busy: " + "; ".join(busy)
+    try:
+        affinity = len(os.sched_getaffinity(0))
+    except AttributeError:
+        affinity = os.cpu_count()
+    doc["context"] = {
+        "cpus_allowed": affinity, "cpu_quota": cpu_quota(),
+        "loadavg": (_read("/proc/loadavg") or "").split()[:3],
+        "model": {"path": model, "size_bytes": model_size},
+        "gpus": gpus, "nvml": nvml_memory() if gpus is not None else [],
+        "busy_before": busy,
+    }
+    if doc["refused"] is None:
+        doc["context"]["binary"] = binary_identity(binary)
+        command = [binary, "-m", model, "-o", "json", "-r", opts["repetitions"]] + opts["extra"]
+        doc["run"], doc["during"] = run_bench(command, float(opts["budget_s"]), gpus is not None)
+    sys.stdout.write(json.dumps(doc) + "\n")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
