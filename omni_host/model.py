@@ -244,6 +244,16 @@ class ColdCase:
 
 
 @dataclass(frozen=True)
+class LastBench:
+    """An audit's word on the host's newest stored bench (an audit never runs one)."""
+
+    audit: str  # the stored bench
+    at: float  # when it ran
+    status: Status  # its perf.tokens-per-s verdict
+    summary: str
+
+
+@dataclass(frozen=True)
 class PolicyRecord:
     """The expected state a host was judged under: omni_* values and where each came from."""
 
@@ -268,6 +278,7 @@ class HostReport:
     cold_case: ColdCase | None = None  # history.cold_case, once the store is known
     policy: PolicyRecord | None = None
     collected_at: float | None = None  # when its bundle was collected (an offline audit: then)
+    last_bench: LastBench | None = None  # the newest stored bench of this host, for audits
 
     DERIVED: ClassVar[dict[str, Any]] = {
         "counts": dict[str, int], "no_expected_state": dict[str, str], "unconfigured": bool}
@@ -331,6 +342,7 @@ class HostDiff:
     changed_facts: dict[str, Change] = field(default_factory=dict)
     resurrected: tuple[str, ...] = ()
     resurrected_engines: tuple[str, ...] = ()
+    tokens_per_s: dict[str, Change] = field(default_factory=dict)  # test -> mean t/s, 2 benches
 
 
 @dataclass(frozen=True)

@@ -369,3 +369,55 @@ def test_a_busy_gpu_refuses_the_bench(llama, tmp_path: Path) -> None:
     assert result.stderr.splitlines()[-1] == ("omni-host: gpu: bench refused: busy: process 5632 "
                                      "(python3) on a GPU (--force runs it anyway)")
     assert not (tmp_path / "store").exists()
+
+
+def test_bench_results_in_the_reports(tmp_path: Path) -> None:
+    """The H100's baseline and its run under load, stored, then read as an operator would:
+    the terminal, report diff, Prometheus (tokens/s gauges, parsed by prometheus_client),
+    HTML (a trend per test) and an ordinary audit's line on the last bench."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    store = tmp_path / "store"
+    _judged("baseline", store, record=True)
+    _judged("busy-forced", store)
+    common = ["--report-dir", str(store)]
+    shown = run_cli("report", "show", "latest", *common)
+    assert "Tokens/s:" not in shown.stdout  # a failure: shown whole as a finding instead
+    assert "FAIL  perf.tokens-per-s" in shown.stdout
+    diff = run_cli("report", "diff", *common)
+    loaded = parse_bench_run(_bundle("busy-forced").results["bench.llama"].stdout).result
+    base = parse_bench_run(_bundle("baseline").results["bench.llama"].stdout).result
+    tg_now, tg_base = loaded.tests[1].mean_ts, base.tests[1].mean_ts
+    assert f"tokens/s: tg128: {tg_base:.1f} -> {tg_now:.1f} ({tg_now / tg_base - 1:+.0%})" \
+        in diff.stdout
+    prom = run_cli("report", "show", "latest", "--format", "prometheus", *common).stdout
+    gauges = {(s.name, s.labels.get("test")): s.value
+              for f in text_string_to_metric_families(prom) for s in f.samples}
+    assert gauges[("omni_host_tokens_per_second", "tg128")] == pytest.approx(tg_now, rel=1e-4)
+    ceiling = 5120 / 8 * 2619e6 * 2 / loaded.model_size_bytes  # -ngl 99: all on the GPU
+    assert gauges[("omni_host_tokens_per_second_ceiling_ratio", "tg128")] == \
+        pytest.approx(tg_now / ceiling, abs=1e-3)
+    assert ("omni_host_tokens_per_second_ceiling_ratio", "pp512") not in gauges
+    html = run_cli("report", "show", "latest", "--format", "html", *common).stdout
+    assert html.count("<polyline") == 2 and f"{tg_base:.1f} \u2192 {tg_now:.1f}" in html
+    inv = tmp_path / "hosts.yml"
+    inv.write_text(json.dumps({"all": {"hosts": {"gpu": {"ansible_connection": "local",
+                                                         "omni_build_packages": []}}}}))
+    audit = run_cli("audit", "-i", str(inv), "gpu", "--no-store", "--format", "json", *common)
+    last = json.loads(audit.stdout)["hosts"][0]["last_bench"]
+    assert last["status"] == "fail" and last["audit"] == load_history(store).audits[0].id
+
+
+def test_a_crashing_llama_bench_is_one_error_and_never_a_baseline(sshd: Sshd, llama,
+                                                                   tmp_path: Path) -> None:
+    binary, _ = llama
+    garbage = tmp_path / "not-a-model.gguf"
+    garbage.write_bytes(b"GGUF" + os.urandom(4096))
+    inv = _inventory(sshd, tmp_path / "inv", binary, garbage)
+    store = tmp_path / "store"
+    result, perf = _bench(sshd, inv, store)
+    assert result.code == 1
+    assert perf["status"] == "error"
+    assert perf["summary"].startswith("llama-bench failed: exit ")
+    assert "\n" not in perf["summary"]
+    assert find_baseline(load_history(store), "loop") is None

@@ -25,7 +25,7 @@ from omni_host.plan.hosts import HostPlan, local_plan, plan_host
 from omni_host.plan.inventory import Inventory
 from omni_host.plan.policy import ExpectedState, policy_from_vars
 from omni_host.plan.waivers import Waiver, apply_waivers, load_waivers
-from omni_host.report.history import History, cold_case
+from omni_host.report.history import History, cold_case, last_bench
 from omni_host.report.store import store_report
 
 
@@ -142,7 +142,9 @@ def finish(hosts: Hosts, *, inventory: str | None, waivers: tuple[Waiver, ...],
     reports, notes = apply_waivers(hosts.reports, waivers, dt.date.today()) if waivers \
         else (hosts.reports, [])
     if history is not None:
-        reports = [dataclasses.replace(h, cold_case=cold_case(history, h.to_dict()))
+        reports = [dataclasses.replace(h, cold_case=cold_case(history, h.to_dict()),
+                                       last_bench=last_bench(history, h.host)
+                                       if hosts.source != "bench" else None)
                    if h.reachable else h for h in reports]
     report = make_report(reports, started_at=hosts.started_at, source=hosts.source,
                          interrupted=hosts.interrupted, inventory=inventory)

@@ -153,9 +153,12 @@ def _diff_text(diffs: list[dict[str, Any]]) -> str:
             lines.append(f"  policy changed: {var}: {change['before']} -> {change['after']}")
         for fact, change in d["changed_facts"].items():
             lines.append(f"  host drifted: {fact}: {change['before']} -> {change['after']}")
+        for test, change in d.get("tokens_per_s", {}).items():
+            lines.append(f"  tokens/s: {test}: {change['before']:.1f} -> {change['after']:.1f} "
+                         f"({change['after'] / change['before'] - 1:+.0%})")
         if not any(d.get(k) for k in ("new_failures", "fixed", "still_failing", "resurrected",
                                       "resurrected_engines", "changed_facts", "policy_changed")):
-            lines.append("  no change")
+            lines.append("  no change in verdicts, state or policy")
     return "\n".join(lines) + "\n"
 
 

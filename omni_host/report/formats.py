@@ -12,6 +12,8 @@ from omni_host.report.text import (
     ENGINE_WORDS,
     GLYPHS,
     ORDER,
+    PERF,
+    bench_tests,
     check_ids,
     cold_case_lines,
     engine_why,
@@ -28,6 +30,23 @@ ENGINE_COLORS = {"blocked": "fail", "blocked-upstream": "warn", "re-evaluate": "
                  "unknown": "skip"}
 
 Timelines = dict[str, dict[str, list[tuple[str, str]]]]  # host -> check -> [(when, status)]
+Trends = dict[str, dict[str, list[tuple[str, float]]]]  # host -> bench test -> [(when, t/s)]
+SPARK_W, SPARK_H = 120, 24
+
+
+def _sparkline(values: list[float]) -> str:
+    """SVG polyline points for ``values``, from zero tokens/s (a drop looks its size)."""
+    top = max(values) or 1.0
+    step = SPARK_W / max(len(values) - 1, 1)
+    return " ".join(f"{i * step:.1f},{SPARK_H - v / top * (SPARK_H - 2):.1f}"
+                    for i, v in enumerate(values))
+
+
+def _trend_rows(per_test: dict[str, list[tuple[str, float]]]) -> list[dict[str, Any]]:
+    return [{"test": name, "latest": f"{points[-1][1]:.1f}", "points": _sparkline([v for _, v in points]),
+             "history": " \u2192 ".join(f"{v:.1f}" for _, v in points[-8:]),
+             "since": points[0][0], "runs": len(points)}
+            for name, points in per_test.items()]
 
 
 def _when(ts: float | None) -> str:
@@ -50,7 +69,7 @@ def _finding(r: dict[str, Any], layer: str, timeline: list[tuple[str, str]],
 
 
 def _host_view(host: dict[str, Any], inventory: str | None, layers: dict[str, str],
-               timelines: Timelines) -> dict[str, Any]:
+               timelines: Timelines, trends: Trends) -> dict[str, Any]:
     if not host["reachable"]:
         return {"name": host["host"], "address": host.get("address") or host["transport"],
                 "reachable": False, "error": host["error"]}
@@ -67,10 +86,11 @@ def _host_view(host: dict[str, Any], inventory: str | None, layers: dict[str, st
         "engines": [{**e, "color": ENGINE_COLORS.get(e["status"], "skip"),
                      "word": ENGINE_WORDS[e["status"]], "why": engine_why(e)}
                     for e in host.get("strategic") or []],
-        "cold_case": cold_case_lines(host)}
+        "cold_case": cold_case_lines(host), "trends": _trend_rows(trends.get(host["host"], {}))}
 
 
-def render_html(doc: dict[str, Any], layers: dict[str, str], timelines: Timelines) -> str:
+def render_html(doc: dict[str, Any], layers: dict[str, str], timelines: Timelines,
+                trends: Trends | None = None) -> str:
     """The Sentinel report (templates/report.html.j2, autoescaped): for a fleet, a matrix of
     hosts by checks first; then per host its findings, failures first, each expandable to its
     evidence, whole fix, waiver and history; the Strategic and Cold Case layers."""
@@ -80,12 +100,13 @@ def render_html(doc: dict[str, Any], layers: dict[str, str], timelines: Timeline
                              autoescape=True, undefined=jinja2.StrictUndefined,
                              trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True)
     checks = check_ids(doc)
-    hosts = [_host_view(h, doc.get("inventory"), layers, timelines) for h in doc["hosts"]]
+    hosts = [_host_view(h, doc.get("inventory"), layers, timelines, trends or {})
+             for h in doc["hosts"]]
     return env.get_template("report.html.j2").render(
         when=_when(doc.get("started_at")), summary=summary_line(doc),
         interrupted=doc.get("interrupted"), waiver_notes=doc.get("waiver_notes") or [],
         hosts=hosts, checks=checks, colors=COLORS, glyphs=GLYPHS, statuses=ORDER,
-        severities=SEVERITIES)
+        severities=SEVERITIES, spark=(SPARK_W, SPARK_H))
 
 
 def render_junit(doc: dict[str, Any]) -> str:
@@ -157,4 +178,30 @@ def render_prometheus(doc: dict[str, Any]) -> str:
                            f"{int(status in ('fail', 'error'))}")
     out += ["# HELP omni_host_check_failing 1 while a check fails or errors (not waived).",
             "# TYPE omni_host_check_failing gauge", *failing]
-    return "\n".join(out) + "\n"
+    return "\n".join(out + _tokens_gauges(doc)) + "\n"
+
+
+def _tokens_gauges(doc: dict[str, Any]) -> list[str]:
+    """A bench's tokens/s per test (the mean of its repetitions, their relative spread) and,
+    for generation, the fraction of the bandwidth ceiling reached."""
+    rows: dict[str, list[str]] = {"tokens_per_second": [], "tokens_per_second_cv": [],
+                                  "tokens_per_second_ceiling_ratio": []}
+    for h in doc["hosts"]:
+        perf = next((r for r in h["results"] if r["id"] == PERF), None)
+        ceilings = ((perf or {}).get("details") or {}).get("ceiling") or {}
+        for name, t in bench_tests(h).items():
+            labels = f'host="{_label(h["host"])}",test="{_label(name)}",kind="{_label(t["kind"])}"'
+            rows["tokens_per_second"].append(f"omni_host_tokens_per_second{{{labels}}} {t['mean_ts']}")
+            rows["tokens_per_second_cv"].append(f"omni_host_tokens_per_second_cv{{{labels}}} {t['cv']}")
+            if name in ceilings:
+                rows["tokens_per_second_ceiling_ratio"].append(
+                    f"omni_host_tokens_per_second_ceiling_ratio{{{labels}}} {ceilings[name]['fraction']}")
+    helps = {"tokens_per_second": "llama-bench tokens/s of a test (mean of its repetitions).",
+             "tokens_per_second_cv": "Relative spread (stdev/mean) of the test's repetitions.",
+             "tokens_per_second_ceiling_ratio": "Generation tokens/s over the memory-bandwidth "
+                                                "ceiling of the weights read per token."}
+    out = []
+    for name, lines in rows.items():
+        if lines:
+            out += [f"# HELP omni_host_{name} {helps[name]}", f"# TYPE omni_host_{name} gauge", *lines]
+    return out

@@ -21,9 +21,12 @@ from omni_host.model import (
     ColdCase,
     ColdCaseItem,
     HostDiff,
+    LastBench,
     Report,
+    Status,
 )
 from omni_host.report.store import audit_dirs
+from omni_host.report.text import PERF, bench_tests
 
 BAD = ("fail", "error")
 COMPARED_FACTS = ("numa_nodes", "sockets", "driver_version", "cuda_version", "gpus", "swap_total_mib",
@@ -119,7 +122,14 @@ def diff_hosts(old: dict[str, Any], new: dict[str, Any],
     unblocked = sorted(e["engine"] for e in new.get("strategic", [])
                        if e.get("status") == "re-evaluate" and e["engine"] in blocked_ever)
     return HostDiff(tuple(new_failures), tuple(fixed), tuple(still), policy_changes(old, new),
-                    facts, tuple(resurrected), tuple(unblocked))
+                    facts, tuple(resurrected), tuple(unblocked), tokens_changes(old, new))
+
+
+def tokens_changes(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Change]:
+    """Each test both entries measured (two benches): its mean tokens/s then and now."""
+    before, after = bench_tests(old), bench_tests(new)
+    return {name: Change(before[name]["mean_ts"], after[name]["mean_ts"])
+            for name in after if name in before}
 
 
 def policy_changes(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Change]:
@@ -129,6 +139,17 @@ def policy_changes(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Change
     after = ((new.get("policy") or {}).get("values")) or {}
     return {k: Change(before.get(k), after.get(k))
             for k in sorted(set(before) | set(after)) if before.get(k) != after.get(k)}
+
+
+def last_bench(history: History, host: str) -> LastBench | None:
+    """The host's newest stored bench and its tokens/s verdict."""
+    for audit, entry in history.for_host(host):
+        if audit.doc.get("source") == "bench":
+            perf = next((r for r in entry.get("results", []) if r.get("id") == PERF), None)
+            if perf is not None:
+                return LastBench(audit.id, audit.started_at, Status(perf["status"]),
+                                 perf["summary"])
+    return None
 
 
 def cold_case(history: History, current: dict[str, Any]) -> ColdCase:
@@ -158,21 +179,40 @@ def cold_case(history: History, current: dict[str, Any]) -> ColdCase:
     return ColdCase(prev.id, tuple(items))
 
 
-def timelines(history: History, doc: dict[str, Any]) -> dict[str, dict[str, list[tuple[str, str]]]]:
-    """host -> check -> [(when, status)], oldest first, ending with ``doc`` itself."""
+def _when(ts: Any) -> str:
     import datetime as dt
 
-    def when(ts: Any) -> str:
-        return dt.datetime.fromtimestamp(float(ts or 0), dt.timezone.utc).strftime("%Y-%m-%d %H:%M")
+    return dt.datetime.fromtimestamp(float(ts or 0), dt.timezone.utc).strftime("%Y-%m-%d %H:%M")
 
+
+def _entries(history: History, doc: dict[str, Any], host: dict[str, Any]) -> list[tuple[Any, dict]]:
+    """(started, host entry) of the host's stored audits older than ``doc``, oldest first,
+    then ``doc``'s own: a stored audit's timeline ends with itself."""
+    past = [(a.started_at, h) for a, h in reversed(history.for_host(host["host"]))
+            if a.started_at < float(doc.get("started_at") or 0)]
+    return [*past, (doc.get("started_at"), host)]
+
+
+def timelines(history: History, doc: dict[str, Any]) -> dict[str, dict[str, list[tuple[str, str]]]]:
+    """host -> check -> [(when, status)], oldest first, ending with ``doc`` itself."""
     out: dict[str, dict[str, list[tuple[str, str]]]] = {}
     for host in doc["hosts"]:
         per_check: dict[str, list[tuple[str, str]]] = {}
-        # Only audits older than this one: a stored audit's timeline ends with itself.
-        past = [(a.started_at, h) for a, h in reversed(history.for_host(host["host"]))
-                if a.started_at < float(doc.get("started_at") or 0)]
-        for started, entry in [*past, (doc.get("started_at"), host)]:
+        for started, entry in _entries(history, doc, host):
             for check_id, status in _statuses(entry).items():
-                per_check.setdefault(check_id, []).append((when(started), status))
+                per_check.setdefault(check_id, []).append((_when(started), status))
         out[host["host"]] = per_check
+    return out
+
+
+def tokens_trends(history: History, doc: dict[str, Any]) -> dict[str, dict[str, list[tuple[str, float]]]]:
+    """host -> bench test -> [(when, mean tokens/s)] over its stored benches, oldest first."""
+    out: dict[str, dict[str, list[tuple[str, float]]]] = {}
+    for host in doc["hosts"]:
+        per_test: dict[str, list[tuple[str, float]]] = {}
+        for started, entry in _entries(history, doc, host):
+            for name, test in bench_tests(entry).items():
+                per_test.setdefault(name, []).append((_when(started), float(test["mean_ts"])))
+        if per_test:
+            out[host["host"]] = per_test
     return out

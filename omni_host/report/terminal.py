@@ -22,12 +22,14 @@ from omni_host.report.text import (
     ENGINE_WORDS,
     GLYPHS,
     ORDER,
+    PERF,
     STYLES,
     check_ids,
     engine_why,
     expected_state_line,
     fix_steps,
     init_command,
+    last_bench_line,
     status_of,
     summary_line,
     unobserved,
@@ -262,6 +264,11 @@ def _host(page: _Page, host: dict[str, Any], doc: dict[str, Any], rationale: dic
     shown.sort(key=lambda r: (ORDER.index(status_of(r)), r["severity"] != "critical", r["id"]))
     for r in shown:
         _finding(page, r, host, doc.get("inventory"), rationale)
+    perf = next((r for r in host["results"] if r["id"] == PERF), None)
+    if perf is not None and perf not in shown:  # a bench's number is never folded away
+        page.text(f"Tokens/s: {perf['summary']}", STYLES[status_of(perf)], rest="  ")
+    if host.get("last_bench"):
+        page.text(last_bench_line(host["last_bench"], doc.get("started_at")), "dim", rest="  ")
     if quiet:
         return
     _collapsed(page, host, doc.get("inventory"))

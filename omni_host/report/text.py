@@ -58,6 +58,24 @@ def fix_steps(result: dict[str, Any], inventory: str | None, host: str) -> list[
     return list(fix.get("steps") or ["manual"])
 
 
+PERF = "perf.tokens-per-s"
+
+
+def bench_tests(host: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """A bench's measured tests (name -> mean_ts, cv, samples...) from its host entry, {} for
+    an audit (which never runs a benchmark)."""
+    perf = next((r for r in host.get("results", []) if r["id"] == PERF), None)
+    return ((perf or {}).get("details") or {}).get("tests") or {}
+
+
+def last_bench_line(bench: dict[str, Any], now: float | None) -> str:
+    """An audit's line on the host's newest bench: its verdict, age and summary."""
+    hours = max(0.0, (float(now or 0) - float(bench["at"])) / 3600)
+    age = f"{hours:.0f} h" if hours < 48 else f"{hours / 24:.0f} days"
+    return (f"Last bench: {bench['status']} {age} ago ({bench['audit']}): {bench['summary']} "
+            "(omni-host bench to measure again)")
+
+
 def status_of(result: dict[str, Any]) -> str:
     return result.get("effective_status", result["status"])
 

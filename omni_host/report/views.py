@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from omni_host.report.formats import Timelines
+    from omni_host.report.formats import Timelines, Trends
     from omni_host.report.history import History
 
 
@@ -26,6 +26,7 @@ class ViewContext:
     layers: dict[str, str] = field(default_factory=dict)
     rationale: dict[str, str] = field(default_factory=dict)
     timelines: Timelines = field(default_factory=dict)
+    trends: Trends = field(default_factory=dict)  # HTML: tokens/s of each bench test over time
     width: int = 80
     color: bool = False
     verbosity: int = 0
@@ -41,13 +42,16 @@ def context(fmt: str, doc: dict[str, Any], history: Callable[[], History], *,
 
     metas = catalog().values()
     timelines: Timelines = {}
+    trends: Trends = {}
     if fmt in NEEDS_HISTORY:
         from omni_host.report.history import timelines as history_timelines
+        from omni_host.report.history import tokens_trends
 
-        timelines = history_timelines(history(), doc)
+        stored = history()
+        timelines, trends = history_timelines(stored, doc), tokens_trends(stored, doc)
     return ViewContext(layers={m.id: m.layer for m in metas},
                        rationale={m.id: m.rationale for m in metas}, timelines=timelines,
-                       width=width, color=color, verbosity=verbosity)
+                       trends=trends, width=width, color=color, verbosity=verbosity)
 
 
 def show_table(doc: dict[str, Any], ctx: ViewContext, console: Console) -> None:
@@ -81,7 +85,7 @@ def _markdown(doc: dict[str, Any], ctx: ViewContext) -> str:
 def _html(doc: dict[str, Any], ctx: ViewContext) -> str:
     from omni_host.report.formats import render_html
 
-    return render_html(doc, ctx.layers, ctx.timelines)
+    return render_html(doc, ctx.layers, ctx.timelines, ctx.trends)
 
 
 def _junit(doc: dict[str, Any], ctx: ViewContext) -> str:
