@@ -92,6 +92,7 @@ def registry() -> dict[str, CheckFn]:
         containers,
         docker,
         gpu,
+        gpu_faults,
         host,
         models,
         numa,

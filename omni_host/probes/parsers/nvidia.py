@@ -20,6 +20,28 @@ _MIB = re.compile(r"^(\d+)\s*MiB$")
 
 
 @dataclass(frozen=True)
+class GpuFaults:
+    """What ``nvidia-smi -q -x`` says of a GPU's health beyond its identity; None where the
+    driver says N/A or the element is absent (older drivers, consumer parts)."""
+
+    vbios: str | None = None
+    remap_pending: bool | None = None  # a row remap waits for a GPU reset
+    remap_failure: bool | None = None  # a row could not be remapped: hardware
+    remap_uncorrectable: int | None = None
+    retired_sbe: int | None = None  # pages retired for multiple single-bit errors
+    retired_dbe: int | None = None  # pages retired for a double-bit error
+    retire_pending: bool | None = None  # retired pages wait for a reboot / driver reload
+    events: tuple[str, ...] | None = None  # clock event (throttle) reasons active now
+    power_limit_w: float | None = None
+    power_default_w: float | None = None
+    link_gen_device_max: int | None = None  # the GPU's own best PCIe generation
+    link_gen_host_max: int | None = None  # the slot's (host's) best generation
+    utilization_pct: int | None = None
+    sm_clock_mhz: int | None = None
+    sm_clock_max_mhz: int | None = None
+
+
+@dataclass(frozen=True)
 class Gpu:
     index: int
     name: str
@@ -35,6 +57,7 @@ class Gpu:
     # Volatile uncorrectable ECC errors (SRAM + DRAM); None where the driver says N/A (ECC off
     # or not supported) or the tool does not report it.
     ecc_uncorrected: int | None = None
+    faults: GpuFaults | None = None  # nvidia-smi -q -x only (pynvml reports none of it)
 
     @property
     def memory_gib(self) -> float | None:
@@ -96,6 +119,59 @@ def _ecc_uncorrected(el: ET.Element) -> int | None:
     return sum(known) if known else None
 
 
+def _yes(value: str | None) -> bool | None:
+    value = na(value)
+    return None if value is None else value.lower() == "yes"
+
+
+def _watts(value: str | None) -> float | None:
+    value = na(value)
+    match = re.match(r"^([\d.]+)\s*W$", value) if value else None
+    return float(match.group(1)) if match else None
+
+
+def _first(el: ET.Element, paths: tuple[str, ...]) -> str | None:
+    """The first of ``paths`` that holds a value (not N/A)."""
+    return next((v for p in paths if (v := na(el.findtext(p))) is not None), None)
+
+
+EVENT_PARENTS = ("clocks_event_reasons", "clocks_throttle_reasons")  # driver 535+, before
+
+
+def _events(el: ET.Element) -> tuple[str, ...] | None:
+    """Active clock event reasons by their element's suffix (sw_power_cap, hw_slowdown...)."""
+    parent = next((p for name in EVENT_PARENTS if (p := el.find(name)) is not None), None)
+    if parent is None:
+        return None
+    return tuple(c.tag.split("_reason_", 1)[-1] for c in parent
+                 if (c.text or "").strip().lower() == "active")
+
+
+def _faults(el: ET.Element) -> GpuFaults:
+    link = "pci/pci_gpu_link_info/pcie_gen/"
+    return GpuFaults(
+        vbios=na(el.findtext("vbios_version")),
+        remap_pending=_yes(el.findtext("remapped_rows/remapped_row_pending")),
+        remap_failure=_yes(el.findtext("remapped_rows/remapped_row_failure")),
+        remap_uncorrectable=_int(el.findtext("remapped_rows/remapped_row_unc")),
+        retired_sbe=_int(el.findtext("retired_pages/multiple_single_bit_retirement/retired_count")),
+        retired_dbe=_int(el.findtext("retired_pages/double_bit_retirement/retired_count")),
+        retire_pending=_yes(_first(el, ("retired_pages/pending_retirement",
+                                        "retired_pages/pending_blacklist"))),
+        events=_events(el),
+        power_limit_w=_watts(_first(el, ("gpu_power_readings/current_power_limit",
+                                         "power_readings/current_power_limit",
+                                         "power_readings/power_limit"))),
+        power_default_w=_watts(_first(el, ("gpu_power_readings/default_power_limit",
+                                           "power_readings/default_power_limit"))),
+        link_gen_device_max=_int(el.findtext(link + "max_device_link_gen")),
+        link_gen_host_max=_int(el.findtext(link + "max_host_link_gen")),
+        utilization_pct=_int(el.findtext("utilization/gpu_util")),
+        sm_clock_mhz=_int(el.findtext("clocks/sm_clock")),
+        sm_clock_max_mhz=_int(el.findtext("max_clocks/sm_clock")),
+    )
+
+
 def _gpu(index: int, el: ET.Element) -> Gpu:
     link = "pci/pci_gpu_link_info/"
     return Gpu(
@@ -111,6 +187,7 @@ def _gpu(index: int, el: ET.Element) -> Gpu:
         pcie_width_current=_int(el.findtext(link + "link_widths/current_link_width")),
         pcie_width_max=_int(el.findtext(link + "link_widths/max_link_width")),
         ecc_uncorrected=_ecc_uncorrected(el),
+        faults=_faults(el),
     )
 
 

@@ -1,0 +1,164 @@
+"""The GPU faults that GPU-fleet tools (gpud, AzNHC, DCGM) catch and that ``nvidia-smi -q -x``
+already shows: memory errors (row remapping, retired pages), clock event reasons active now,
+a power limit capped below its default, a PCIe link that trained below what GPU and slot
+support, and VBIOS versions that differ across identical GPUs. Each reads the GPUs of
+``gpu.nvidia-smi`` alone (pynvml's helper reports none of these fields): where that probe has
+no answer the check is not evaluated, never passed."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import replace
+
+from omni_host.evaluate.checks import CheckMeta, check
+from omni_host.evaluate.facts import HostFacts
+from omni_host.model import CheckResult, Evidence, Remediation, Status
+from omni_host.plan.policy import Policy
+from omni_host.probes.parsers.nvidia import Gpu, GpuFaults
+
+# Clock event reasons that mean the hardware is protecting itself (gpud's hw-slowdown, DCGM's
+# throttle policy); SW power cap is normal at the limit and judged apart; idle, sync boost,
+# application and display clock settings are not faults.
+HW_EVENTS = {"hw_slowdown": "HW slowdown (power supply or overheating: clocks halved or more)",
+             "hw_thermal_slowdown": "HW thermal slowdown (the GPU is too hot)",
+             "hw_power_brake_slowdown": "HW power brake (the power supply asserted the brake)",
+             "sw_thermal_slowdown": "SW thermal slowdown (above the slowdown temperature)"}
+BUSY_PCT = 50  # utilisation above which a power cap that holds the clocks down is a finding
+HELD = 0.9  # SM clock below this share of its maximum: the cap is holding it
+
+
+def _faulted(facts: HostFacts, meta: CheckMeta,
+             judge: Callable[[Gpu, GpuFaults], tuple[Status, str]]) -> CheckResult:
+    """Run ``judge`` on each GPU of ``nvidia-smi -q -x``: (status, line) per GPU, the worst
+    status wins; a GPU whose fields are N/A says so in its line."""
+    probe = facts.get("gpu.nvidia-smi")
+    if not probe.ok:
+        return meta.not_evaluated(probe)
+    gpus = [g for g in probe.fact.gpus if g.faults is not None]
+    if not gpus:
+        return meta.result(Status.SKIP, "no GPU in nvidia-smi -q -x: nothing to check",
+                           evidence=(Evidence(probe.probe_id, probe.command, ()),))
+    verdicts = [(g, *judge(g, g.faults)) for g in gpus]
+    lines = tuple(f"GPU{g.index} {g.name}: {line}" for g, _, line in verdicts)
+    rank = [Status.SKIP, Status.PASS, Status.WARN, Status.FAIL]
+    worst = max((s for _, s, _ in verdicts), key=rank.index)
+    evidence = (Evidence(probe.probe_id, probe.command, lines),)
+    if worst is Status.SKIP:
+        return meta.result(Status.SKIP, "not reported by this GPU or driver: " + "; ".join(lines),
+                           evidence=evidence)
+    shown = [f"GPU{g.index}: {line}" for g, s, line in verdicts if s is worst] \
+        if worst is not Status.PASS else [f"{len(gpus)} GPU(s): " + "; ".join(
+            line for _, _, line in verdicts)]
+    return meta.result(worst, "; ".join(shown), actual=list(lines), evidence=evidence)
+
+
+@check("gpu.memory-errors")
+def memory_errors(facts: HostFacts, policy: Policy, meta: CheckMeta) -> CheckResult:
+    def judge(g: Gpu, f: GpuFaults) -> tuple[Status, str]:
+        if f.remap_failure:
+            return Status.FAIL, ("row remapping failed: the GPU can no longer mask bad memory "
+                                 "(hardware: inspection, RMA)")
+        if f.remap_pending:
+            return Status.WARN, ("a row remap is pending: reset the GPU (nvidia-smi -r -i "
+                                 f"{g.index}) or reboot to activate it")
+        if f.retire_pending:
+            return Status.WARN, "retired pages pending: reboot or reload the driver to retire them"
+        parts = []
+        if f.remap_pending is not None:
+            parts.append(f"row remapping healthy ({f.remap_uncorrectable or 0} uncorrectable "
+                         "row(s) remapped)")
+        if f.retired_dbe is not None or f.retired_sbe is not None:
+            parts.append(f"{f.retired_dbe or 0} page(s) retired for double-bit, "
+                         f"{f.retired_sbe or 0} for single-bit errors, none pending")
+        if not parts:
+            return Status.SKIP, "row remapping and page retirement N/A"
+        return Status.PASS, ", ".join(parts)
+
+    return _faulted(facts, meta, judge)
+
+
+@check("gpu.clock-events")
+def clock_events(facts: HostFacts, policy: Policy, meta: CheckMeta) -> CheckResult:
+    def judge(g: Gpu, f: GpuFaults) -> tuple[Status, str]:
+        if f.events is None:
+            return Status.SKIP, "clock event reasons not reported"
+        hw = [HW_EVENTS[e] for e in f.events if e in HW_EVENTS]
+        if hw:
+            return Status.WARN, "active now: " + ", ".join(hw)
+        if "sw_power_cap" in f.events and (f.utilization_pct or 0) >= BUSY_PCT and \
+                f.sm_clock_mhz and f.sm_clock_max_mhz and f.sm_clock_mhz < HELD * f.sm_clock_max_mhz:
+            return Status.WARN, (f"the power cap holds the clocks under load: SM {f.sm_clock_mhz} "
+                                 f"of {f.sm_clock_max_mhz} MHz at {f.utilization_pct}% busy, limit "
+                                 f"{f.power_limit_w:g} W")
+        active = ", ".join(f.events) or "none"
+        return Status.PASS, f"no slowdown active (reasons now: {active})"
+
+    return _faulted(facts, meta, judge)
+
+
+@check("gpu.power-limit")
+def power_limit(facts: HostFacts, policy: Policy, meta: CheckMeta) -> CheckResult:
+    capped: list[Gpu] = []
+
+    def judge(g: Gpu, f: GpuFaults) -> tuple[Status, str]:
+        if f.power_limit_w is None or f.power_default_w is None:
+            return Status.SKIP, "power limit not reported"
+        if f.power_limit_w < f.power_default_w * 0.99:
+            capped.append(g)
+            return Status.WARN, (f"power limit {f.power_limit_w:g} W, below its default "
+                                 f"{f.power_default_w:g} W")
+        return Status.PASS, f"power limit {f.power_limit_w:g} W (default {f.power_default_w:g} W)"
+
+    result = _faulted(facts, meta, judge)
+    if not capped:
+        return result
+    steps = tuple(f"nvidia-smi -i {g.index} -pl {g.faults.power_default_w:g}  # back to the "
+                  "default; it resets at reboot unless persisted (nvidia-persistenced, a "
+                  "systemd unit)" for g in capped if g.faults)
+    return replace(result, remediation=Remediation("manual", None, steps))
+
+
+@check("gpu.pcie-link")
+def pcie_link(facts: HostFacts, policy: Policy, meta: CheckMeta) -> CheckResult:
+    """The link's maximum generation (what it trained to, which does not depend on load)
+    against the GPU's own and the slot's; the current generation drops at idle and is not
+    judged."""
+    def judge(g: Gpu, f: GpuFaults) -> tuple[Status, str]:
+        trained, device, host = g.pcie_gen_max, f.link_gen_device_max, f.link_gen_host_max
+        if trained is None or device is None:
+            return Status.SKIP, "PCIe link generations not reported"
+        able = min(device, host) if host is not None else device
+        if trained < able:
+            return Status.WARN, (f"link trained at gen{trained} max, though the GPU (gen{device})"
+                                 + (f" and the slot (gen{host})" if host is not None else "")
+                                 + f" support gen{able}: reseat it, check the riser and the "
+                                 "BIOS link speed")
+        slot = f"; the slot limits it (the GPU supports gen{device})" if host and host < device \
+            else ""
+        return Status.PASS, f"gen{trained} x{g.pcie_width_max or '?'}{slot}"
+
+    return _faulted(facts, meta, judge)
+
+
+@check("gpu.vbios")
+def vbios(facts: HostFacts, policy: Policy, meta: CheckMeta) -> CheckResult:
+    probe = facts.get("gpu.nvidia-smi")
+    if not probe.ok:
+        return meta.not_evaluated(probe)
+    by_model: dict[str, dict[str, list[int]]] = {}
+    for g in probe.fact.gpus:
+        version = g.faults.vbios if g.faults else None
+        by_model.setdefault(g.name, {}).setdefault(version or "N/A", []).append(g.index)
+    lines = tuple(f"{model}: " + ", ".join(f"{v} on GPU{','.join(map(str, ids))}"
+                                           for v, ids in versions.items())
+                  for model, versions in by_model.items())
+    evidence = (Evidence(probe.probe_id, probe.command, lines),)
+    if not by_model:
+        return meta.result(Status.SKIP, "no GPU in nvidia-smi -q -x: nothing to check",
+                           evidence=evidence)
+    mixed = [line for line, versions in zip(lines, by_model.values(), strict=True)
+             if len(versions) > 1]
+    if mixed:
+        return meta.result(Status.WARN, "identical GPUs run different VBIOS: " + "; ".join(mixed),
+                           actual=list(lines), evidence=evidence)
+    return meta.result(Status.PASS, "; ".join(lines), actual=list(lines), evidence=evidence)

@@ -1,0 +1,139 @@
+"""GPU faults from ``nvidia-smi -q -x``: real captures (the lent H100 idle and under a matmul
+load, two NVLinked H200s, telegraf's public test data from driver 515 to 595), and, for faults
+no public capture shows, the H100's real capture with only that value changed (each variant is
+one exact replacement of the capture's own text, asserted to occur once). Expected verdicts are
+read from the capture's text."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import pytest
+from conftest import public_capture
+from helpers import gpu_bundle, with_probe
+
+from omni_host.evaluate.audit import evaluate_bundle
+from omni_host.model import Status
+from omni_host.plan.policy import policy_from_vars
+from omni_host.probes.parsers.nvidia import parse_nvidia_smi_xml
+
+FAULTS = Path(__file__).parent / "fixtures" / "captures" / "gpu-faults"
+IDLE = (FAULTS / "nvidia-smi-q-x_h100_580.159.04_idle.xml").read_text()
+LOAD = (FAULTS / "nvidia-smi-q-x_h100_580.159.04_matmul-load.xml").read_text()
+H200X2 = (FAULTS / "nvidia-smi-q-x_2x-h200_580.159.04_idle.xml").read_text()
+
+
+def variant(text: str, old: str, new: str) -> str:
+    """The real capture with one value changed (``old`` occurs exactly once)."""
+    assert text.count(old) == 1, old
+    return text.replace(old, new)
+
+
+def second_gpu(text: str, old: str, new: str) -> str:
+    """``variant`` applied to the second <gpu> element alone."""
+    at = text.index("<gpu id=", text.index("<gpu id=") + 1)
+    return text[:at] + variant(text[at:], old, new)
+
+
+def judged(xml: str, check_id: str):
+    bundle = with_probe(gpu_bundle("h100-x1"), "gpu.nvidia-smi", xml)
+    policy = policy_from_vars({}, "t")
+    return next(r for r in evaluate_bundle(bundle, policy).results if r.id == check_id)
+
+
+REMAP = "<remapped_row_pending>No</remapped_row_pending>"
+FAILURE = "<remapped_row_failure>No</remapped_row_failure>"
+HW_SLOW = "<clocks_event_reason_hw_slowdown>Not Active</clocks_event_reason_hw_slowdown>"
+THERMAL = ("<clocks_event_reason_hw_thermal_slowdown>Not Active"
+           "</clocks_event_reason_hw_thermal_slowdown>")
+LIMIT = "<current_power_limit>700.00 W</current_power_limit>"
+GEN = "<max_link_gen>5</max_link_gen>"
+
+
+@pytest.mark.parametrize("xml, check_id, status, words", [
+    # the real captures as they are
+    (IDLE, "gpu.memory-errors", Status.PASS, "row remapping healthy (0 uncorrectable row(s)"),
+    (IDLE, "gpu.clock-events", Status.PASS, "no slowdown active (reasons now: none)"),
+    (IDLE, "gpu.power-limit", Status.PASS, "power limit 700 W (default 700 W)"),
+    (IDLE, "gpu.pcie-link", Status.PASS, "gen5 x16"),
+    (IDLE, "gpu.vbios", Status.PASS, "NVIDIA H100 80GB HBM3: 96.00.DA.00.0C on GPU0"),
+    (LOAD, "gpu.clock-events", Status.WARN,
+     "the power cap holds the clocks under load: SM 1260 of 1980 MHz at 100% busy"),
+    (LOAD, "gpu.power-limit", Status.PASS, "power limit 700 W (default 700 W)"),
+    (H200X2, "gpu.vbios", Status.PASS, "NVIDIA H200: 96.00.A5.00.1A on GPU0,1"),
+    # one value changed each
+    (variant(IDLE, REMAP, REMAP.replace("No", "Yes")), "gpu.memory-errors", Status.WARN,
+     "GPU0: a row remap is pending: reset the GPU (nvidia-smi -r -i 0)"),
+    (variant(IDLE, FAILURE, FAILURE.replace("No", "Yes")), "gpu.memory-errors", Status.FAIL,
+     "row remapping failed"),
+    (variant(IDLE, HW_SLOW, HW_SLOW.replace("Not Active", "Active")), "gpu.clock-events",
+     Status.WARN, "active now: HW slowdown"),
+    (variant(IDLE, THERMAL, THERMAL.replace("Not Active", "Active")), "gpu.clock-events",
+     Status.WARN, "HW thermal slowdown (the GPU is too hot)"),
+    (variant(IDLE, LIMIT, LIMIT.replace("700.00", "450.00")), "gpu.power-limit", Status.WARN,
+     "GPU0: power limit 450 W, below its default 700 W"),
+    (variant(IDLE, GEN, GEN.replace("5", "4")), "gpu.pcie-link", Status.WARN,
+     "link trained at gen4 max, though the GPU (gen5) support gen5"),
+    (second_gpu(H200X2, "<vbios_version>96.00.A5.00.1A</vbios_version>",
+                "<vbios_version>96.00.A5.00.10</vbios_version>"), "gpu.vbios", Status.WARN,
+     "identical GPUs run different VBIOS: NVIDIA H200: 96.00.A5.00.1A on GPU0, "
+     "96.00.A5.00.10 on GPU1"),
+])
+def test_gpu_fault_checks(xml: str, check_id: str, status: Status, words: str) -> None:
+    result = judged(xml, check_id)
+    assert result.status is status, result.summary
+    assert words in result.summary
+
+
+@pytest.mark.parametrize("name, check_id, status, words", [
+    # the slot tops at gen4 while the Blackwell card supports gen5: the slot limits it
+    ("telegraf_rtx-pro-6000-maxq-blackwell_590.44.01_q-x.xml", "gpu.pcie-link", Status.PASS,
+     "gen4 x16; the slot limits it (the GPU supports gen5)"),
+    # idle at gen1 (power saving): the maximum trained generation is judged, not the current
+    ("telegraf_dual-rtx-2080_590.44.01_q-x.xml", "gpu.pcie-link", Status.PASS, "gen3 x16"),
+    ("telegraf_dual-rtx-2080_590.44.01_q-x.xml", "gpu.vbios", Status.PASS,
+     "NVIDIA GeForce RTX 2080: 90.04.0B.00.8F on GPU0,1"),
+    ("telegraf_tesla-t4_515.105.01_q-x.xml", "gpu.memory-errors", Status.PASS,
+     "0 page(s) retired for double-bit, 0 for single-bit errors, none pending"),
+    ("telegraf_rtx-3060_570.124.04_q-x.xml", "gpu.memory-errors", Status.SKIP,
+     "row remapping and page retirement N/A"),
+    ("telegraf_rtx-3080_595.58.03_q-x.xml", "gpu.clock-events", Status.PASS,
+     "no slowdown active (reasons now: none)"),  # 65% busy, nothing active
+    ("telegraf_rtx-3060_570.124.04_q-x.xml", "gpu.clock-events", Status.PASS,
+     "reasons now: gpu_idle"),
+    ("telegraf_tesla-t4_515.105.01_q-x.xml", "gpu.power-limit", Status.PASS,
+     "power limit 70 W (default 70 W)"),  # power_readings/power_limit of driver 515
+    ("telegraf_tesla-t4_515.105.01_q-x.xml", "gpu.pcie-link", Status.SKIP,
+     "PCIe link generations not reported"),  # no max_device_link_gen before DTD v12
+])
+def test_gpu_fault_checks_on_public_captures(name: str, check_id: str, status: Status,
+                                              words: str) -> None:
+    result = judged(public_capture(f"nvidia-smi/{name}"), check_id)
+    assert result.status is status, result.summary
+    assert words in result.summary
+
+
+def test_fault_fields_of_the_h100_under_load() -> None:
+    (gpu,) = parse_nvidia_smi_xml(LOAD).gpus
+    assert gpu.faults.events == ("sw_power_cap",)
+    assert (gpu.faults.utilization_pct, gpu.faults.sm_clock_mhz, gpu.faults.sm_clock_max_mhz) \
+        == (100, 1260, 1980)
+    assert gpu.faults.power_limit_w == gpu.faults.power_default_w == 700.0
+
+
+def test_power_limit_finding_gives_the_command_that_restores_it() -> None:
+    result = judged(variant(IDLE, LIMIT, LIMIT.replace("700.00", "450.00")), "gpu.power-limit")
+    assert result.remediation.steps[0].startswith("nvidia-smi -i 0 -pl 700")
+
+
+@pytest.mark.parametrize("check_id", ["gpu.memory-errors", "gpu.clock-events", "gpu.power-limit",
+                                      "gpu.pcie-link", "gpu.vbios"])
+def test_without_the_xml_the_fault_checks_are_not_evaluated(check_id: str) -> None:
+    bundle = gpu_bundle("h100-x1")
+    results = {k: v for k, v in bundle.results.items() if k != "gpu.nvidia-smi"}
+    bundle = dataclasses.replace(bundle, results=results)
+    result = next(r for r in evaluate_bundle(bundle, policy_from_vars({}, "t")).results
+                  if r.id == check_id)
+    assert result.status is Status.SKIP
+    assert result.summary.startswith("not evaluated: nvidia-smi -q -x: not collected")
