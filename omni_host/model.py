@@ -58,6 +58,12 @@ class ProbeResult:
     def ok(self) -> bool:
         return self.outcome is Outcome.OBSERVED
 
+    @property
+    def not_collected(self) -> bool:
+        """The bundle holds no output of it (an older collector, another engine, another
+        policy): nothing was observed, so nothing may be concluded from its absence."""
+        return self.outcome is Outcome.UNAVAILABLE and self.reason.startswith("not collected")
+
     def why_not(self) -> str:
         """One line saying why there is no fact: for skip and error summaries."""
         if self.outcome is Outcome.UNPARSEABLE:

@@ -180,12 +180,14 @@ def without_cpu(bundle: Bundle) -> Bundle:
     # OpenBLAS#1461: a TR 1950X in NUMA mode, "naturally a NUMA architecture": two dies
     ("numactl/threadripper-1950x-1s-numa-mode_2nodes.txt", 1, Status.FAIL,
      "1 socket (numactl distance matrix), 2 NUMA nodes per socket, expected 1"),
-    ("numactl/aws-c5n.18xlarge-2s-intel_2nodes.txt", 1, Status.PASS,
-     "2 sockets (numactl distance matrix), 1 NUMA node per socket, as expected"),
+    # Two Xeon sockets at distance 21 read exactly as the two dies of one Cluster-on-Die
+    # socket: without the CPU topology, no verdict (the false pass the issue saw on CoD)
+    ("numactl/aws-c5n.18xlarge-2s-intel_2nodes.txt", 1, Status.SKIP,
+     "the distance matrix is ambiguous: groups of nodes at distance 21: another socket, or "
+     "another die of the same socket (Cluster-on-Die, SNC)"),
     # Aurora: 2 CPUs, each with its DDR node and its HBM node (flat mode) without CPUs
-    ("numactl/aurora-2s-xeon-max-hbm-flat_4nodes_2cpuless.txt", 1, Status.PASS,
-     "2 sockets (numactl distance matrix), 1 NUMA node per socket, as expected; 2 CPU-less "
-     "memory nodes (HBM, CXL or NVDIMM), not counted: 2, 3"),
+    ("numactl/aurora-2s-xeon-max-hbm-flat_4nodes_2cpuless.txt", 1, Status.SKIP,
+     "distance matrix is ambiguous: groups of nodes at distance 21"),
 ])
 def test_nps_per_socket_on_real_captures(capture, expected, status, words) -> None:
     bundle = with_output(without_cpu(gpu_bundle("h100-x1")), "numa.numactl",
@@ -331,3 +333,27 @@ def test_a_parser_crash_costs_its_checks_never_the_host(monkeypatch: pytest.Monk
     assert results["numa.nps1"].status is Status.ERROR
     assert "parser crashed: ZeroDivisionError: a bug" in results["numa.nps1"].summary
     assert results["gpu.driver-version"].status is not Status.ERROR
+
+
+def test_cpu_topology_decides_where_distances_are_ambiguous() -> None:
+    """The same two-node Xeon matrix (nodes 21 apart) with the CPU topology beside it: the
+    package ids count the sockets, the distance matrix is not needed."""
+    bundle = with_output(gpu_bundle("h200-x2"), "numa.numactl",
+                         public_capture("numactl/aws-c5n.18xlarge-2s-intel_2nodes.txt"))
+    result = verdicts(bundle, omni_numa_nps=1)["numa.nps1"]
+    cpu = verdicts(bundle)["numa.nps1"].details["sockets_from"]
+    assert cpu == "/proc/cpuinfo physical id"
+    # this H200 host's cpuinfo lists one physical id: 2 nodes on 1 socket, NPS2-like
+    assert result.status is Status.FAIL
+    assert "1 socket (/proc/cpuinfo physical id), 2 NUMA nodes per socket" in result.summary
+
+
+def test_a_vm_whose_vcpus_claim_two_sockets_on_one_node_is_not_judged() -> None:
+    """sonar#450: a 2-vCPU VM whose /proc/cpuinfo gives each vCPU its own physical id, on one
+    NUMA node (this bundle's own): the sources disagree, and the check says so."""
+    bundle = with_output(gpu_bundle("h100-x1"), "cpu.cpuinfo", public_capture(
+        "cpu/proc-cpuinfo_vm-2vcpu-haswell_2-physical-ids_sonar450.txt"))
+    result = verdicts(bundle, omni_numa_nps=1)["numa.nps1"]
+    assert result.status is Status.SKIP
+    assert result.summary.startswith("the sources disagree: 2 sockets by /proc/cpuinfo physical "
+                                     "id, but only 1 NUMA node with CPUs")

@@ -137,3 +137,55 @@ def test_without_the_xml_the_fault_checks_are_not_evaluated(check_id: str) -> No
                   if r.id == check_id)
     assert result.status is Status.SKIP
     assert result.summary.startswith("not evaluated: nvidia-smi -q -x: not collected")
+
+
+# -- not collected is not observed --------------------------------------------------------------
+EXPECTS_H100 = {"omni_gpus": [{"model": "H100", "vram_gib": 80}], "omni_gpu_driver_min": "580.0",
+                "omni_swap_size_mib": 1024}
+
+
+def _without(bundle, *probe_ids: str):
+    return dataclasses.replace(bundle, results={k: v for k, v in bundle.results.items()
+                                                if k not in probe_ids})
+
+
+@pytest.mark.parametrize("name", ["h100-x1", "h200-x2"])
+def test_evidence_taken_away_never_makes_a_verdict(name: str) -> None:
+    """Each probe of the lent machines' bundles removed in turn: a check whose verdict moves
+    moves to skip or error, never to another pass, warn or fail."""
+    from omni_host.probes.catalog import PROBES
+
+    policy = policy_from_vars(EXPECTS_H100, "t")
+    bundle = gpu_bundle(name)
+    full = {r.id: r.status for r in evaluate_bundle(bundle, policy).results}
+    moved = []
+    for probe in PROBES:
+        for r in evaluate_bundle(_without(bundle, probe.id), policy).results:
+            if r.status is not full[r.id] and r.status not in (Status.SKIP, Status.ERROR):
+                moved.append(f"without {probe.id}: {r.id} {full[r.id].value} -> {r.status.value}")
+    assert moved == []
+
+
+def test_a_bundle_with_the_topology_alone_judges_no_gpu_check() -> None:
+    """nvidia-smi topo -m is there, -q -x, pynvml and --query-gpu are not (an older collector,
+    another engine): the GPU checks are not evaluated, never "no NVIDIA driver answers"."""
+    bundle = _without(gpu_bundle("h100-x1"), "gpu.nvidia-smi", "gpu.pynvml", "gpu.query")
+    results = {r.id: r for r in evaluate_bundle(bundle, policy_from_vars(EXPECTS_H100, "t")).results}
+    for check_id in ("gpu.driver-version", "gpu.topology", "gpu.health", "gpu.memory-errors"):
+        assert results[check_id].status is Status.SKIP, (check_id, results[check_id].summary)
+        assert "not collected in this bundle" in results[check_id].summary
+        assert "no NVIDIA driver answers" not in results[check_id].summary
+
+
+def test_a_partial_xml_errors_on_its_own_name() -> None:
+    """The public A100 capture lists 1 of its 4 attached GPUs: every GPU check errors on
+    nvidia-smi -q -x, none blames a query that was never collected."""
+    bundle = with_probe(_without(gpu_bundle("h100-x1"), "gpu.pynvml", "gpu.query"),
+                        "gpu.nvidia-smi",
+                        public_capture("nvidia-smi/telegraf_4x-a100-sxm4-80gb_535.54.03_q-x.xml"))
+    results = {r.id: r for r in evaluate_bundle(bundle, policy_from_vars(EXPECTS_H100, "t")).results}
+    for check_id in ("gpu.driver-version", "gpu.topology", "gpu.health", "gpu.vbios"):
+        assert results[check_id].status is Status.ERROR
+        assert results[check_id].summary.startswith("nvidia-smi -q -x: unparseable output "
+                                                     "(nvidia-smi reports attached_gpus 4 but "
+                                                     "lists 1 <gpu> element(s)")

@@ -29,7 +29,7 @@ def _gpu_line(gpu: Gpu) -> str:
 def _no_gpu(meta: CheckMeta, probe: ProbeResult, policy: Policy, expected: object) -> CheckResult:
     """No NVIDIA driver answered. A failure when the policy expects GPUs."""
     evidence = (Evidence(probe.probe_id, probe.command, (probe.reason,)),)
-    if probe.outcome is Outcome.UNPARSEABLE:
+    if probe.outcome is Outcome.UNPARSEABLE or probe.not_collected:
         return meta.not_evaluated(probe, expected=expected)
     if "permission denied" in probe.reason:
         return meta.not_evaluated(probe, expected=expected)

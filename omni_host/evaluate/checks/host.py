@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from omni_host.evaluate.checks import CheckMeta, check
 from omni_host.evaluate.facts import HostFacts
-from omni_host.model import CheckResult, Evidence, Status
+from omni_host.model import CheckResult, Evidence, Outcome, Status
 from omni_host.plan.policy import Policy
 from omni_host.probes.parsers.build import GpuQuery
 
@@ -96,6 +96,12 @@ def gpu_health(facts: HostFacts, policy: Policy, meta: CheckMeta) -> CheckResult
     query = facts.get("gpu.query")
     gpus = query.fact if query.ok else _from_inventory(facts)
     if gpus is None:
+        inventory = facts.first_observed("gpu.nvidia-smi", "gpu.pynvml")
+        # Say what could not be read (the XML, not a query that was never collected), and
+        # conclude nothing from what was never collected.
+        unread = next((p for p in (inventory, query) if p.outcome is Outcome.UNPARSEABLE), None)
+        if unread is not None or query.not_collected:
+            return meta.not_evaluated(unread or (query if inventory.not_collected else inventory))
         if policy.gpus:
             return meta.result(Status.FAIL, f"policy expects GPUs: {query.why_not()}")
         return meta.not_evaluated(query)

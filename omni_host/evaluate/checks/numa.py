@@ -36,8 +36,13 @@ def bios_setting(cpu: CpuInfo | None, per_socket: int) -> str:
 
 
 def _sockets(topo: NumaTopology, cpu: CpuInfo | None) -> tuple[int | None, str]:
+    """The CPU topology's package ids first; the distance matrix only where they are missing,
+    and not at all where it is ambiguous (the reason is returned instead)."""
     if cpu is not None and cpu.sockets:
         return cpu.sockets, f"{cpu.source} physical id"
+    ambiguous = topo.distance_ambiguity()
+    if ambiguous:
+        return None, f"no physical id in /proc/cpuinfo, and the distance matrix is ambiguous: {ambiguous}"
     from_matrix = topo.sockets_from_distances()
     return from_matrix, "numactl distance matrix" if from_matrix else "unknown"
 
@@ -72,10 +77,16 @@ def nps1(facts: HostFacts, policy: Policy, meta: CheckMeta) -> CheckResult:
                "sockets": sockets, "sockets_from": how}
     nodes = topo.cpu_node_count
     if sockets is None:
+        why = how if how != "unknown" else ("no physical id in /proc/cpuinfo, no complete "
+                                            "distance matrix")
         return meta.result(Status.SKIP, f"{nodes} NUMA nodes, but the sockets are "
-                           "unknown (no physical id in /proc/cpuinfo, no complete distance "
-                           f"matrix): nodes per socket cannot be told{via}", expected=expected,
-                           evidence=evidence, details=details)
+                           f"unknown ({why}): nodes per socket cannot be told{via}",
+                           expected=expected, evidence=evidence, details=details)
+    if nodes < sockets:  # e.g. a VM whose vCPUs each claim a socket of their own
+        return meta.result(Status.SKIP, f"the sources disagree: {_count(sockets, 'socket')} by "
+                           f"{how}, but only {_count(nodes, 'NUMA node')} with CPUs{via}: a "
+                           "virtual machine's CPU topology? nodes per socket cannot be told",
+                           expected=expected, evidence=evidence, details=details)
     if nodes % sockets:
         return meta.result(Status.FAIL, f"{nodes} NUMA nodes on {sockets} sockets: "
                            f"not the same on every socket{memoryless}{via}", expected=expected,

@@ -21,6 +21,8 @@ _SYS_CPULIST = re.compile(r"^/sys/devices/system/node/node(\d+)/cpulist:(.*)$", 
 _DISTANCE_ROW = re.compile(r"^\s*(\d+):((?:\s+\d+)+)\s*$", re.M)
 _SYS_DISTANCE = re.compile(r"^/sys/devices/system/node/node(\d+)/distance:([\d ]+)$", re.M)
 SAME_SOCKET_BELOW = 20  # SLIT distances: 10 local, 11-16 same socket, >= 20 another socket
+AMBIGUOUS_UP_TO = 21  # a Xeon's other socket and a Cluster-on-Die sibling both read 21
+MAX_NODES_PER_SOCKET = 4  # NPS4 on EPYC, SNC4 on Xeon
 MAX_CPU_ID = 1 << 16
 _SYS_MEMTOTAL = re.compile(r"^/sys/devices/system/node/node(\d+)/meminfo:Node\s+\d+\s+MemTotal:\s+(\d+)\s+kB",
                            re.M)
@@ -71,6 +73,26 @@ class NumaTopology:
         if sorted(members) != list(range(n)):  # overlapping groups: not a socket partition
             return None
         return len(groups)
+
+    def distance_ambiguity(self) -> str | None:
+        """Why the distance matrix alone cannot count the sockets here, or None. Groups at 21
+        are another socket on a two-socket Xeon, but the other die of the same socket under
+        Cluster-on-Die (and SNC, multi-die Opterons) too; more than four nodes all closer
+        than 20 are one socket only if it has that many nodes, which no NPS or SNC mode gives
+        (an eight-socket Xeon's SLIT can read so)."""
+        groups = self.sockets_from_distances()
+        if groups is None or self.node_count == 1:
+            return None
+        if groups == 1 and self.cpu_node_count > MAX_NODES_PER_SOCKET:
+            return (f"{self.cpu_node_count} nodes all closer than {SAME_SOCKET_BELOW} to each "
+                    f"other: one socket has at most {MAX_NODES_PER_SOCKET} (NPS4, SNC4), so "
+                    "these are several sockets whose distances do not say how many")
+        across = [d for i, row in self.distances.items() for j, d in enumerate(row)
+                  if d >= SAME_SOCKET_BELOW]
+        if groups > 1 and min(across) <= AMBIGUOUS_UP_TO:
+            return (f"groups of nodes at distance {min(across)}: another socket, or another die "
+                    "of the same socket (Cluster-on-Die, SNC); the distances cannot tell")
+        return None
 
 
 def parse_numactl_hardware(text: str) -> NumaTopology:
