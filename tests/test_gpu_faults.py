@@ -189,3 +189,44 @@ def test_a_partial_xml_errors_on_its_own_name() -> None:
         assert results[check_id].summary.startswith("nvidia-smi -q -x: unparseable output "
                                                      "(nvidia-smi reports attached_gpus 4 but "
                                                      "lists 1 <gpu> element(s)")
+
+
+# -- lighter on the host: no GPU topology on a one-GPU host --------------------------------------
+@pytest.mark.parametrize("entries, skipped", [(0, True), (1, True), (2, False), (None, False)])
+def test_topology_probes_need_two_gpus(tmp_path: Path, entries: int | None, skipped: bool) -> None:
+    from omni_host.probes.catalog import PROBES_BY_ID
+    from omni_host.remote.collector import _absent_requirement
+
+    gpus = tmp_path / "gpus"
+    if entries is not None:  # None: no /proc/driver/nvidia/gpus to count: the probe runs
+        gpus.mkdir()
+        for i in range(entries):
+            (gpus / f"0000:0{i}:00.0").mkdir()
+    entry = PROBES_BY_ID["gpu.topo"].plan_entry()
+    entry["requires"]["path"] = str(gpus)
+    reason = _absent_requirement(entry)
+    assert (reason is not None) is skipped
+    if skipped:
+        assert reason == f"fewer than two GPUs: no GPU topology to read ({entries} in {gpus})"
+
+
+def test_the_lighter_collector_gives_the_h100_the_same_verdicts() -> None:
+    """The lent H100's raw collector output with the old plan (topo -m and -p2p on its one
+    GPU) and the new (both skipped): every verdict and summary the same."""
+    from omni_host.collect.bundle import bundle_from_output
+
+    folder = Path(__file__).parent / "fixtures" / "captures" / "collector-h100"
+    policy = policy_from_vars({"omni_gpus": [{"model": "H100", "vram_gib": 80}],
+                               "omni_swap_size_mib": 0, "omni_build_packages": []}, "t")
+    judged = []
+    for name in ("collector-before_topo-on-one-gpu.out", "collector-after_topo-skipped.out"):
+        bundle = bundle_from_output("h100", "local", stdout=(folder / name).read_text(),
+                                    stderr="", exit_code=0, duration_s=0.1, started=0.0,
+                                    python="python3")
+        judged.append({r.id: (r.status, r.summary)
+                       for r in evaluate_bundle(bundle, policy).results})
+        topo = bundle.results["gpu.topo"]
+    assert judged[0] == judged[1]
+    assert judged[1]["gpu.topology"][0] is Status.PASS
+    assert (topo.status, topo.reason) == ("skipped", "fewer than two GPUs: no GPU topology to "
+                                                     "read (1 in /proc/driver/nvidia/gpus)")

@@ -347,9 +347,21 @@ def read_inline(probe, record, start):
 
 def _absent_requirement(probe):
     """A probe may name a path that must exist for it to be worth running (the NVML fallback
-    needs the NVIDIA kernel driver): the reason it was not run, or None."""
+    needs the NVIDIA kernel driver), or a directory that, where it exists, must hold at least
+    ``entries`` entries (the GPU topology needs two GPUs in /proc/driver/nvidia/gpus): the
+    reason it was not run, or None."""
     needs = probe.get("requires")
-    if needs and not os.path.exists(needs["path"]):
+    if not needs:
+        return None
+    if needs.get("entries"):
+        try:
+            found = len(os.listdir(needs["path"]))
+        except OSError:
+            return None  # not there to count (a container): run it and let it answer
+        if found < needs["entries"]:
+            return "%s (%d in %s)" % (needs["why"], found, needs["path"])
+        return None
+    if not os.path.exists(needs["path"]):
         return "%s (no %s)" % (needs["why"], needs["path"])
     return None
 
