@@ -148,7 +148,7 @@ def test_gpu_health(query: str, status: Status, words: str) -> None:
 
 
 def test_xid_lines_of_a_real_kernel_log_without_xid() -> None:
-    assert host.parse_xid(capture("dmesg-nvrm.txt")) == ()
+    assert host.parse_xid(capture("dmesg-nvrm.txt")).events == ()
 
 
 def test_cpu_avx512_on_zen5_capture() -> None:
@@ -474,9 +474,10 @@ def test_gpu_health_falls_back_to_nvidia_smi_xml() -> None:
     assert result.evidence[0].probe == "gpu.nvidia-smi"
     # the H200s' XML reports <dram_uncorrectable>0</dram_uncorrectable> (and SRAM 0) per GPU
     assert "2 GPU(s): persistence on, full PCIe width, no uncorrectable ECC error" in result.summary
-    # this bundle has no dmesg probe: said as such, never "no Xid"
-    assert "Xid events not readable (not collected in this bundle)" in result.summary
-    assert "no Xid" not in result.summary
+    # this bundle has no dmesg probe: gpu.xid says so, never "no Xid"
+    xid = verdict(gpu_bundle("h200-x2"), "gpu.xid")
+    assert xid.status is Status.SKIP
+    assert xid.summary == "not evaluated: dmesg | grep 'NVRM: Xid': not collected in this bundle"
 
 
 @pytest.mark.parametrize(("capture", "ecc"), [

@@ -230,3 +230,65 @@ def test_the_lighter_collector_gives_the_h100_the_same_verdicts() -> None:
     assert judged[1]["gpu.topology"][0] is Status.PASS
     assert (topo.status, topo.reason) == ("skipped", "fewer than two GPUs: no GPU topology to "
                                                      "read (1 in /proc/driver/nvidia/gpus)")
+
+
+# -- Xid events by class and time ------------------------------------------------------------
+def xid_verdict(log: str, **policy):
+    bundle = with_probe(gpu_bundle("h100-x1"), "gpu.xid", log)
+    return next(r for r in evaluate_bundle(bundle, policy_from_vars(policy, "t")).results
+                if r.id == "gpu.xid")
+
+
+BUMBLEBEE = public_capture("dmesg/dmesg_bumblebee677_xid-32-31.txt")  # stamped 24128.83 s
+
+
+@pytest.mark.parametrize("log, status, words", [
+    # the probe's uptime line put 71 s after the real lines' stamps: recent application Xids
+    ("uptime 24200.00\n" + BUMBLEBEE, Status.WARN,
+     "Xid 32 (Invalid or corrupted push buffer stream) on PCI:0000:01:00, 2x, last 0.0 h ago: "
+     "check the application"),
+    # the same lines two days into the uptime: since this boot, no action needed now
+    ("uptime 196928.83\n" + BUMBLEBEE, Status.PASS,
+     "no Xid that needs action in the last 24 h; Xid 32"),
+    # dmesg -T and the journal carry no stamp of seconds since boot: counted as recent
+    ("uptime 100.00\n" + public_capture("dmesg/dmesg-ctime_gpud46_xid-13-109.txt"), Status.WARN,
+     "Xid 13 (Graphics engine exception) on PCI:0000:cb:00, 3x, last time unknown"),
+    ("uptime 100.00\n" + public_capture("dmesg/xid-63-row-remapper_ml-engineering.txt"),
+     Status.FAIL, "Xid 63 (ECC page retirement or row remapping event) on PCI:0000:10:1c, 1x, "
+                  "last time unknown: drain the GPU and reset it"),
+    ("uptime 100.00\n" + public_capture("dmesg/xid-79_nvsentinel155.txt"), Status.FAIL,
+     "Xid 79 (GPU has fallen off the bus) on PCI:0000:44:00, 1x, last time unknown: reboot the "
+     "node, then check the GPU's power and seating"),
+    # 45 is a consequence of the NVLink Xids 149 and 145, which are not in the table
+    ("uptime 100.00\n" + public_capture("dmesg/kernel_ogkm1150_xid-45-after-149.txt"),
+     Status.PASS, "no Xid that needs action in the last 24 h; Xid 45"),
+    ("uptime 2940.29\n", Status.PASS, "no Xid event in the kernel log since boot (up 0.8 h)"),
+])
+def test_xids_by_class_and_time(log: str, status: Status, words: str) -> None:
+    result = xid_verdict(log)
+    assert result.status is status, result.summary
+    assert words in result.summary
+
+
+def test_an_old_xid_that_needs_a_reset_still_warns() -> None:
+    line = public_capture("dmesg/xid-63-row-remapper_ml-engineering.txt")
+    result = xid_verdict(f"uptime 200000.00\n[  500.000000] {line}", omni_xid_window_h=24)
+    assert result.status is Status.WARN
+    assert result.summary.endswith("55.4 h ago: drain the GPU and reset it (nvidia-smi -r -i N) "
+                                   "or reboot (if it was not done since)")
+
+
+def test_the_xid_window_is_the_policys() -> None:
+    log = "uptime 24200.00\n" + BUMBLEBEE
+    assert xid_verdict(log, omni_xid_window_h=0.01).status is Status.PASS  # 71 s > 36 s
+
+
+def test_xid_lines_parse_with_their_stamps_and_the_uptime() -> None:
+    from omni_host.probes.parsers.host import parse_xid
+
+    log = parse_xid("uptime 24200.00\n" + BUMBLEBEE)
+    assert log.uptime_s == 24200.0
+    assert [(e.code, e.at_s) for e in log.events] == [(32, 24128.828315), (32, 24128.828608),
+                                                      (31, 24128.834365)]
+    assert log.events[2].detail == "Ch 00000003, engmask 00000101, intr 10000000"
+    assert parse_xid(BUMBLEBEE).uptime_s is None  # a collector before the uptime line

@@ -98,6 +98,7 @@ class Policy:
     build_packages: tuple[str, ...] = ()
     inference_containers: tuple[str, ...] | None = None
     bench: BenchSpec | None = None
+    xid_window_h: float = 24.0
 
 
 def _fail(origin: str, var: str, msg: str) -> InventoryError:
@@ -243,6 +244,7 @@ def _rules(origin: str, v: dict[str, Any]) -> None:
     """What the spec cannot say."""
     _minimum(origin, v, "omni_numa_nps", 1)
     _minimum(origin, v, "omni_swap_size_mib", 0)
+    _minimum(origin, v, "omni_xid_window_h", 0)
     pct = v.get("omni_swap_max_used_pct")
     if pct is not None and not 0 < pct <= 100:
         raise _fail(origin, "omni_swap_max_used_pct", f"must be in (0, 100], got {pct!r}")
@@ -327,6 +329,7 @@ def policy_from_vars(values: dict[str, Any], origin: str,
         inference_containers=tuple(v["omni_inference_containers"])
         if "omni_inference_containers" in v else None,
         bench=_bench_spec(v.get("omni_bench")),
+        xid_window_h=float(v.get("omni_xid_window_h", 24)),
     )
 
 

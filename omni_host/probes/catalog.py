@@ -74,7 +74,9 @@ GPU_QUERY_FIELDS = ("index,name,compute_cap,pcie.link.gen.current,pcie.link.gen.
                     "pcie.link.width.current,pcie.link.width.max,persistence_mode,"
                     "ecc.errors.uncorrected.volatile.total")
 # dmesg is often root-only: say so (exit 126) rather than report no Xid.
+# The uptime first: dmesg's stamps are seconds since boot, so an Xid's age is uptime - stamp.
 XID = ('log=$(dmesg 2>&1) || { echo "$log" | tail -1 >&2; exit 126; }; '
+       'read up _ < /proc/uptime; echo "uptime $up"; '
        'printf "%s\\n" "$log" | grep -E "NVRM: Xid" | tail -50; exit 0')
 # Per-file loops: each file's output follows a "== <path>" line; paths arrive as "$@".
 CUOBJDUMP = CUDA_PATH + ('command -v cuobjdump >/dev/null || exit 127; '

@@ -1,12 +1,16 @@
-"""disk.free (F-001), packages.build-deps (F-015), cpu.avx512 (S-002), gpu.health (DCGM)."""
+"""disk.free (F-001), packages.build-deps (F-015), cpu.avx512 (S-002), gpu.health (DCGM)
+and gpu.xid (NVIDIA's Xid catalog)."""
 
 from __future__ import annotations
+
+from functools import lru_cache
 
 from omni_host.evaluate.checks import CheckMeta, check
 from omni_host.evaluate.facts import HostFacts
 from omni_host.model import CheckResult, Evidence, Outcome, Status
 from omni_host.plan.policy import Policy
 from omni_host.probes.parsers.build import GpuQuery
+from omni_host.resources import data_path, read_yaml
 
 AVX512 = ("avx512f", "avx512dq", "avx512cd", "avx512bw", "avx512vl", "avx512_bf16", "avx512_vnni")
 
@@ -115,21 +119,76 @@ def gpu_health(facts: HostFacts, policy: Policy, meta: CheckMeta) -> CheckResult
         warns += w
     source = query if query.ok else facts.first_observed("gpu.nvidia-smi", "gpu.pynvml")
     evidence = [Evidence(source.probe_id, source.command, tuple(lines))]
-    xid = facts.get("gpu.xid")
-    if xid.ok and xid.fact:
-        events = ", ".join(f"Xid {code} on {pci}" for pci, code in xid.fact[-5:])
-        fails.append(f"{len(xid.fact)} Xid event(s) in the kernel log ({events})")
-        evidence.append(Evidence(xid.probe_id, "dmesg | grep 'NVRM: Xid'", (events,)))
-    # An unreadable kernel log (dmesg is root-only on many hosts) is said, not failed.
-    unread = "" if xid.ok else f"; Xid events not readable ({xid.reason})"
     if fails:
-        return meta.result(Status.FAIL, "; ".join(fails + warns) + unread, actual=lines,
+        return meta.result(Status.FAIL, "; ".join(fails + warns), actual=lines,
                            evidence=tuple(evidence))
     if warns:
-        return meta.result(Status.WARN, "; ".join(warns) + unread, actual=lines,
-                           evidence=tuple(evidence))
+        return meta.result(Status.WARN, "; ".join(warns), actual=lines, evidence=tuple(evidence))
     ecc = "ECC counts not reported" if any(g.ecc_uncorrected is None for g in gpus) else \
         "no uncorrectable ECC error"
-    xids = "no Xid event in the kernel log" if xid.ok else unread.lstrip("; ")
     return meta.result(Status.PASS, f"{len(lines)} GPU(s): persistence on, full PCIe width, "
-                       f"{ecc}, {xids}", actual=lines, evidence=tuple(evidence))
+                       f"{ecc} (Xid events: gpu.xid)", actual=lines, evidence=tuple(evidence))
+
+
+ACTIONS = {"restart-app": "check the application that used the GPU and restart it",
+           "reset-gpu": "drain the GPU and reset it (nvidia-smi -r -i N) or reboot",
+           "reboot": "reboot the node, then check the GPU's power and seating",
+           "hardware": "take the GPU out of service for inspection (RMA)",
+           "ignore": "a consequence of an earlier Xid: act on that one",
+           "unknown": "look the code up in NVIDIA's Xid catalog"}
+SEVERE = frozenset({"reset-gpu", "reboot", "hardware"})
+
+
+@lru_cache(maxsize=1)
+def xid_catalog() -> dict[int, dict[str, str]]:
+    return {int(k): v for k, v in read_yaml(data_path("checks") / "xid.yaml").items()}
+
+
+@check("gpu.xid")
+def gpu_xid(facts: HostFacts, policy: Policy, meta: CheckMeta) -> CheckResult:
+    """Each Xid of the kernel log by its class (NVIDIA's catalog) and its age: within
+    omni_xid_window_h, a reset, reboot or hardware Xid fails and an application's warns;
+    older ones (still since this boot) warn only where the GPU may still need its reset."""
+    probe = facts.get("gpu.xid")
+    if not probe.ok:
+        return meta.not_evaluated(probe)
+    log = probe.fact
+    window = policy.xid_window_h
+    if not log.events:
+        up = f" (up {log.uptime_s / 3600:.1f} h)" if log.uptime_s is not None else ""
+        return meta.result(Status.PASS, f"no Xid event in the kernel log since boot{up}",
+                           evidence=(Evidence(probe.probe_id, probe.command, ()),))
+    catalog = xid_catalog()
+    groups: dict[tuple[int, str], list[float | None]] = {}
+    for event in log.events:
+        groups.setdefault((event.code, event.pci), []).append(log.age_h(event))
+    lines, fails, warns, old = [], [], [], []
+    for (code, pci), ages in groups.items():
+        entry = catalog.get(code, {"name": "not in omni-host's table", "action": "unknown"})
+        known = [a for a in ages if a is not None]
+        newest = min(known) if known else None
+        when = f"{newest:.1f} h ago" if newest is not None else "time unknown"
+        line = (f"Xid {code} ({entry['name']}) on {pci}, {len(ages)}x, last {when}: "
+                f"{ACTIONS[entry['action']]}")
+        lines.append(line)
+        recent = newest is None or newest <= window
+        if recent and entry["action"] in SEVERE:
+            fails.append(line)
+        elif recent and entry["action"] != "ignore":
+            warns.append(line)
+        elif entry["action"] in SEVERE:
+            warns.append(line + " (if it was not done since)")
+        else:
+            old.append(line)
+    evidence = (Evidence(probe.probe_id, probe.command,
+                         tuple(f"[{e.at_s}] Xid {e.code} {e.pci}: {e.detail}"[:160]
+                               for e in log.events[-8:])),)
+    details = {"window_h": window, "uptime_s": log.uptime_s}
+    if fails:
+        return meta.result(Status.FAIL, "; ".join(fails + warns), actual=lines,
+                           evidence=evidence, details=details)
+    if warns:
+        return meta.result(Status.WARN, "; ".join(warns), actual=lines, evidence=evidence,
+                           details=details)
+    return meta.result(Status.PASS, f"no Xid that needs action in the last {window:g} h; "
+                       + "; ".join(old), actual=lines, evidence=evidence, details=details)

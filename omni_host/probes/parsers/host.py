@@ -14,7 +14,9 @@ from dataclasses import dataclass
 from omni_host.errors import ParseError
 from omni_host.probes.parsers import excerpt
 
-_XID = re.compile(r"NVRM: Xid \(([^)]*)\): (\d+)")
+_XID = re.compile(r"NVRM: Xid \(([^)]*)\): (\d+),?\s*(.*)")
+_STAMP = re.compile(r"^\[\s*(\d+\.\d+)\]")  # dmesg's seconds since boot
+_UPTIME = re.compile(r"^uptime (\d+(?:\.\d+)?)")
 
 
 @dataclass(frozen=True)
@@ -90,9 +92,41 @@ def parse_dpkg(text: str) -> dict[str, bool]:
     return out
 
 
-def parse_xid(text: str) -> tuple[tuple[str, int], ...]:
-    """NVRM Xid events (PCI address, code) from the kernel log lines the helper kept."""
-    return tuple((pci, int(code)) for pci, code in _XID.findall(text))
+@dataclass(frozen=True)
+class XidEvent:
+    pci: str
+    code: int
+    detail: str  # the driver's words after the code (pid, name, what happened)
+    at_s: float | None  # seconds since boot (dmesg's stamp); None in other log formats
+
+
+@dataclass(frozen=True)
+class XidLog:
+    uptime_s: float | None  # the probe's first line; None from collectors before it
+    events: tuple[XidEvent, ...]
+
+    def age_h(self, event: XidEvent) -> float | None:
+        if self.uptime_s is None or event.at_s is None:
+            return None
+        return max(0.0, (self.uptime_s - event.at_s) / 3600)
+
+
+def parse_xid(text: str) -> XidLog:
+    """NVRM Xid events from the kernel log lines the probe kept, after its ``uptime S`` line:
+    dmesg's own lines (``[  123.4] NVRM: Xid (PCI:...): 79, ...``), whose stamp dates them;
+    lines of other formats (``dmesg -T``, the journal) count, undated."""
+    uptime = None
+    events = []
+    for line in text.splitlines():
+        if uptime is None and (up := _UPTIME.match(line)):
+            uptime = float(up.group(1))
+            continue
+        found = _XID.search(line)
+        if found:
+            stamp = _STAMP.match(line)
+            events.append(XidEvent(found.group(1), int(found.group(2)), found.group(3).strip(),
+                                   float(stamp.group(1)) if stamp else None))
+    return XidLog(uptime, tuple(events))
 
 
 def parse_models(text: str) -> ModelFacts:
