@@ -223,7 +223,9 @@ class ColdCaseItem:
     item: str  # a check id or an engine
     was: str  # its status at the previous audit
     now: str
-    change: str = ""  # "resolved", "newly failing" (a check); "resurrected", "newly blocked"
+    # "resolved", "newly failing" (a check); "resurrected", "newly blocked" (an engine);
+    # "expected state changed" (a check whose verdict moved with a variable it reads)
+    change: str = ""
 
 
 @dataclass(frozen=True)
@@ -349,6 +351,8 @@ class HostDiff:
     resurrected: tuple[str, ...] = ()
     resurrected_engines: tuple[str, ...] = ()
     tokens_per_s: dict[str, Change] = field(default_factory=dict)  # test -> mean t/s, 2 benches
+    # checks whose verdict moved with the expected state (a variable they read changed)
+    expected_state_changed: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

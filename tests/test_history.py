@@ -36,13 +36,20 @@ def test_two_audits_with_the_swap_policy_changed_diff_names_it(sshd: Sshd, tmp_p
     assert as_json[0]["new_failures"] == ["swap.capacity"] and as_json[0]["fixed"] == []
     assert as_json[0]["policy_changed"] == {"omni_swap_size_mib": {"before": 0, "after": 204800}}
 
-    # and back: the fix is listed, and the cold case resurrects it
+    assert as_json[0]["expected_state_changed"] == ["swap.capacity"]
+
+    # and back: the verdict moved with the expected state, not the host: the cold case and
+    # the diff say so, and nothing is called resurrected
     sshd.inventory(tmp_path / "inv", {"loop": {}}, group_vars={"omni_swap_size_mib": 0})
     third = audit(sshd, inv, report_dir)
     host = json.loads(third.stdout)["hosts"][0]
-    assert host["cold_case"]["resurrected"] == ["swap.capacity"]
+    assert host["cold_case"]["resurrected"] == []
+    assert host["cold_case"]["items"] == [{"item": "swap.capacity", "was": "fail", "now": "pass",
+                                           "change": "expected state changed"}]
     diff = report(report_dir, "diff")
-    assert "fixed: swap.capacity" in diff.stdout and "resurrected: swap.capacity" in diff.stdout
+    assert "fixed: swap.capacity" in diff.stdout and "resurrected" not in diff.stdout
+    assert "verdicts that moved with the expected state, not the host: swap.capacity" \
+        in diff.stdout
     listing = report(report_dir, "list")
     assert len(listing.stdout.strip().splitlines()) == 3
 
@@ -114,7 +121,7 @@ def test_recheck_re_evaluates_stored_bundles_with_todays_policy(sshd: Sshd, tmp_
     sshd.inventory(tmp_path / "inv", {"loop": {}}, group_vars={"omni_swap_size_mib": 1024})
     result = run_cli("report", "recheck", "latest", "-i", str(inv), "--format", "json",
                      "--report-dir", str(report_dir))
-    assert result.code == 0, result.stderr
+    assert result.code == 1, result.stderr  # a check fails: exits as an audit would
     doc = json.loads(result.stdout)
     swap = next(r for r in doc["hosts"][0]["results"] if r["id"] == "swap.capacity")
     assert swap["status"] == "fail" and doc["source"] == "recheck"

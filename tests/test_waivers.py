@@ -123,3 +123,49 @@ def test_an_impossible_unquoted_date_is_one_line_before_any_host_is_audited(tmp_
     assert result.stderr.count("\n") == 1 and "Traceback" not in result.stderr
     assert f"{waivers}: not a valid date" in result.stderr
     assert not ran.exists()  # refused before the fleet's audit, not after it
+
+
+def test_recheck_keeps_waivers_and_exits_as_an_audit(two_audits: Path, tmp_path: Path) -> None:
+    """The stored audit whose swap.capacity failed, rechecked: with the waiver it is waived
+    and the recheck exits 0 (as the audit would); without it, it fails and exits 1."""
+    import shutil
+
+    store = tmp_path / "store"
+    shutil.copytree(two_audits, store)
+    waivers = write(tmp_path, GOOD.format(expires="2099-01-01").replace('"local*"', '"thisbox"'))
+    common = ["report", "recheck", "latest", "--report-dir", str(store), "--format", "json",
+              "--no-store"]
+    waived = run_cli(*common, "--waivers", str(waivers))
+    doc = json.loads(waived.stdout)
+    swap = next(r for r in doc["hosts"][0]["results"] if r["id"] == "swap.capacity")
+    assert (swap["status"], swap["effective_status"]) == ("fail", "waived")
+    assert waived.code == 0, waived.stderr
+    plain = run_cli(*common)
+    assert plain.code == 1
+    swap = next(r for r in json.loads(plain.stdout)["hosts"][0]["results"]
+                if r["id"] == "swap.capacity")
+    assert swap["effective_status"] == "fail"
+
+
+def test_two_identical_audits_diff_to_nothing(two_audits: Path, tmp_path: Path) -> None:
+    """The stored audit whose swap.capacity failed, rechecked twice under a policy it passes:
+    the diff of the two identical rechecks says nothing changed. (It used to call swap.capacity
+    "resurrected" in every diff after it had once failed.)"""
+    import shutil
+
+    store = tmp_path / "store"
+    shutil.copytree(two_audits, store)
+    inv = tmp_path / "hosts.yml"
+    inv.write_text("all:\n  hosts:\n    thisbox:\n      ansible_connection: local\n"
+                   "      omni_build_packages: []\n      omni_swap_size_mib: 0\n")
+    rechecks = [run_cli("report", "recheck", "latest", "-i", str(inv), "--report-dir",
+                        str(store), "--format", "json") for _ in range(2)]
+    verdicts = [{r["id"]: r["status"] for r in json.loads(c.stdout)["hosts"][0]["results"]}
+                for c in rechecks]
+    assert verdicts[0] == verdicts[1] and verdicts[0]["swap.capacity"] == "pass"
+    diff = run_cli("report", "diff", "--report-dir", str(store), "--format", "json")
+    (host,) = json.loads(diff.stdout)
+    changed = {k: v for k, v in host.items() if k not in ("host", "previous", "latest")}
+    assert all(not v for v in changed.values()), changed
+    text = run_cli("report", "diff", "--report-dir", str(store)).stdout
+    assert text.splitlines()[1] == "  no change in verdicts, state or policy"

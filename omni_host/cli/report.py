@@ -48,6 +48,8 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
             add_view_args(p)
         if name == "recheck":
             add_inventory_args(p)  # default: the policy each bundle recorded
+            p.add_argument("--waivers", type=Path, default=None,
+                           help="waivers file (default: as for audit)")
             p.add_argument("--no-store", action="store_true")
     sched = sub.add_parser("schedule", help="the unattended quarterly audit (systemd or cron)")
     ssub = sched.add_subparsers(dest="schedule_command", required=True)
@@ -151,6 +153,9 @@ def _diff_text(diffs: list[dict[str, Any]]) -> str:
                 lines.append(f"  {title}: {', '.join(d[key])}")
         for var, change in d.get("policy_changed", {}).items():
             lines.append(f"  policy changed: {var}: {change['before']} -> {change['after']}")
+        if d.get("expected_state_changed"):
+            lines.append("  verdicts that moved with the expected state, not the host: "
+                         + ", ".join(d["expected_state_changed"]))
         for fact, change in d["changed_facts"].items():
             lines.append(f"  host drifted: {fact}: {change['before']} -> {change['after']}")
         for test, change in d.get("tokens_per_s", {}).items():
@@ -163,21 +168,25 @@ def _diff_text(diffs: list[dict[str, Any]]) -> str:
 
 
 def _recheck(args: argparse.Namespace, history) -> int:  # noqa: ANN001
-    from omni_host.app.audit import recheck
-    from omni_host.cli.common import load_inventory_arg
-    from omni_host.model import make_report
-    from omni_host.report.store import default_report_dir, store_report
+    """A stored audit judged again, the way an audit is judged: its waivers applied by the one
+    ``finish``, its exit code as an audit's."""
+    from omni_host.app import audit as app
+    from omni_host.cli.common import exit_code, load_inventory_arg
+    from omni_host.report.store import default_report_dir
 
     audit = history.resolve(args.ref)
-    hosts = recheck(audit.path, audit.id, load_inventory_arg(args))
-    report = make_report(hosts.reports, started_at=hosts.started_at, source="recheck",
-                         inventory=str(args.inventory) if args.inventory else None)
-    report = dataclasses.replace(report, rechecked=audit.id)
-    emit(report.to_dict(), args.format, args.output, lambda: history, args.verbosity)
+    waivers = app.read_waivers(args.waivers)
+    hosts = app.recheck(audit.path, audit.id, load_inventory_arg(args))
+    run = app.finish(hosts, inventory=str(args.inventory) if args.inventory else None,
+                     waivers=waivers, history=None)
+    run = dataclasses.replace(run, report=dataclasses.replace(run.report, rechecked=audit.id))
+    for note in run.waiver_notes:
+        err(f"waiver: {note}")
+    emit(run.doc, args.format, args.output, lambda: history, args.verbosity)
     if not args.no_store:
-        path = store_report(report, args.report_dir or default_report_dir())
+        path = app.keep(run, args.report_dir or default_report_dir())
         err(f"recheck stored in {path}")
-    return EXIT_OK
+    return exit_code(run.report)
 
 
 def cmd_schedule(args: argparse.Namespace) -> int:

@@ -113,6 +113,17 @@ def spec() -> dict[str, Any]:
 
 
 @lru_cache(maxsize=1)
+def check_readers() -> dict[str, frozenset[str]]:
+    """Variable -> the checks that read it (the "Checks:" line of its description)."""
+    found = {}
+    for name, option in spec().items():
+        lines = [str(d) for d in option.get("description", [])]
+        listed = next((ln.split(":", 1)[1] for ln in lines if ln.startswith("Checks:")), "")
+        found[name] = frozenset(c.strip() for c in listed.split(",") if c.strip())
+    return found
+
+
+@lru_cache(maxsize=1)
 def defaults() -> dict[str, Any]:
     """The role defaults every host starts from (``defaults/main.yml``)."""
     path = collection_path(ROLE) / "defaults" / "main.yml"

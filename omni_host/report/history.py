@@ -25,6 +25,7 @@ from omni_host.model import (
     Report,
     Status,
 )
+from omni_host.plan.policy import check_readers
 from omni_host.report.store import audit_dirs
 from omni_host.report.text import PERF, bench_tests
 
@@ -105,8 +106,9 @@ def _statuses(host: dict[str, Any]) -> dict[str, str]:
 
 def diff_hosts(old: dict[str, Any], new: dict[str, Any],
                earlier: list[dict[str, Any]] = ()) -> HostDiff:  # type: ignore[assignment]
-    """What changed for one host between two audits. ``earlier`` (older host entries) feeds
-    the cold cases: anything that failed or was blocked in any of them and passes now."""
+    """What changed for one host between two audits, and only between them: a check that
+    failed then and passes now is fixed (and resurrected, unless its verdict moved with the
+    expected state); ``earlier`` (older host entries) is kept for callers and not read."""
     before, after = _statuses(old), _statuses(new)
     new_failures = sorted(c for c, s in after.items() if s in BAD and before.get(c) not in BAD)
     fixed = sorted(c for c, s in after.items() if s == "pass" and before.get(c) in BAD)
@@ -114,15 +116,23 @@ def diff_hosts(old: dict[str, Any], new: dict[str, Any],
     old_facts, new_facts = old.get("facts") or {}, new.get("facts") or {}
     facts = {k: Change(old_facts.get(k), new_facts.get(k)) for k in COMPARED_FACTS
              if old_facts.get(k) != new_facts.get(k) and (k in old_facts or k in new_facts)}
-    history = [old, *earlier]
-    failed_ever = {c for h in history for c, s in _statuses(h).items() if s in BAD}
-    resurrected = sorted(c for c, s in after.items() if s == "pass" and c in failed_ever)
-    blocked_ever = {e["engine"] for h in history for e in h.get("strategic", [])
+    policy = policy_changes(old, new)
+    moved_by_policy = moved_with(policy)
+    moved = sorted(c for c, s in after.items() if c in before and before[c] != s
+                   and c in moved_by_policy)
+    resurrected = [c for c in fixed if c not in moved_by_policy]
+    blocked_then = {e["engine"] for e in old.get("strategic", [])
                     if e.get("status") in BLOCKED_ENGINE}
     unblocked = sorted(e["engine"] for e in new.get("strategic", [])
-                       if e.get("status") == "re-evaluate" and e["engine"] in blocked_ever)
-    return HostDiff(tuple(new_failures), tuple(fixed), tuple(still), policy_changes(old, new),
-                    facts, tuple(resurrected), tuple(unblocked), tokens_changes(old, new))
+                       if e.get("status") == "re-evaluate" and e["engine"] in blocked_then)
+    return HostDiff(tuple(new_failures), tuple(fixed), tuple(still), policy, facts,
+                    tuple(resurrected), tuple(unblocked), tokens_changes(old, new), tuple(moved))
+
+
+def moved_with(policy: dict[str, Change]) -> frozenset[str]:
+    """The checks that read a variable of the expected state that changed."""
+    readers = check_readers()
+    return frozenset(c for var in policy for c in readers.get(var, ()))
 
 
 def tokens_changes(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Change]:
@@ -171,8 +181,13 @@ def cold_case(history: History, current: dict[str, Any]) -> ColdCase:
                          if s == "re-evaluate" and engines_then.get(e) in BLOCKED_ENGINE)
     newly_blocked = sorted(e for e, s in engines_now.items() if s in BLOCKED_ENGINE
                            and e in engines_then and engines_then[e] not in BLOCKED_ENGINE)
-    items = ([ColdCaseItem(c, before[c], now[c], "resolved") for c in resolved]
-             + [ColdCaseItem(c, before[c], now[c], "newly failing") for c in failing]
+    moved = moved_with(policy_changes(old, current))
+
+    def change(check: str, word: str) -> str:
+        return "expected state changed" if check in moved else word
+
+    items = ([ColdCaseItem(c, before[c], now[c], change(c, "resolved")) for c in resolved]
+             + [ColdCaseItem(c, before[c], now[c], change(c, "newly failing")) for c in failing]
              + [ColdCaseItem(e, engines_then[e], engines_now[e], "resurrected") for e in resurrected]
              + [ColdCaseItem(e, engines_then[e], engines_now[e], "newly blocked")
                 for e in newly_blocked])
