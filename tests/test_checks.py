@@ -357,3 +357,31 @@ def test_a_vm_whose_vcpus_claim_two_sockets_on_one_node_is_not_judged() -> None:
     assert result.status is Status.SKIP
     assert result.summary.startswith("the sources disagree: 2 sockets by /proc/cpuinfo physical "
                                      "id, but only 1 NUMA node with CPUs")
+
+
+@pytest.mark.parametrize("expected", [1, 2, 4])
+def test_the_nps_fix_never_contradicts_its_summary(expected: int) -> None:
+    """Each manual step names the policy's own value, as the summary does (the steps said
+    NPS1 under a finding that said 'set NPS4')."""
+    bundle = with_output(gpu_bundle("h100-x1"), "numa.numactl",
+                         public_capture("numactl/epyc-7713-2s-nps4_8nodes.txt"))
+    bundle = with_output(bundle, "cpu.cpuinfo", public_capture(
+        "cpu/proc-cpuinfo_ryzen9-9950x_zen5_processor0_lkml.txt"))
+    result = verdicts(bundle, omni_numa_nps=expected)["numa.nps1"]
+    assert result.status is Status.FAIL  # 8 nodes on the one socket this cpuinfo names
+    assert f"set NPS{expected} (BIOS: CbsDfCmnDramNpsSHP=NPS{expected})" in result.summary
+    steps = " ".join(result.remediation.steps)
+    assert f"NPS{expected}" in steps
+    assert not [n for n in ("NPS1", "NPS2", "NPS4") if n in steps and n != f"NPS{expected}"]
+
+
+def test_eight_nodes_all_closer_than_20_are_not_one_socket() -> None:
+    """No real capture of an eight-socket Xeon whose SLIT reads all distances below 20 was
+    found: the real EPYC 7713 capture with its cross-socket distance (32) changed to 16, and
+    nothing else, reads as one group of eight nodes, which no NPS or SNC mode gives one socket."""
+    text = public_capture("numactl/epyc-7713-2s-nps4_8nodes.txt").replace(" 32", " 16")
+    bundle = with_output(without_cpu(gpu_bundle("h100-x1")), "numa.numactl", text)
+    result = verdicts(bundle, omni_numa_nps=1)["numa.nps1"]
+    assert result.status is Status.SKIP
+    assert ("8 nodes all closer than 20 to each other: one socket has at most 4 (NPS4, SNC4)"
+            in result.summary)

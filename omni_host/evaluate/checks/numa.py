@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from omni_host.evaluate.checks import CheckMeta, check
 from omni_host.evaluate.facts import HostFacts
-from omni_host.model import CheckResult, Evidence, Status
+from omni_host.model import CheckResult, Evidence, Remediation, Status
 from omni_host.plan.policy import Policy
 from omni_host.probes.parsers.cpu import CpuInfo
 from omni_host.probes.parsers.numa import NumaTopology
@@ -99,6 +99,17 @@ def nps1(facts: HostFacts, policy: Policy, meta: CheckMeta) -> CheckResult:
         return meta.result(Status.PASS, f"{where}, as expected{memoryless}{via}",
                            expected=expected, actual=per_socket, evidence=evidence,
                            details=details)
+    setting = bios_setting(cpu, expected)
     return meta.result(Status.FAIL, f"{where}, expected {expected}: set "
-                       f"{bios_setting(cpu, expected)}{memoryless}{via}", expected=expected,
-                       actual=per_socket, evidence=evidence, details=details)
+                       f"{setting}{memoryless}{via}", expected=expected,
+                       actual=per_socket, evidence=evidence, details=details,
+                       remediation=fix_steps(meta, setting, expected))
+
+
+def fix_steps(meta: CheckMeta, setting: str, expected: int) -> Remediation:
+    """The catalog's BIOS steps for the policy's own value: a finding that says "set NPS4"
+    never lists "NPS1" under it (the catalog's steps are written for the default, NPS1)."""
+    return Remediation("manual", None, (
+        meta.remediation.steps[0],
+        f"Set {setting}, save and reboot.",
+        f"Verify: numactl --hardware prints {_count(expected, 'node')} per socket."))
