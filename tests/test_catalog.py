@@ -497,3 +497,33 @@ def test_docs_inventory_md_table_is_generated_from_the_spec() -> None:
     end = doc.index("<!-- end of generated table -->")
     table = doc[start:end].split("\n", 1)[1]
     assert table == run_cli("checks", "vars").stdout, "paste: omni-host checks vars"
+
+
+def test_init_records_what_it_saw_so_the_next_audit_passes(tmp_path: Path) -> None:
+    """This machine, with no omni_* variable at all (the role's default build packages
+    apply): init records the ones installed, and the next audit passes the checks it
+    recorded, whatever this machine has installed."""
+    inv = tmp_path / "inv"
+    inv.mkdir()
+    (inv / "hosts.yml").write_text("all:\n  hosts:\n    box:\n      ansible_connection: local\n")
+    assert run_cli("init", "-i", str(inv), "box").code == 0
+    import yaml
+
+    recorded = yaml.safe_load((inv / "host_vars" / "box.yml").read_text())
+    assert set(recorded["omni_build_packages"]) <= {"numactl", "pkg-config", "libhwloc-dev"}
+    assert "numactl" in recorded["omni_build_packages"]  # tests/setup.sh installs it
+    audit = run_cli("audit", "-i", str(inv), "box", "--format", "json", "--no-store")
+    results = {r["id"]: r["status"] for r in json.loads(audit.stdout)["hosts"][0]["results"]}
+    assert results["packages.build-deps"] == "pass"
+    assert results["swap.capacity"] == "pass" and results["numa.nps1"] == "pass"
+
+
+def test_init_records_a_swap_file_at_its_size_in_mib() -> None:
+    """/proc/swaps shows a 64 MiB file as 65532 KiB (the header page is not counted)."""
+    from omni_host.evaluate.baseline import observed_vars
+    from omni_host.evaluate.facts import facts_from_bundle
+
+    swaps = ("Filename\t\t\t\tType\t\tSize\t\tUsed\t\tPriority\n"
+             "/swapfile                               file\t\t65532\t\t0\t\t-2\n")
+    bundle = with_probe(gpu_bundle("h100-x1"), "mem.swaps", swaps)
+    assert observed_vars(facts_from_bundle(bundle))["omni_swap_size_mib"] == 64

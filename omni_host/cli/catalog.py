@@ -71,7 +71,8 @@ def cmd_init(args: argparse.Namespace) -> int:
     target = args.inventory / "host_vars" / f"{plan.name}.yml"
     old = target.read_text() if target.is_file() else ""
     existing = (yaml.safe_load(old) or {}) if old else {}
-    new = merged_text(existing, observed_vars(facts_from_bundle(bundle)), plan.name)
+    observed = observed_vars(facts_from_bundle(bundle, plan.policy), plan.policy)
+    new = merged_text(existing, observed, plan.name)
     if new == old:
         sys.stdout.write(f"{target} already records this state\n")
         return EXIT_OK

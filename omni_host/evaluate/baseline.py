@@ -9,12 +9,14 @@ from typing import Any
 import yaml
 
 from omni_host.evaluate.facts import HostFacts
-from omni_host.plan.policy import ZEN5_HWCAPS, masked_hwcaps
+from omni_host.plan.policy import ZEN5_HWCAPS, Policy, masked_hwcaps
 
 
-def observed_vars(facts: HostFacts) -> dict[str, Any]:
+def observed_vars(facts: HostFacts, policy: Policy | None = None) -> dict[str, Any]:
     """The ``omni_*`` variables that describe what this host is now. Only what was observed is
-    written: an unobserved fact never becomes an expectation."""
+    written: an unobserved fact never becomes an expectation. ``policy``: the one the host was
+    collected under; of its build packages, those installed are recorded (else the role's
+    default list would judge the host's next audit)."""
     out: dict[str, Any] = {}
     numa = facts.first_observed("numa.numactl", "numa.sysfs")
     cpu = facts.first_observed("cpu.cpuinfo", "cpu.pycpuinfo")
@@ -30,10 +32,14 @@ def observed_vars(facts: HostFacts) -> dict[str, Any]:
                             for g in gpus.fact.gpus]
     swaps = facts.get("mem.swaps")
     if swaps.ok:
-        out["omni_swap_size_mib"] = sum(a.size_kib for a in swaps.fact) // 1024
+        # /proc/swaps leaves out the header page: a 64 MiB file shows 65532 KiB
+        out["omni_swap_size_mib"] = round(sum(a.size_kib for a in swaps.fact) / 1024)
         files = [a.path for a in swaps.fact if a.kind == "file"]
         if len(swaps.fact) == 1 and files:
             out["omni_swap_path"] = files[0]
+    dpkg = facts.get("packages.dpkg")
+    if policy is not None and dpkg.ok:
+        out["omni_build_packages"] = [p for p in policy.build_packages if dpkg.fact.get(p)]
     docker = facts.get("docker.containers")
     if cpu.ok and cpu.fact.is_zen5 and docker.ok:
         masked = sorted(c.compose_service or c.name for c in docker.fact if c.running and
