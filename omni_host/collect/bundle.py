@@ -280,9 +280,14 @@ def read_bundles(path: Path) -> list[Bundle]:
     raise BundleError(f"{path}: no such bundle")
 
 
+DIAGNOSIS_CHARS = 200  # of a host's own words in a reason: a runaway line stays one line
+
+
 def _diagnose(code: int, stderr: str, python: str = "python3") -> str:
     text = stderr.strip().splitlines()
     last = text[-1] if text else ""
+    if len(last) > DIAGNOSIS_CHARS:
+        last = last[:DIAGNOSIS_CHARS] + f"... ({len(last):,} characters)"
     if code == 127 or ": not found" in stderr or "No such file" in last:
         return (f"{python} is not installed on the host (the agentless audit needs Python "
                 ">= 3.6; set ansible_python_interpreter if it lives elsewhere)")

@@ -7,6 +7,22 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
+# What one host may send back: the collector's document is a few MB (each probe's output is
+# capped at 8 MiB on the host); past these, the host is not answering as the collector does,
+# and reading on would cost the controller its memory (a python3 that prints 1 GB).
+MAX_ANSWER_BYTES = 64 * 1024 * 1024
+MAX_STDERR_BYTES = 1024 * 1024
+
+
+def over_cap(out_bytes: int, err_bytes: int) -> str | None:
+    """The one reason for an answer past its cap, or None while it is within both."""
+    for what, size, cap in (("output", out_bytes, MAX_ANSWER_BYTES),
+                            ("error output", err_bytes, MAX_STDERR_BYTES)):
+        if size > cap:
+            return (f"the host's {what} passed {cap // (1024 * 1024)} MiB: not the collector's "
+                    "answer (is ansible_python_interpreter a python3?); stopped reading")
+    return None
+
 
 @dataclass(frozen=True)
 class RawRun:

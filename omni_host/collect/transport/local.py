@@ -7,7 +7,7 @@ import subprocess
 import sys
 import time
 
-from omni_host.collect.transport.base import RawRun
+from omni_host.collect.transport.base import RawRun, over_cap
 from omni_host.errors import TransportError
 
 
@@ -26,14 +26,49 @@ class LocalTransport:
         env = dict(os.environ, LC_ALL="C")
         start = time.monotonic()
         try:
-            proc = subprocess.run(words, input=stdin.encode(), capture_output=True,
-                                  timeout=timeout_s, env=env, check=False)
-        except subprocess.TimeoutExpired as exc:
-            raise TransportError(f"local: collector did not finish in {timeout_s:g}s") from exc
+            proc = subprocess.Popen(words, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                    stderr=subprocess.PIPE, env=env)
         except OSError as exc:
             raise TransportError(f"local: cannot start {words[0]}: {exc}") from exc
-        return RawRun(proc.returncode, proc.stdout.decode("utf-8", "replace"),
-                      proc.stderr.decode("utf-8", "replace"), time.monotonic() - start)
+        try:
+            out, err = _bounded(proc, stdin.encode(), timeout_s)
+        except TransportError as exc:
+            proc.kill()
+            proc.wait()
+            raise TransportError(f"local: {exc}") from None
+        return RawRun(proc.wait(), out.decode("utf-8", "replace"),
+                      err.decode("utf-8", "replace"), time.monotonic() - start)
 
     def close(self) -> None:
         return None
+
+
+def _bounded(proc: subprocess.Popen, data: bytes, timeout_s: float) -> tuple[bytes, bytes]:
+    """Feed ``data`` and read both pipes until they close, within ``timeout_s`` and the caps
+    (TransportError past either): a runaway answer costs neither memory nor a hang."""
+    import selectors
+
+    deadline = time.monotonic() + timeout_s
+    assert proc.stdin and proc.stdout and proc.stderr
+    try:
+        proc.stdin.write(data)
+        proc.stdin.close()
+    except BrokenPipeError:
+        pass  # it ended early: what it said is read below
+    chunks = {proc.stdout: bytearray(), proc.stderr: bytearray()}
+    with selectors.DefaultSelector() as sel:
+        for pipe in chunks:
+            sel.register(pipe, selectors.EVENT_READ)
+        while sel.get_map():
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise TransportError(f"collector did not finish in {timeout_s:g}s")
+            for key, _ in sel.select(min(remaining, 1.0)):
+                block = os.read(key.fd, 65536)
+                if not block:
+                    sel.unregister(key.fileobj)
+                chunks[key.fileobj] += block  # type: ignore[index]
+            too_much = over_cap(len(chunks[proc.stdout]), len(chunks[proc.stderr]))
+            if too_much:
+                raise TransportError(too_much)
+    return bytes(chunks[proc.stdout]), bytes(chunks[proc.stderr])

@@ -20,7 +20,7 @@ from pathlib import Path
 import paramiko
 from paramiko.ssh_exception import NoValidConnectionsError
 
-from omni_host.collect.transport.base import RawRun, SshOptions, command_line
+from omni_host.collect.transport.base import RawRun, SshOptions, command_line, over_cap
 from omni_host.collect.transport.prompt import prompt_socket
 from omni_host.errors import TransportError
 from omni_host.plan.connection import SshEndpoint
@@ -272,17 +272,24 @@ class SshTransport:
             chan.shutdown_write()
             out, err = bytearray(), bytearray()
             while True:
-                while chan.recv_ready():
+                # One chunk of each per turn: data that keeps coming never holds off the
+                # deadline or the caps.
+                if chan.recv_ready():
                     out += chan.recv(65536)
-                while chan.recv_stderr_ready():
+                if chan.recv_stderr_ready():
                     err += chan.recv_stderr(65536)
+                too_much = over_cap(len(out), len(err))
+                if too_much:
+                    chan.close()
+                    raise TransportError(too_much)
                 if chan.exit_status_ready() and not chan.recv_ready() and not chan.recv_stderr_ready():
                     break
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
                     chan.close()
                     raise TransportError(f"command did not finish in {timeout_s:g}s")
-                select.select([chan], [], [], min(remaining, 1.0))
+                if not chan.recv_ready() and not chan.recv_stderr_ready():
+                    select.select([chan], [], [], min(remaining, 1.0))
             code = chan.recv_exit_status()
             if code == -1:  # the channel closed without an exit status: the session died
                 raise TransportError("connection lost: the session ended before the collector "

@@ -1,0 +1,83 @@
+"""A host whose answer never ends, or is far larger than the collector's, costs the run
+neither its memory nor its deadline: one short reason naming the host and the cap (issue 27).
+The host's "python3" is a real script (ansible_python_interpreter) that floods or trickles,
+reached through the loopback sshd and through the local transport."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import Sshd
+
+FLOOD = "#!/bin/sh\ncat > /dev/null\nexec yes 'xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx'\n"
+TRICKLE = "#!/bin/sh\ncat > /dev/null\nwhile :; do echo still-here; sleep 0.05; done\n"
+# Runs the CLI in a fresh interpreter and prints its exit code, seconds, peak RSS (MiB) and
+# the last line it wrote to stderr.
+MEASURE = """
+import contextlib, io, resource, sys, time
+from omni_host.cli import main
+start = time.monotonic()
+with contextlib.redirect_stderr(io.StringIO()) as err, contextlib.redirect_stdout(io.StringIO()):
+    code = main(sys.argv[1:])
+lines = [l for l in err.getvalue().splitlines() if l.strip()]
+print(code, round(time.monotonic() - start, 1), resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024,
+      lines[-1] if lines else "")
+"""
+
+
+def script(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "python3"
+    path.write_text(text)
+    path.chmod(0o755)
+    return path
+
+
+def measured(*args: str) -> tuple[int, float, int, str]:
+    proc = subprocess.run([sys.executable, "-c", MEASURE, *args], capture_output=True,
+                          text=True, timeout=120, env=dict(os.environ), check=True)
+    code, seconds, rss, message = proc.stdout.split(" ", 3)
+    return int(code), float(seconds), int(rss), message.strip()
+
+
+def test_a_flooding_host_over_ssh_is_cut_at_the_cap(sshd: Sshd, tmp_path: Path) -> None:
+    inv = sshd.inventory(tmp_path / "inv", {"loop": {
+        "ansible_python_interpreter": str(script(tmp_path, FLOOD))}})
+    code, seconds, rss, message = measured(
+        "audit", "-i", str(inv), "--no-store", "--known-hosts", str(sshd.known_hosts),
+        "--ssh-config", str(tmp_path / "none"))
+    assert code == 3
+    assert message.startswith("omni-host: loop: unreachable: the host's output passed 64 MiB")
+    assert len(message) < 300
+    assert rss < 300, rss  # the cap, not the flood (1 GB cost 1.1 GB before)
+    assert seconds < 60
+
+
+def test_a_trickling_host_meets_its_deadline(sshd: Sshd, tmp_path: Path) -> None:
+    """Data that keeps coming, far below the cap, never holds off --host-timeout."""
+    inv = sshd.inventory(tmp_path / "inv", {"loop": {
+        "ansible_python_interpreter": str(script(tmp_path, TRICKLE))}})
+    code, seconds, _, message = measured(
+        "audit", "-i", str(inv), "--no-store", "--host-timeout", "3", "--known-hosts",
+        str(sshd.known_hosts), "--ssh-config", str(tmp_path / "none"))
+    assert code == 3
+    assert "loop: unreachable:" in message
+    assert seconds < 10, seconds
+
+
+@pytest.mark.parametrize("text, words", [
+    (FLOOD, "local: the host's output passed 64 MiB"),
+    # the host deadline (5 s) comes before the collector's own (19 s with 2 s probes)
+    (TRICKLE, "no answer within the host deadline of 5s")])
+def test_the_local_transport_is_bounded_too(tmp_path: Path, text: str, words: str) -> None:
+    inv = tmp_path / "hosts.ini"
+    inv.write_text(f"box ansible_connection=local ansible_python_interpreter="
+                   f"{script(tmp_path, text)} omni_build_packages=[]\n")
+    code, seconds, rss, message = measured("audit", "-i", str(inv), "--no-store",
+                                           "--host-timeout", "5", "--probe-timeout", "2")
+    assert code == 3
+    assert message.startswith(f"omni-host: box: unreachable: {words}"), message
+    assert rss < 300 and seconds < 10
