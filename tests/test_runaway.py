@@ -81,3 +81,35 @@ def test_the_local_transport_is_bounded_too(tmp_path: Path, text: str, words: st
     assert code == 3
     assert message.startswith(f"omni-host: box: unreachable: {words}"), message
     assert rss < 300 and seconds < 10
+
+
+def test_two_host_names_never_share_a_bundle(tmp_path: Path) -> None:
+    """"lab one" and "lab_one" are two hosts to Ansible: two bundles, in a directory and in an
+    archive, each read back under its own name (one was lost before)."""
+    from conftest import run_cli
+
+    from omni_host.collect.bundle import read_bundles
+
+    inv = tmp_path / "hosts.yml"
+    inv.write_text("all:\n  vars:\n    ansible_connection: local\n    omni_build_packages: []\n"
+                   "  hosts:\n    lab one:\n    lab_one:\n")
+    for out in (tmp_path / "dir", tmp_path / "fleet.tar.gz"):
+        result = run_cli("collect", "-i", str(inv), "all", "--out", str(out))
+        assert result.code == 0, result.stderr
+        assert sorted(b.host for b in read_bundles(out)) == ["lab one", "lab_one"]
+    assert len(list((tmp_path / "dir").iterdir())) == 2
+
+
+@pytest.mark.parametrize("name", ["../../escaped", "/tmp/omni-init-escaped"])
+def test_init_never_writes_outside_the_inventory(tmp_path: Path, name: str) -> None:
+    from conftest import run_cli
+
+    inv = tmp_path / "inv"
+    inv.mkdir()
+    (inv / "hosts.yml").write_text(f'all:\n  hosts:\n    "{name}":\n'
+                                   "      ansible_connection: local\n")
+    result = run_cli("init", "-i", str(inv), name)
+    assert result.code == 2
+    assert f"init: host name {name!r} is not a file name in {inv / 'host_vars'}" in result.stderr
+    assert not (tmp_path / "escaped.yml").exists() and not Path(f"{name}.yml").exists()
+    assert not (inv / "host_vars").exists()

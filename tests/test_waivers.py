@@ -169,3 +169,32 @@ def test_two_identical_audits_diff_to_nothing(two_audits: Path, tmp_path: Path) 
     assert all(not v for v in changed.values()), changed
     text = run_cli("report", "diff", "--report-dir", str(store)).stdout
     assert text.splitlines()[1] == "  no change in verdicts, state or policy"
+
+
+BOMB = ("version: 1\nwaivers:\n  - &a [x, x, x, x, x, x, x, x, x, x]\n"
+        + "".join(f"  - &{chr(98 + i)} [*{chr(97 + i)}, *{chr(97 + i)}, *{chr(97 + i)}, "
+                  f"*{chr(97 + i)}, *{chr(97 + i)}, *{chr(97 + i)}, *{chr(97 + i)}, "
+                  f"*{chr(97 + i)}, *{chr(97 + i)}]\n" for i in range(9)))
+
+
+@pytest.mark.parametrize("content, message", [
+    # a list is not a glob: it was read as a character class and waived other hosts
+    (GOOD.format(expires="2099-01-01").replace('"local*"', "[thisbox, otherbox]"),
+     ":3: hosts is one glob pattern (a string), got list: write one waiver per pattern"),
+    (BOMB, ":3: YAML aliases (*name) are not accepted in a waivers file"),  # the anchor's line
+    (b"version: 1\nwaivers: [\xff\xfe]\n", ": not UTF-8 text (byte 21)"),
+    (b"# " + b"x" * (1024 * 1024 + 10) + b"\n", ": larger than 1024 KiB: not a waivers file"),
+])
+def test_a_hostile_waivers_file_is_one_line(tmp_path: Path, content, message: str) -> None:
+    import time
+
+    path = tmp_path / "waivers.yml"
+    if isinstance(content, bytes):
+        path.write_bytes(content)
+    else:
+        path.write_text(content)
+    start = time.monotonic()
+    with pytest.raises(InventoryError) as caught:
+        load_waivers(path, CHECKS)
+    assert str(caught.value) == f"{path}{message}"
+    assert time.monotonic() - start < 2  # the bomb is refused unexpanded

@@ -63,12 +63,18 @@ def cmd_init(args: argparse.Namespace) -> int:
     if len(host_plans) != 1:
         raise UsageError(f"init records one host; {args.pattern!r} matches {len(host_plans)}")
     plan = host_plans[0]
+    host_vars = args.inventory / "host_vars"
+    target = host_vars / f"{plan.name}.yml"
+    if target.parent.resolve() != host_vars.resolve() or "\0" in plan.name \
+            or not plan.name.strip("."):
+        # A name from a dynamic inventory ("../../x", "/etc/x") must not steer the write.
+        raise UsageError(f"init: host name {plan.name!r} is not a file name in "
+                         f"{host_vars}: record it by hand")
     try:
         bundle = collect_host(plan, ssh_options(args), args.probe_timeout)
     except TransportError as exc:
         err(f"{plan.name}: unreachable: {exc}")
         return EXIT_UNREACHABLE
-    target = args.inventory / "host_vars" / f"{plan.name}.yml"
     old = target.read_text() if target.is_file() else ""
     existing = (yaml.safe_load(old) or {}) if old else {}
     observed = observed_vars(facts_from_bundle(bundle, plan.policy), plan.policy)

@@ -11,6 +11,7 @@ On disk a bundle is a directory (or the same tree in a ``.tar.gz``)::
 
 from __future__ import annotations
 
+import hashlib
 import io
 import json
 import os
@@ -30,9 +31,13 @@ _SAFE = re.compile(r"[^A-Za-z0-9._-]")
 
 
 def safe_name(name: str) -> str:
-    """A host or probe name made safe as one path component."""
+    """A host or probe name made safe as one path component, one to one: a name that had to
+    change carries a digest of the original, so ``lab one`` and ``lab_one`` (both names
+    Ansible accepts) never share a bundle."""
     cleaned = _SAFE.sub("_", name).lstrip(".")
-    return cleaned or "_"
+    if cleaned == name:
+        return name
+    return f"{cleaned or '_'}-{hashlib.sha256(name.encode()).hexdigest()[:10]}"
 
 
 def private_write(path: Path, data: bytes) -> None:

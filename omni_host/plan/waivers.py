@@ -53,6 +53,23 @@ class Waiver:
                              self.expires.isoformat(), self.line)
 
 
+def _first_alias(node: yaml.Node | None) -> yaml.Node | None:
+    """The first alias in a composed document, walked without expanding anything."""
+    seen: set[int] = set()
+    stack = [node] if node is not None else []
+    while stack:
+        current = stack.pop()
+        if id(current) in seen:
+            return current  # a node reached twice is an alias
+        seen.add(id(current))
+        if isinstance(current, yaml.SequenceNode):
+            stack.extend(current.value)
+        elif isinstance(current, yaml.MappingNode):
+            for key, value in current.value:
+                stack.extend((key, value))
+    return None
+
+
 def _date(value: Any, where: str) -> dt.date:
     if isinstance(value, dt.date):
         return value
@@ -62,13 +79,36 @@ def _date(value: Any, where: str) -> dt.date:
         raise InventoryError(f"{where}: expires {value!r} is not a date (YYYY-MM-DD)") from None
 
 
-def load_waivers(path: Path, known_checks: set[str]) -> tuple[Waiver, ...]:
-    """Parse and validate; every error names the file and the line of the waiver."""
+MAX_WAIVERS_BYTES = 1024 * 1024  # a waivers file is a few lines per accepted finding
+
+
+def _read_text(path: Path) -> str:
+    """The file's text, at most MAX_WAIVERS_BYTES of UTF-8; one line naming it otherwise."""
     try:
-        text = path.read_text(encoding="utf-8")
-        node = yaml.compose(text)
+        with path.open("rb") as fh:
+            data = fh.read(MAX_WAIVERS_BYTES + 1)
     except OSError as exc:
         raise InventoryError(f"{path}: cannot read ({exc.strerror})") from exc
+    if len(data) > MAX_WAIVERS_BYTES:
+        raise InventoryError(f"{path}: larger than {MAX_WAIVERS_BYTES // 1024} KiB: not a "
+                             "waivers file")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InventoryError(f"{path}: not UTF-8 text (byte {exc.start})") from None
+
+
+def load_waivers(path: Path, known_checks: set[str]) -> tuple[Waiver, ...]:
+    """Parse and validate; every error names the file and the line of the waiver. YAML
+    aliases are refused: a waiver has no use for them, and nested ones expand without bound
+    (an alias bomb ran for minutes into a MemoryError)."""
+    text = _read_text(path)
+    try:
+        node = yaml.compose(text)
+        alias = _first_alias(node)
+        if alias is not None:
+            raise InventoryError(f"{path}:{alias.start_mark.line + 1}: YAML aliases (*name) "
+                                 "are not accepted in a waivers file")
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"{path}:{mark.line + 1}" if mark else str(path)
@@ -93,7 +133,11 @@ def load_waivers(path: Path, known_checks: set[str]) -> tuple[Waiver, ...]:
             raise InventoryError(f"{where}: waiver lacks {', '.join(missing)}")
         if entry["check"] not in known_checks:
             raise InventoryError(f"{where}: unknown check id {entry['check']!r}")
-        waivers.append(Waiver(str(entry["check"]), str(entry.get("hosts") or "*"),
+        hosts = entry.get("hosts") or "*"
+        if not isinstance(hosts, str):
+            raise InventoryError(f"{where}: hosts is one glob pattern (a string), got "
+                                 f"{type(hosts).__name__}: write one waiver per pattern")
+        waivers.append(Waiver(str(entry["check"]), hosts,
                               str(entry["justification"]).strip(), str(entry["approver"]),
                               _date(entry["expires"], where), lines[i] if i < len(lines) else 0))
     return tuple(waivers)
