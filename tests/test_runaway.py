@@ -113,3 +113,32 @@ def test_init_never_writes_outside_the_inventory(tmp_path: Path, name: str) -> N
     assert f"init: host name {name!r} is not a file name in {inv / 'host_vars'}" in result.stderr
     assert not (tmp_path / "escaped.yml").exists() and not Path(f"{name}.yml").exists()
     assert not (inv / "host_vars").exists()
+
+
+HOSTILE = "evil\x1b]0;pwned\x07\x1bcname\nFAIL forged line\u202etxt"  # ESC c: reset
+
+
+def test_a_hostile_host_name_stays_one_escaped_line_and_junit_stays_xml(tmp_path: Path) -> None:
+    """A name with an OSC title sequence, a screen clear, a newline and a bidi override (all
+    accepted by Ansible in a YAML inventory): the terminal, report list and stderr show it
+    escaped, and the JUnit file parses (junitparser, the consumer CI uses)."""
+    import json
+
+    from conftest import run_cli
+    from junitparser import JUnitXml
+
+    inv = tmp_path / "hosts.yml"
+    inv.write_text(json.dumps({"all": {"hosts": {HOSTILE: {
+        "ansible_connection": "local", "omni_build_packages": []}}}}))
+    store = tmp_path / "store"
+    table = run_cli("audit", "-i", str(inv), "--report-dir", str(store))
+    listing = run_cli("report", "list", "--report-dir", str(store))
+    junit = run_cli("report", "show", "latest", "--report-dir", str(store), "--format", "junit")
+    for text in (table.stdout, table.stderr, listing.stdout):
+        assert "\x1b" not in text and "\x07" not in text and "\u202e" not in text
+        assert not any(line.startswith("FAIL forged") for line in text.splitlines())
+    assert "evil\\x1b]0;pwned\\x07\\x1bcname\\x0aFAIL forged line\\u202etxt" in table.stdout
+    path = tmp_path / "report.xml"
+    path.write_text(junit.stdout)
+    suites = list(JUnitXml.fromfile(str(path)))
+    assert suites[0].name == "evil\\x1b]0;pwned\\x07\\x1bcname\nFAIL forged line\u202etxt"

@@ -26,11 +26,16 @@ FORMATS = tuple(VIEWS)  # every view of the registry
 
 
 def err(message: str) -> None:
-    sys.stderr.write(f"omni-host: {message}\n")
+    """One line on stderr; what it quotes of hosts and files is made terminal-safe."""
+    from omni_host.safe_text import terminal_safe
+
+    sys.stderr.write(f"omni-host: {terminal_safe(message)}\n")
 
 
 def out(line: str = "") -> None:
-    sys.stdout.write(line + "\n")
+    from omni_host.safe_text import terminal_safe
+
+    sys.stdout.write(terminal_safe(line) + "\n")
     sys.stdout.flush()
 
 

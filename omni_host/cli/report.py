@@ -17,6 +17,7 @@ from omni_host.cli.common import (
     add_view_args,
     emit,
     err,
+    out,
     write_output,
 )
 
@@ -86,14 +87,14 @@ def cmd_report(args: argparse.Namespace) -> int:
     history = _history(args)
     if args.report_command == "list":
         if not history.audits:
-            sys.stdout.write("no stored audit\n")
+            out("no stored audit")
         for audit in history.audits:
             s = audit.doc.get("summary", {})
-            hosts = ", ".join(h.get("host", "?") for h in audit.doc.get("hosts", []))
-            sys.stdout.write(f"{audit.id}  {audit.doc.get('source', '?'):11} {hosts:30} "
-                             f"{s.get('pass', 0)} pass {s.get('fail', 0)} fail "
-                             f"{s.get('warn', 0)} warn {s.get('unreachable', 0)} unreachable"
-                             f"{' INTERRUPTED' if audit.doc.get('interrupted') else ''}\n")
+            hosts = ", ".join(str(h.get("host", "?")) for h in audit.doc.get("hosts", []))
+            out(f"{audit.id}  {audit.doc.get('source', '?'):11} {hosts:30} "
+                f"{s.get('pass', 0)} pass {s.get('fail', 0)} fail "
+                f"{s.get('warn', 0)} warn {s.get('unreachable', 0)} unreachable"
+                f"{' INTERRUPTED' if audit.doc.get('interrupted') else ''}")
         return EXIT_OK
     if args.report_command == "show":
         emit(history.resolve(args.ref).doc, args.format, args.output, lambda: history,

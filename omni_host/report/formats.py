@@ -22,6 +22,7 @@ from omni_host.report.text import (
     status_of,
     summary_line,
 )
+from omni_host.safe_text import each_string, xml_safe
 
 COLORS = {"pass": "#2e7d32", "fail": "#c62828", "warn": "#b35900", "skip": "#757575",
           "error": "#6a1b9a", "waived": "#1565c0"}
@@ -111,7 +112,9 @@ def render_html(doc: dict[str, Any], layers: dict[str, str], timelines: Timeline
 
 def render_junit(doc: dict[str, Any]) -> str:
     """One testsuite per host, one testcase per check: fail -> failure, error -> error,
-    skip and waived -> skipped; an unreachable host is one errored testcase."""
+    skip and waived -> skipped; an unreachable host is one errored testcase. Every string is
+    made XML-safe first: a control character in a host name made the whole file invalid."""
+    doc = each_string(doc, xml_safe)
     root = ET.Element("testsuites", name="omni-host")
     for host in doc["hosts"]:
         suite = ET.SubElement(root, "testsuite", name=host["host"],

@@ -35,6 +35,7 @@ from omni_host.report.text import (
     unobserved,
     waiver_line,
 )
+from omni_host.safe_text import each_string, terminal_safe
 
 if TYPE_CHECKING:  # rich is imported only to print
     from rich.console import Console
@@ -278,7 +279,9 @@ def _host(page: _Page, host: dict[str, Any], doc: dict[str, Any], rationale: dic
 
 def terminal_lines(doc: dict[str, Any], width: int = 80, verbosity: int = 0,
                    rationale: dict[str, str] | None = None) -> list[Line]:
-    """The whole view. ``rationale``: check id -> its lesson (the catalog's rationale)."""
+    """The whole view. ``rationale``: check id -> its lesson (the catalog's rationale). Every
+    string of the report is made terminal-safe first: host names and host output are untrusted."""
+    doc = each_string(doc, terminal_safe)
     page = _Page(width, verbosity)
     quiet = verbosity < 0
     if len(doc["hosts"]) > 1 and not quiet:
