@@ -362,3 +362,35 @@ def test_a_preview_with_an_unreachable_host_does_not_exit_0(sshd: Sshd, tmp_path
     assert "swap.yml on loop: 3 task(s) would change" in preview.stdout  # loop still previewed
     assert preview.code == 3
     assert not swap_target.exists()
+
+
+def test_a_vaulted_policy_reaches_the_playbooks(sshd: Sshd, tmp_path: Path, swap_target: Path,
+                                                report_dir: Path) -> None:
+    """The swap path vaulted in group_vars: the audit decrypts it, and now so do the
+    playbooks (--vault-password-file goes to ansible-playbook; every preview failed with
+    "no vault secrets found" before), and the play's words about it are scrubbed on screen."""
+    import sys
+
+    password = Path(__file__).parent / "inventories" / "vault" / "vault-pass.txt"
+    inv = sshd.inventory(tmp_path / "inv", {"loop": PY})
+    vaulted = subprocess.run(
+        [str(Path(sys.executable).parent / "ansible-vault"), "encrypt_string",
+         "--vault-password-file", str(password), str(swap_target), "--name", "omni_swap_path"],
+        capture_output=True, text=True, check=True).stdout
+    (inv / "group_vars").mkdir(exist_ok=True)
+    (inv / "group_vars" / "lab.yml").write_text("omni_swap_size_mib: 64\n" + vaulted)
+    preview = cli(sshd, "remediate", "-i", str(inv), "--vault-password-file", str(password),
+                  report_dir=report_dir)
+    assert preview.code == 0, preview.stdout + preview.stderr
+    assert "swap.yml on loop: 3 task(s) would change" in preview.stdout
+    assert str(swap_target) not in preview.stdout + preview.stderr  # the secret is scrubbed
+    # a password typed at a prompt cannot reach ansible-playbook through ansible-runner
+    import argparse
+
+    from omni_host.cli.remediate import _vault_files
+    from omni_host.errors import UsageError
+
+    with pytest.raises(UsageError, match="need the vault password in a file"):
+        _vault_files(argparse.Namespace(ask_vault_pass=True, vault_password_file=[]))
+    assert _vault_files(argparse.Namespace(ask_vault_pass=False,
+                                           vault_password_file=[password])) == (password,)

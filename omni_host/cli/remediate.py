@@ -49,12 +49,18 @@ def _add_apply_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--report-dir", type=Path, default=None, help="the report store")
 
 
-def _show_task(task) -> None:  # noqa: ANN001 (TaskOutcome, imported lazily)
-    if task.status in ("changed", "failed", "unreachable"):
-        out(f"    {task.host}: {task.status.upper()}: {task.task}"
-            + (f": {task.message}" if task.message else ""))
-        for line in task.diff.splitlines():
-            out(f"        {line}")
+def _task_printer(secrets: tuple[str, ...]):  # noqa: ANN202 (a TaskOutcome callback)
+    """What a play says of each task, shown live; the clear text of vaulted values that the
+    play was given (--vault-password-file) is scrubbed from it, as from every report."""
+    from omni_host.model import scrub
+
+    def show(task) -> None:  # noqa: ANN001 (TaskOutcome, imported lazily)
+        if task.status in ("changed", "failed", "unreachable"):
+            out(scrub(f"    {task.host}: {task.status.upper()}: {task.task}"
+                      + (f": {task.message}" if task.message else ""), secrets))
+            for line in task.diff.splitlines():
+                out(scrub(f"        {line}", secrets))
+    return show
 
 
 def _confirm(args: argparse.Namespace) -> bool:
@@ -88,15 +94,31 @@ def _known_check(check_id: str) -> None:
         raise UsageError(f"--check {check_id}: no such check{hint}")
 
 
-def _preview_and_apply(args: argparse.Namespace, plan, store_root: Path):  # noqa: ANN001
+def _vault_files(args: argparse.Namespace) -> tuple[Path, ...]:
+    """The vault password files the playbooks need: --vault-password-file, else
+    ANSIBLE_VAULT_PASSWORD_FILE (which ansible-playbook reads by itself). A password typed at
+    the prompt cannot be handed to ansible-playbook through ansible-runner."""
+    from omni_host.errors import UsageError
+
+    if args.ask_vault_pass:
+        raise UsageError("remediate and bootstrap need the vault password in a file: use "
+                         "--vault-password-file (or ANSIBLE_VAULT_PASSWORD_FILE)")
+    return tuple(args.vault_password_file)
+
+
+def _preview_and_apply(args: argparse.Namespace, plan, store_root: Path,  # noqa: ANN001
+                       secrets: tuple[str, ...] = ()):
     """Returns (artifacts dir, apply steps or None when nothing was applied, exit code)."""
+    from omni_host.model import scrub
     from omni_host.remediate.flow import artifacts_dir, execute, hosts_ok
 
+    show_task = _task_printer(secrets)
     artifacts = artifacts_dir(store_root)
     common = {"inventory": _inventory(args), "allow_reboot": args.allow_reboot,
-              "known_hosts": args.known_hosts, "artifacts_root": artifacts}
+              "known_hosts": args.known_hosts, "artifacts_root": artifacts,
+              "vault_password_files": _vault_files(args)}
     out("Preview (ansible check mode, nothing is changed):")
-    preview = execute(plan, check_mode=True, on_task=_show_task, **common)
+    preview = execute(plan, check_mode=True, on_task=show_task, **common)
     all_hosts = tuple(dict.fromkeys(h for run in plan.runs for h in run.hosts))
     good = hosts_ok(preview, all_hosts)
     for step in preview:
@@ -105,7 +127,7 @@ def _preview_and_apply(args: argparse.Namespace, plan, store_root: Path):  # noq
             would = len(step.outcome.changed(host))
             state = f"FAILED at '{failure.task}': {failure.message}" if failure else \
                 f"{would} task(s) would change"
-            out(f"  {step.run.playbook} on {host}: {state}")
+            out(scrub(f"  {step.run.playbook} on {host}: {state}", secrets))
     if not args.apply:
         out("Nothing was changed. Run again with --apply to make these changes.")
         return artifacts, None, EXIT_OK if len(good) == len(all_hosts) else EXIT_FAILED
@@ -115,7 +137,7 @@ def _preview_and_apply(args: argparse.Namespace, plan, store_root: Path):  # noq
     if not _confirm(args):
         return artifacts, None, EXIT_USAGE
     out("Applying:")
-    applied = execute(plan, check_mode=False, hosts=good, on_task=_show_task, **common)
+    applied = execute(plan, check_mode=False, hosts=good, on_task=show_task, **common)
     return artifacts, applied, EXIT_OK
 
 
@@ -166,7 +188,8 @@ def cmd_remediate(args: argparse.Namespace) -> int:
         return EXIT_UNREACHABLE if any(not h.reachable for h in findings) else code
     for run in plan.runs:
         out(f"PLAN {run.playbook}: {', '.join(run.hosts)} ({', '.join(run.checks)})")
-    artifacts, applied, code = _preview_and_apply(args, plan, store_root)
+    secrets = tuple(s for p in host_plans for s in p.secrets)
+    artifacts, applied, code = _preview_and_apply(args, plan, store_root, secrets)
     unreachable = any(not h.reachable for h in findings)
     if applied is None:
         shutil.rmtree(artifacts, ignore_errors=True)  # a preview leaves nothing behind
@@ -198,7 +221,8 @@ def cmd_bootstrap(args: argparse.Namespace) -> int:
         return prepared
     started, store_root, host_plans = prepared
     plan = Plan((PlaybookRun("site.yml", tuple(p.name for p in host_plans), ()),), ())
-    artifacts, applied, code = _preview_and_apply(args, plan, store_root)
+    artifacts, applied, code = _preview_and_apply(
+        args, plan, store_root, tuple(s for p in host_plans for s in p.secrets))
     if applied is None:
         shutil.rmtree(artifacts, ignore_errors=True)  # a preview leaves nothing behind
         return code

@@ -105,14 +105,21 @@ def run_playbook(
     extravars: dict[str, Any],
     on_task: Callable[[TaskOutcome], None] | None = None,
     forks: int | None = None,
+    vault_password_files: tuple[Path, ...] = (),
 ) -> PlaybookOutcome:
-    """Run one playbook limited to ``hosts``; check mode adds ``--check --diff``."""
+    """Run one playbook limited to ``hosts``; check mode adds ``--check --diff``; the vault
+    password files the inventory was read with go to ansible-playbook as they are (a vaulted
+    omni_* value is then readable by the play, as it was by the audit)."""
+    import shlex
+
     import ansible_runner
 
     if not playbook.is_file():
         raise RemediationError(f"{playbook}: no such playbook")
     artifacts_dir.mkdir(parents=True, exist_ok=True)
-    cmdline = "--check --diff" if check_mode else "--diff"
+    cmdline = " ".join(["--check --diff" if check_mode else "--diff",
+                        *(f"--vault-password-file {shlex.quote(str(f.resolve()))}"
+                          for f in vault_password_files)])
     tasks: list[TaskOutcome] = []
 
     def handler(event: dict[str, Any]) -> bool:

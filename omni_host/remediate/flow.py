@@ -43,7 +43,8 @@ class Step:
 
 def execute(plan: Plan, *, inventory: Path, check_mode: bool, allow_reboot: bool,
             known_hosts: Path, artifacts_root: Path, hosts: set[str] | None = None,
-            on_task: Callable[[TaskOutcome], None] | None = None) -> list[Step]:
+            on_task: Callable[[TaskOutcome], None] | None = None,
+            vault_password_files: tuple[Path, ...] = ()) -> list[Step]:
     """Run every playbook of the plan (limited to ``hosts`` when given)."""
     steps = []
     for run in plan.runs:
@@ -55,7 +56,7 @@ def execute(plan: Plan, *, inventory: Path, check_mode: bool, allow_reboot: bool
             playbook=collection_path("playbooks") / run.playbook, inventory=inventory, hosts=targets,
             check_mode=check_mode, artifacts_dir=artifacts_root / f"{mode}-{run.playbook[:-4]}",
             known_hosts=known_hosts, extravars={"omni_allow_reboot": allow_reboot},
-            on_task=on_task)
+            on_task=on_task, vault_password_files=vault_password_files)
         steps.append(Step(PlaybookRun(run.playbook, targets, run.checks), outcome))
     return steps
 
