@@ -142,3 +142,48 @@ def test_a_hostile_host_name_stays_one_escaped_line_and_junit_stays_xml(tmp_path
     path.write_text(junit.stdout)
     suites = list(JUnitXml.fromfile(str(path)))
     assert suites[0].name == "evil\\x1b]0;pwned\\x07\\x1bcname\nFAIL forged line\u202etxt"
+
+
+def test_a_bundle_collected_at_nan_is_refused(tmp_path: Path) -> None:
+    import json
+
+    from conftest import run_cli
+    from helpers import gpu_bundle
+
+    root = gpu_bundle("h100-x1").write_dir(tmp_path)
+    manifest = json.loads((root / "manifest.json").read_text())
+    manifest["collected_at"] = float("nan")
+    (root / "manifest.json").write_text(json.dumps(manifest))  # Python writes NaN
+    result = run_cli("audit", "--bundle", str(root), "--format", "json")
+    assert result.code == 2
+    assert result.stderr.splitlines()[-1] == (f"omni-host: {root}: manifest's collected_at is "
+                                              "not a time")
+
+
+def test_a_newline_in_a_policy_path_is_refused_naming_it() -> None:
+    from omni_host.errors import InventoryError
+    from omni_host.plan.policy import policy_from_vars
+
+    with pytest.raises(InventoryError, match=r"omni_disk_free\[1\].path: a path holds a "
+                                             r"control character: '/data\\nx'"):
+        policy_from_vars({"omni_disk_free": [{"path": "/", "min_free_gib": 1},
+                                             {"path": "/data\nx", "min_free_gib": 1}]}, "inv")
+
+
+def test_a_store_another_account_could_write_is_not_read(two_audits: Path, tmp_path: Path) -> None:
+    """A planted audit in a store others can write would become the "latest" that diff,
+    baselines and the Cold Case compare with."""
+    import shutil
+
+    from conftest import run_cli
+
+    store = tmp_path / "store"
+    shutil.copytree(two_audits, store)
+    assert len(run_cli("report", "list", "--report-dir", str(store)).stdout.splitlines()) == 2
+    newest = sorted(p for p in store.iterdir() if p.is_dir())[-1]
+    newest.chmod(0o777)  # one audit planted (or left) writable by everyone
+    listing = run_cli("report", "list", "--report-dir", str(store))
+    assert len(listing.stdout.splitlines()) == 1
+    assert f"{newest}: writable by others: skipped" in listing.stderr
+    store.chmod(0o777)
+    assert run_cli("report", "list", "--report-dir", str(store)).stdout == "no stored audit\n"

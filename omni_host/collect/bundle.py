@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import math
 import os
 import re
 import tarfile
@@ -177,6 +178,8 @@ def _from_files(read: Any, origin: str) -> Bundle:
         collected_at = float(manifest.get("collected_at"))
     except (TypeError, ValueError):
         raise BundleError(f"{origin}: manifest's collected_at is not a time") from None
+    if not math.isfinite(collected_at):  # NaN or infinity: the report's JSON would be invalid
+        raise BundleError(f"{origin}: manifest's collected_at is not a time")
     results = {}
     try:
         for rec in probes:

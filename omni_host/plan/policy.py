@@ -249,6 +249,9 @@ def _minimum(origin: str, values: dict[str, Any], var: str, low: float) -> None:
 def _absolute(origin: str, var: str, path: str | None) -> None:
     if path is not None and not path.startswith("/"):
         raise _fail(origin, var, f"must be an absolute path, got {path!r}")
+    if path is not None and any(ord(c) < 32 or ord(c) == 127 for c in path):
+        # a newline in one path split the probe's per-path output and errored the whole check
+        raise _fail(origin, var, f"a path holds a control character: {path!r}")
 
 
 def _rules(origin: str, v: dict[str, Any]) -> None:

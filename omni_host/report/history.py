@@ -75,8 +75,18 @@ class History:
 
 
 def load_history(root: Path) -> History:
+    """The stored audits, read only from directories this user owns: a store (or an audit in
+    it) that another account owns or could write is not trusted (a planted audit would become
+    the "latest" that diffs, baselines and the Cold Case compare with)."""
     audits, warnings = [], []
+    foreign = _foreign(root)
+    if foreign:
+        return History([], [f"{root}: {foreign}: the report store is not read"])
     for directory in audit_dirs(root):
+        foreign = _foreign(directory)
+        if foreign:
+            warnings.append(f"{directory}: {foreign}: skipped")
+            continue
         path = directory / "report.json"
         try:
             doc = json.loads(path.read_text(encoding="utf-8"))
@@ -98,6 +108,22 @@ def load_history(root: Path) -> History:
             continue
         audits.append(StoredAudit(doc.get("id") or directory.name, directory, doc))
     return History(audits, warnings)
+
+
+def _foreign(path: Path) -> str | None:
+    """Why ``path`` is not this user's own, or None (also when it does not exist)."""
+    import os
+    import stat
+
+    try:
+        info = path.stat()
+    except OSError:
+        return None
+    if info.st_uid != os.geteuid():
+        return f"owned by uid {info.st_uid}, not {os.geteuid()}"
+    if info.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+        return "writable by others"
+    return None
 
 
 def _statuses(host: dict[str, Any]) -> dict[str, str]:
