@@ -65,9 +65,13 @@ def test_swap_preview_apply_prove_and_idempotent(sshd: Sshd, tmp_path: Path, swa
     inv = sshd.inventory(tmp_path / "inv", {"loop": PY}, group_vars={
         "omni_swap_size_mib": 64, "omni_swap_path": str(swap_target)}, fmt=fmt)
     assert swap_status(sshd, inv, report_dir) == "fail"
+    stored = sorted(p.name for p in report_dir.iterdir())
 
     preview = cli(sshd, "remediate", "-i", str(inv), report_dir=report_dir)
     assert preview.code == 0, preview.stdout + preview.stderr
+    # a preview changes nothing and stores nothing: report diff keeps comparing real audits
+    assert sorted(p.name for p in report_dir.iterdir()) == stored
+    assert "pre-remediation" not in preview.stderr
     assert "PLAN swap.yml: loop (swap.capacity)" in preview.stdout
     assert "swap.yml on loop: 3 task(s) would change" in preview.stdout
     assert f"+{swap_target} none swap sw 0 0" in preview.stdout  # the fstab diff

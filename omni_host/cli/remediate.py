@@ -168,9 +168,13 @@ def cmd_remediate(args: argparse.Namespace) -> int:
     started, store_root, host_plans = prepared
     ssh = ssh_options(args)
     findings = current_findings(host_plans, ssh=ssh, forks=args.forks)
+    # A preview changes nothing, so it stores nothing: the next report diff compares real
+    # audits. Only an apply keeps the state it started from (its record points to it).
     pre = store_report(make_report(findings, started_at=started, source="pre-remediation",
-                                   inventory=str(args.inventory)), store_root)
-    err(f"pre-remediation audit stored in {pre}")
+                                   inventory=str(args.inventory)), store_root) \
+        if args.apply else None
+    if pre is not None:
+        err(f"pre-remediation audit stored in {pre}")
     for host in findings:
         if not host.reachable:
             err(f"{host.host}: unreachable: {host.error}")
@@ -202,7 +206,7 @@ def cmd_remediate(args: argparse.Namespace) -> int:
             f"({rec.before} -> {rec.after}): {rec.detail}")
     report = dataclasses.replace(
         make_report(after, started_at=started, source="remediation", inventory=str(args.inventory)),
-        remediation=records, pre_state=pre.name)
+        remediation=records, pre_state=pre.name if pre is not None else None)
     path = store_report(report, store_root, attach={"ansible": artifacts})
     err(f"report stored in {path}")
     if any(r.outcome is FixVerdict.ERROR for r in records) or report.unreachable:
