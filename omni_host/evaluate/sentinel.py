@@ -7,12 +7,12 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import Any
 
+from omni_host.evaluate.checks.gpu import ASYMMETRY_RATIO  # one rule: gpu.topology's
 from omni_host.evaluate.facts import HostFacts
 from omni_host.model import EngineStatus, EngineVerdict, FactSummary, GpuSummary, ModelSummary
 from omni_host.plan.policy import Policy
 from omni_host.resources import data_path, read_yaml
 
-ASYMMETRY_RATIO = 1.2
 GIB = 1024 ** 3
 
 
