@@ -197,9 +197,9 @@ DYNAMIC: tuple[Probe, ...] = (
 
 # The benchmark: only `omni-host bench` adds it to a plan, and it runs last, alone (see the
 # helper's docstring). Its deadline is the policy's budget plus a minute for the gate, the
-# hashes and the samples around the run.
-_BENCH_HELPER = resources_text("remote/bench.py")
-BENCH = Probe("bench.llama", ("{python}", "-c", _BENCH_HELPER), bench.parse_bench_run,
+# hashes and the samples around the run. The helper's source is read only then: an audit's
+# start-up never pays for it.
+BENCH = Probe("bench.llama", ("{python}", "-c"), bench.parse_bench_run,
               label="llama-bench -o json <omni_bench> (bench helper: idle gate, context)",
               last=True)
 
@@ -212,7 +212,8 @@ def bench_probe(spec: BenchSpec, *, force: bool = False) -> Probe:
             "--repetitions", str(spec.repetitions), "--budget-s", f"{spec.budget_s:g}",
             "--max-busy-pct", f"{spec.max_busy_pct:g}", *(("--force",) if force else ()),
             "--", *spec.args)
-    return dataclasses.replace(BENCH, argv=(*BENCH.argv, *argv), timeout_s=spec.budget_s + 60)
+    return dataclasses.replace(BENCH, argv=(*BENCH.argv, resources_text("remote/bench.py"), *argv),
+                               timeout_s=spec.budget_s + 60)
 
 
 def probes_for(policy: Policy) -> tuple[Probe, ...]:
