@@ -32,7 +32,7 @@ from omni_host.evaluate.sentinel import fact_summary
 from omni_host.model import CheckResult, Evidence, Status
 from omni_host.plan.policy import BenchSpec, Policy
 from omni_host.probes.parsers import na
-from omni_host.probes.parsers.bench import BenchRun, BenchTest
+from omni_host.probes.parsers.bench import BenchRun, BenchTest, spread
 
 CHECK_ID = "perf.tokens-per-s"
 NUMBER_TOLERANCE = 0.05
@@ -182,14 +182,6 @@ def context_diff(before: dict[str, Any], after: dict[str, Any]) -> tuple[list[st
     return changed, same
 
 
-def _stats(samples: list[float]) -> tuple[float, float]:
-    mean = sum(samples) / len(samples)
-    if len(samples) < 2:
-        return mean, 0.0
-    sd = math.sqrt(sum((s - mean) ** 2 for s in samples) / (len(samples) - 1))
-    return mean, sd / mean if mean else 0.0
-
-
 @dataclass(frozen=True)
 class TestVerdict:
     name: str
@@ -214,10 +206,10 @@ def judge_test(name: str, base: list[float], now: list[float], tolerance_pct: fl
     """``base`` and ``now``: each repetition's tokens/s; ``run_means``: the means of the runs
     known to be healthy (the baseline and those that passed against it), whose spread is the
     noise between runs once there are at least three."""
-    mean_b, cv_b = _stats(base)
-    mean_n, cv_n = _stats(now)
+    mean_b, cv_b = spread(base)
+    mean_n, cv_n = spread(now)
     within = 3 * math.sqrt((cv_b ** 2 + cv_n ** 2) / 2)
-    between = 3 * _stats(list(run_means))[1] if len(run_means) >= MIN_RUNS_FOR_SPREAD else 0.0
+    between = 3 * spread(list(run_means))[1] if len(run_means) >= MIN_RUNS_FOR_SPREAD else 0.0
     threshold = max(tolerance_pct / 100, within, between)
     drop = (mean_b - mean_n) / mean_b
     status = Status.PASS if drop <= threshold else Status.WARN if drop <= 2 * threshold \
@@ -245,15 +237,14 @@ def ceiling(run: BenchRun, test: BenchTest) -> dict[str, Any]:
     gpus = nvml[:1] if test.params.get("split_mode") == "none" else nvml
     given = [float(s) for s in str(test.params.get("tensor_split") or "").split("/") if _num(s)]
     shares = given if len(given) == len(gpus) else [1.0] * len(gpus)  # layers split by -ts
-    seconds = 0.0
-    for gpu, share in zip(gpus, shares, strict=True):  # each GPU reads its layers in turn
-        bandwidth = gpu["bus_width_bits"] / 8 * gpu["max_mem_clock_mhz"] * 1e6 * 2
-        seconds += model_bytes * share / sum(shares) / bandwidth
+    bandwidths = [g["bus_width_bits"] / 8 * g["max_mem_clock_mhz"] * 1e6 * 2 for g in gpus]
+    # each GPU reads its share of the layers in turn
+    seconds = sum(model_bytes * share / sum(shares) / bw
+                  for share, bw in zip(shares, bandwidths, strict=True))
     limit = 1 / seconds
     return {"ceiling_ts": round(limit, 1), "fraction": round(test.mean_ts / limit, 3),
             "bytes_per_token": model_bytes,
-            "bandwidth_gbs": [round(g["bus_width_bits"] / 8 * g["max_mem_clock_mhz"] * 2e-3, 1)
-                              for g in gpus]}
+            "bandwidth_gbs": [round(bw / 1e9, 1) for bw in bandwidths]}
 
 
 def tests_of(run: BenchRun) -> dict[str, list[float]]:
@@ -275,9 +266,9 @@ def judge(meta: CheckMeta, spec: BenchSpec, run: BenchRun, context: dict[str, An
         return meta.result(Status.ERROR, f"llama-bench failed: {run.error}", evidence=_evidence(run),
                            details={"error": run.error, "stderr_tail": list(run.stderr_tail)})
     tests = tests_of(run)
-    ceilings = {t.name: c for t in run.result.tests if "ceiling_ts" in (c := ceiling(run, t))}
-    no_ceiling = {t.name: ceiling(run, t)["why_not"] for t in run.result.tests
-                  if t.kind == "tg" and t.name not in ceilings}
+    limits = {t.name: ceiling(run, t) for t in run.result.tests if t.kind == "tg"}
+    ceilings = {n: c for n, c in limits.items() if "ceiling_ts" in c}
+    no_ceiling = {n: c["why_not"] for n, c in limits.items() if "why_not" in c}
     details: dict[str, Any] = {
         "tests": {t.name: {"kind": t.kind, "samples_ts": list(t.samples_ts),
                            "mean_ts": round(t.mean_ts, 3), "cv": round(t.cv, 4),

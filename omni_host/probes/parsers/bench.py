@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import math
+import statistics
 from dataclasses import dataclass
 from typing import Any
 
@@ -36,20 +37,24 @@ class BenchTest:
 
     @property
     def mean_ts(self) -> float:
-        return sum(self.samples_ts) / len(self.samples_ts)
+        return statistics.fmean(self.samples_ts)
 
     @property
     def stdev_ts(self) -> float:
-        n = len(self.samples_ts)
-        if n < 2:
-            return 0.0
-        mean = self.mean_ts
-        return math.sqrt(sum((s - mean) ** 2 for s in self.samples_ts) / (n - 1))
+        """The sample standard deviation, as llama-bench's own stddev_ts (0 for one run)."""
+        return statistics.stdev(self.samples_ts) if len(self.samples_ts) > 1 else 0.0
 
     @property
     def cv(self) -> float:
         """Relative spread of the repetitions (stdev / mean)."""
-        return self.stdev_ts / self.mean_ts if self.mean_ts else 0.0
+        return spread(self.samples_ts)[1]
+
+
+def spread(samples: list[float] | tuple[float, ...]) -> tuple[float, float]:
+    """(mean, relative standard deviation) of tokens/s samples: the one noise measure."""
+    mean = statistics.fmean(samples)
+    sd = statistics.stdev(samples) if len(samples) > 1 else 0.0
+    return mean, sd / mean if mean else 0.0
 
 
 @dataclass(frozen=True)
