@@ -417,3 +417,30 @@ def test_an_invalid_policy_is_reported_without_waiting_for_a_slow_host(sshd: Ssh
     assert result.code == 2, result.stderr
     assert "host mute: omni_swap_path" in result.stderr
     assert result.seconds < 15  # planning's answer, not the 30 s connect timeout's
+
+
+def test_a_command_that_ends_before_reading_its_stdin_keeps_its_words(sshd: Sshd) -> None:
+    """sudo -n refusing ends the session before the collector is sent: its message and exit
+    status are still what the run reports, not "Socket is closed" (CI saw that race)."""
+    from omni_host.collect.transport.base import SshOptions
+    from omni_host.collect.transport.loading import import_ssh
+    from omni_host.plan.connection import SshEndpoint
+
+    import_ssh(None)
+    from omni_host.collect.transport.ssh import SshTransport
+
+    options = SshOptions(known_hosts=sshd.known_hosts, ssh_config=None)
+    transport = SshTransport("loop", SshEndpoint("127.0.0.1", sshd.port, sshd.user,
+                                                 str(sshd.client_key)), options)
+    argv = ("sh", "-c", "echo 'sudo: a password is required' >&2; exit 1")
+    try:
+        transport.start(argv, sudo=False)
+        chan = transport._started[1]  # noqa: SLF001
+        deadline = time.monotonic() + 10
+        while not chan.closed and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert chan.closed  # the race CI lost, made certain
+        run = transport.run(argv, stdin="x" * 100_000, timeout_s=10, sudo=False)
+        assert (run.exit_code, run.stderr) == (1, "sudo: a password is required\n")
+    finally:
+        transport.close()

@@ -268,8 +268,14 @@ class SshTransport:
         start = time.monotonic()
         deadline = start + timeout_s
         try:
-            chan.sendall(stdin.encode())
-            chan.shutdown_write()
+            try:
+                chan.sendall(stdin.encode())
+                chan.shutdown_write()
+            except OSError:
+                # The command ended before it read its stdin (sudo -n refusing, a missing
+                # python): what it said and its exit status are still in the channel.
+                if not chan.closed:
+                    raise
             out, err = bytearray(), bytearray()
             while True:
                 # One chunk of each per turn: data that keeps coming never holds off the
