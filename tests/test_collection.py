@@ -117,3 +117,50 @@ def test_isolation_names_each_thing_an_override_cannot_undo() -> None:
         "networks": {"omni_internal": {"internal": True}},
         "services": {"llm": {"networks": {"omni_internal": {}}},
                      "gw": {"networks": {"front": {}, "omni_internal": {}}}}}
+
+
+def test_each_fix_role_declares_the_schema_variables_its_tasks_read() -> None:
+    """Each fix role's meta/argument_specs.yml is the one schema cut to the variables the role's
+    files name (regenerate with OMNI_UPDATE_GOLDEN=1 and read the diff)."""
+    from omni_host.plan.policy import spec
+    from omni_host.remediate.role_specs import fix_roles, read_variables, role_spec_text, spec_path
+
+    roles = fix_roles()
+    assert "omni_swap" in roles and "omni" not in roles
+    # what the swap role's tasks name, read off their text (its assert lists both)
+    assert read_variables("omni_swap") == ["omni_swap_size_mib", "omni_swap_path"]
+    # a role that includes the omni role's compose tasks reads the Compose file through them
+    assert "omni_compose_file" in read_variables("omni_restart")
+    stale = []
+    for role in roles:
+        want = role_spec_text(role)
+        if os.environ.get("OMNI_UPDATE_GOLDEN"):
+            spec_path(role).write_text(want)
+        if spec_path(role).read_text() != want:
+            stale.append(role)
+    assert not stale, f"{stale}: regenerate with OMNI_UPDATE_GOLDEN=1 and review the diff"
+    # every value that only the remediation reads is read by some fix role
+    read = {name for role in roles for name in read_variables(role)}
+    remediation_only = {name for name, option in spec().items()
+                        if "Remediation only." in option.get("description", [])}
+    assert remediation_only and remediation_only <= read, remediation_only - read
+
+
+@pytest.mark.system  # ansible-doc processes
+def test_ansible_doc_shows_each_fix_roles_variables() -> None:
+    """What an AWX or Galaxy user reads: ``ansible-doc -t role omni.host.omni_swap``."""
+    import json
+
+    from omni_host.plan.policy import spec
+
+    env = {**os.environ, "ANSIBLE_COLLECTIONS_PATH": str(REPO), "ANSIBLE_NOCOLOR": "1"}
+    run = subprocess.run([str(BIN / "ansible-doc"), "-t", "role", "-j", "omni.host.omni_swap",
+                          "omni.host.omni_tunables"], capture_output=True, text=True, env=env,
+                         check=False)
+    assert run.returncode == 0, run.stderr
+    doc = json.loads(run.stdout)
+    swap = doc["omni.host.omni_swap"]["entry_points"]["main"]["options"]
+    assert set(swap) == {"omni_swap_size_mib", "omni_swap_path"}
+    assert swap["omni_swap_path"]["description"] == spec()["omni_swap_path"]["description"]
+    tunables = doc["omni.host.omni_tunables"]["entry_points"]["main"]["options"]
+    assert tunables["omni_glibc_tunables"]["default"].startswith("glibc.cpu.hwcaps=-AVX512F")
