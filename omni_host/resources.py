@@ -1,8 +1,10 @@
 """Where the shipped data lives: ``checks/``, ``inventory/`` and the Ansible collection
-``ansible_collections/omni/host`` (roles, thin playbooks, filter plugins).
+``ansible_collections/omni/host`` (roles, thin playbooks, plugins).
 
-In a wheel they are packaged under ``omni_host/_data``; in a source checkout (editable install)
-they are the repository's own top-level folders, so there is one copy of each.
+In a wheel ``checks`` and ``inventory`` are packaged under ``omni_host/_data`` and the
+collection beside the package, in ``site-packages/ansible_collections`` (where Ansible finds
+pip-installed collections); in a source checkout (editable install) all three are the
+repository's own top-level folders, so there is one copy of each.
 """
 
 from __future__ import annotations
@@ -27,12 +29,13 @@ def resources_text(rel: str) -> str:
 
 def collection_path(*parts: str) -> Path:
     """A path inside the omni.host collection (``playbooks/swap.yml``, ``roles/omni``...)."""
-    return data_path("ansible_collections").joinpath("omni", "host", *parts)
+    return collections_root().joinpath("ansible_collections", "omni", "host", *parts)
 
 
 def collections_root() -> Path:
-    """The folder to put on ANSIBLE_COLLECTIONS_PATH so that Ansible finds omni.host."""
-    return data_path("ansible_collections").parent
+    """The folder to put on ANSIBLE_COLLECTIONS_PATH so that Ansible finds omni.host: the one
+    that holds the package (site-packages, or the source checkout)."""
+    return _PACKAGE.parent
 
 
 def read_yaml(path: Path) -> Any:

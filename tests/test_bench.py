@@ -290,7 +290,9 @@ def test_bench_loop_baseline_unchanged_quota_and_back(sshd: Sshd, llama, tmp_pat
     assert slow.code == 1, slow.stderr
     assert perf["status"] == "fail"
     assert perf["details"]["verdicts"]["tg64"]["status"] == "fail"
-    assert perf["details"]["verdicts"]["tg64"]["drop"] > 0.5  # 2 threads on 0.3 of a CPU
+    # 2 threads on 0.3 of a CPU: about -85% alone, -47% seen once while another suite loaded
+    # the 2 cores (a slower baseline); either way far past the noise the verdict allows
+    assert perf["details"]["verdicts"]["tg64"]["drop"] > 0.3
     assert f"CPU quota (cgroup): none -> 0.3 CPUs (/{quota.path.name})" in perf["summary"]
     back, perf = _bench(sshd, inv, store)
     assert back.code == 0 and perf["status"] == "pass", perf["summary"]

@@ -29,7 +29,8 @@ def test_the_collection_builds_installs_and_its_playbooks_parse(tmp_path: Path) 
         names = set(tar.getnames())
     assert {"galaxy.yml", "MANIFEST.json"} & names == {"MANIFEST.json"}  # built, not copied
     assert {"roles/omni/meta/argument_specs.yml", "roles/omni_swap/tasks/main.yml",
-            "plugins/filter/omni.py", "playbooks/site.yml"} <= names
+            "plugins/filter/omni.py", "playbooks/site.yml", "plugins/action/audit.py",
+            "plugins/modules/audit.py", "roles/omni_swap/meta/argument_specs.yml"} <= names
     assert not any("__pycache__" in n for n in names)
 
     installed = tmp_path / "collections"
@@ -41,7 +42,7 @@ def test_the_collection_builds_installs_and_its_playbooks_parse(tmp_path: Path) 
     inventory.write_text("box ansible_connection=local\n")
     playbooks = sorted((installed / "ansible_collections" / "omni" / "host" / "playbooks").glob("*.yml"))
     assert [p.name for p in playbooks] == [
-        "collect.yml", "glibc-tunables.yml", "isolation.yml", "nvidia-driver.yml", "packages.yml",
+        "audit.yml", "collect.yml", "glibc-tunables.yml", "isolation.yml", "nvidia-driver.yml", "packages.yml",
         "persistence.yml", "restart-policy.yml", "site.yml", "swap.yml"]
     for playbook in playbooks:
         parsed = subprocess.run([str(BIN / "ansible-playbook"), "-i", str(inventory),
@@ -164,3 +165,51 @@ def test_ansible_doc_shows_each_fix_roles_variables() -> None:
     assert swap["omni_swap_path"]["description"] == spec()["omni_swap_path"]["description"]
     tunables = doc["omni.host.omni_tunables"]["entry_points"]["main"]["options"]
     assert tunables["omni_glibc_tunables"]["default"].startswith("glibc.cpu.hwcaps=-AVX512F")
+
+
+@pytest.mark.system  # pip builds the wheel (hatchling), ansible-doc reads it
+def test_the_wheel_installs_the_collection_where_ansible_finds_it(tmp_path: Path) -> None:
+    """``pip install omni-host`` is all an execution environment needs: the wheel puts omni.host
+    in site-packages/ansible_collections, which Ansible scans on its own sys.path."""
+    import zipfile
+
+    built = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w",
+                            str(tmp_path / "dist"), str(REPO)], capture_output=True, text=True,
+                           check=False, timeout=300)
+    assert built.returncode == 0, built.stderr[-2000:]
+    (wheel,) = (tmp_path / "dist").glob("omni_host-*.whl")
+    names = set(zipfile.ZipFile(wheel).namelist())
+    assert {"ansible_collections/omni/host/plugins/action/audit.py",
+            "ansible_collections/omni/host/playbooks/audit.yml",
+            "ansible_collections/omni/host/roles/omni_swap/meta/argument_specs.yml",
+            "omni_host/_data/checks/catalog.yaml"} <= names
+    assert not any(n.startswith("omni_host/_data/ansible_collections") for n in names)  # one copy
+    site = tmp_path / "site"
+    done = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target",
+                           str(site), str(wheel)], capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr
+    env = {**os.environ, "PYTHONPATH": str(site), "ANSIBLE_COLLECTIONS_PATH": str(tmp_path / "none"),
+           "ANSIBLE_NOCOLOR": "1"}
+    doc = subprocess.run([str(BIN / "ansible-doc"), "-t", "module", "-j", "omni.host.audit"],
+                         capture_output=True, text=True, env=env, check=False, cwd=tmp_path)
+    assert doc.returncode == 0, doc.stderr
+    assert str(site) in doc.stdout  # found in the installed wheel, not in this checkout
+    where = subprocess.run([sys.executable, "-c", "from omni_host.resources import "
+                            "collection_path, data_path; print(collection_path()); "
+                            "print(data_path('checks'))"], capture_output=True, text=True,
+                           env=env, check=False, cwd=tmp_path)
+    assert where.stdout.split() == [str(site / "ansible_collections" / "omni" / "host"),
+                                    str(site / "omni_host" / "_data" / "checks")], where.stderr
+
+
+def test_the_execution_environment_installs_the_wheel_the_docs_build() -> None:
+    """execution-environment.yml (ansible-builder v3) takes the wheel from dist/, as docs/awx.md
+    builds it, and installs it in the image's final stage."""
+    import yaml
+
+    ee = yaml.safe_load((REPO / "execution-environment.yml").read_text())
+    assert ee["version"] == 3
+    assert ee["additional_build_files"] == [{"src": "dist", "dest": "omni-host"}]
+    steps = " ".join(ee["additional_build_steps"]["append_final"])
+    assert "pip install" in steps and "_build/omni-host/" in steps and "omni_host-*.whl" in steps
+    assert "pip wheel --no-deps -w dist ." in (REPO / "docs" / "awx.md").read_text()

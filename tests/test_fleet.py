@@ -225,7 +225,6 @@ def test_plain_ansible_playbook_collect_then_audit_the_outputs(sshd: Sshd, tmp_p
     assert made.code == 0 and "def main(plan_json)" in made.stdout
     payload.write_text(made.stdout)
     out = tmp_path / "out"
-    out.mkdir()
     env = dict(os.environ, ANSIBLE_SSH_COMMON_ARGS=f"-o UserKnownHostsFile={sshd.known_hosts}")
     played = subprocess.run(
         [str(Path(sys.executable).parent / "ansible-playbook"), "-i", str(inv),

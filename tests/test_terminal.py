@@ -53,6 +53,27 @@ def fleet() -> dict:
     return Report(STARTED, STARTED + 4, "live", "inventory/", tuple(hosts)).to_dict()
 
 
+def haswell_vm(name: str = "h200-x2"):
+    """A real bundle whose /proc/cpuinfo is a real 2-vCPU Haswell VM's (no AVX-512): the
+    cpu.avx512 check warns (info) on it."""
+    bundle = gpu_bundle(name)
+    cpu = (Path(__file__).resolve().parent / "fixtures" / "public" / "cpu" /
+           "proc-cpuinfo_vm-2vcpu-haswell_2-physical-ids_sonar450.txt").read_text()
+    results = {**bundle.results,
+               "cpu.cpuinfo": dataclasses.replace(bundle.results["cpu.cpuinfo"], stdout=cpu)}
+    return dataclasses.replace(bundle, results=results)
+
+
+def shared_failure_fleet(n: int = 6) -> dict:
+    """``n`` hosts, the H100 under several names, each with the same policy and the same one
+    failure (the swap it lacks)."""
+    values = own_policy_with_swap("h100-x1")
+    hosts = [evaluate_bundle(dataclasses.replace(gpu_bundle("h100-x1"), host=f"gpu-{i:02d}"),
+                             policy_from_vars(values, f"gpu-{i:02d}"),
+                             address=f"ops@gpu-{i:02d}.lab:22") for i in range(1, n + 1)]
+    return Report(STARTED, STARTED + 3, "live", "inventory/", tuple(hosts)).to_dict()
+
+
 def terminal(doc: dict, verbosity: int = 0) -> str:
     return render("table", doc, context("table", doc, lambda: History([]), width=80,
                                         verbosity=verbosity))
@@ -84,7 +105,7 @@ def test_one_host_with_one_failure_fits_in_about_20_lines() -> None:
     golden("report-one-host.txt", text)
 
 
-def test_a_fleet_starts_with_its_matrix() -> None:
+def test_a_fleet_starts_with_its_matrix_and_says_each_finding_once() -> None:
     doc = fleet()
     text = terminal(doc)
     lines = text.splitlines()
@@ -98,15 +119,78 @@ def test_a_fleet_starts_with_its_matrix() -> None:
     assert rows[2].split()[1:] == [glyph[r["effective_status"]] for r in doc["hosts"][2]["results"]]
     assert f"1 {checks[0]}" in lines[10]
     assert max(len(line) for line in lines) <= 80
+    # the swap failure of three hosts: once, naming them, each distinct summary with its
+    # hosts, one fix command for the three
+    swap = [h["host"] for h in doc["hosts"] if any(
+        r["id"] == "swap.capacity" and r["effective_status"] == "fail" for r in h["results"])]
+    assert swap == ["gpu-03", "gpu-05", "gpu-06"]
+    assert text.count("FAIL  swap.capacity") == 1, text
+    assert "  hosts     gpu-03, gpu-05, gpu-06 (3 of 7)" in lines
+    words = " ".join(text.split())
+    assert "gpu-05: no active swap, expected 1,024 MiB" in words
+    assert "omni-host remediate -i inventory/ gpu-03:gpu-05:gpu-06 (preview;" in words
+    assert "(on gpu-03; each host's: -v)" in words
+    # an engine verdict the whole fleet shares: once
+    assert text.count("Strategic: ") == 1 and "all 7 hosts" in text
     golden("report-fleet.txt", text)
+
+
+def test_six_hosts_with_one_shared_failure_fit_in_about_40_lines() -> None:
+    doc = shared_failure_fleet(6)
+    assert doc["summary"]["fail"] == 6  # one failure on each host
+    text = terminal(doc)
+    lines = text.splitlines()
+    assert len(lines) <= 40, text
+    assert max(len(line) for line in lines) <= 80, text
+    assert text.count("FAIL  swap.capacity") == 1 and "  hosts     all 6 hosts" in lines, text
+    # -v keeps each host's whole view: the evidence per host
+    verbose = terminal(doc, verbosity=1)
+    assert verbose.count("FAIL  swap.capacity") == 6
+    assert verbose.count("$ cat /proc/swaps") == 6
+
+
+def test_one_host_with_one_failure_and_an_info_warning_fits_in_about_25_lines() -> None:
+    bundle = haswell_vm()
+    values = {**observed_vars(facts_from_bundle(bundle)), "omni_swap_size_mib": 1024}
+    host = evaluate_bundle(bundle, policy_from_vars(values, "h200"), address="ops@h200.lab:22")
+    doc = Report(STARTED, STARTED + 2, "live", "inventory/", (host,)).to_dict()
+    assert (doc["summary"]["fail"], doc["summary"]["warn"]) == (1, 1)
+    text = terminal(doc)
+    lines = text.splitlines()
+    assert len(lines) <= 25, text
+    warn = [line for line in lines if line.startswith("WARN  cpu.avx512")]
+    assert len(warn) == 1 and "Haswell" in warn[0], text  # the info warning: one line
+    assert "evidence" not in text.split("WARN  cpu.avx512")[1], text
+    # a host whose missing expectations init cannot record gets no "record it" banner
+    unset = doc["hosts"][0]["no_expected_state"]
+    from omni_host.plan.policy import INIT_RECORDS
+
+    assert unset and not set(unset.values()) & INIT_RECORDS
+    assert "record it" not in text
+    assert "set them in the inventory" in " ".join(terminal(doc, verbosity=1).split())
+
+
+def test_init_records_what_the_banner_promises() -> None:
+    """The banner's promise (INIT_RECORDS) holds on the real GPU machines: what init's
+    observed_vars writes there is within it (the Zen 5 mask aside), and covers NUMA, the
+    driver, the GPUs and the swap."""
+    from omni_host.plan.policy import INIT_RECORDS
+
+    written = set()
+    for name in ("h100-x1", "h200-x2"):
+        written |= set(observed_vars(facts_from_bundle(gpu_bundle(name)),
+                                     policy_from_vars(reference_vars(), name)))
+    assert written <= INIT_RECORDS | {"omni_zen5_tunables_containers"}, written
+    assert {"omni_numa_nps", "omni_gpu_driver_min", "omni_gpus", "omni_swap_size_mib"} <= written
 
 
 def test_quiet_keeps_failures_and_the_summary_line() -> None:
     doc = fleet()
     text = terminal(doc, verbosity=-1)
-    failing = sum(1 for h in doc["hosts"] for r in h["results"] if r["effective_status"] == "fail")
-    assert failing >= 3
-    assert text.count("\nFAIL  ") + text.startswith("FAIL  ") == failing, text
+    groups = {(r["id"], r["summary"]) for h in doc["hosts"] for r in h["results"]
+              if r["effective_status"] == "fail"}
+    assert len(groups) >= 3
+    assert "FAIL  swap.capacity" in text and "FAIL  gpu.topology" in text
     for absent in ("Fleet:", "PASS", "SKIP", "Strategic", "Cold case", "WARN"):
         assert absent not in text, absent
     assert "gpu-08 (ops@gpu-08.lab:22): UNREACHABLE" in text

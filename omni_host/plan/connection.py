@@ -85,14 +85,19 @@ def _refuse_unsupported(hv: dict[str, Any], where: str, become: bool) -> None:
                                  "become password cannot be used")
 
 
+def interpreter(hv: dict[str, Any]) -> str:
+    """The host's Python: ``ansible_python_interpreter``, where Ansible's discovery modes
+    (``auto``...) and no value mean python3 on the host's PATH."""
+    python = str(hv.get("ansible_python_interpreter") or DEFAULT_PYTHON)
+    return DEFAULT_PYTHON if python.startswith("auto") else python
+
+
 def connection(name: str, hv: dict[str, Any], where: str) -> Connection:
     """Host ``name``'s connection values from its resolved variables (``hv``); what omni-host cannot
     honour is an InventoryError naming ``where`` and the variable."""
     become = _bool(hv.get("ansible_become", False))
     _refuse_unsupported(hv, where, become)
-    python = str(hv.get("ansible_python_interpreter") or DEFAULT_PYTHON)
-    if python.startswith("auto"):  # Ansible's discovery modes: python3 on the PATH
-        python = DEFAULT_PYTHON
+    python = interpreter(hv)
     if hv.get("ansible_connection") in LOCAL:
         return Connection(become, python, None)
     port = _first(hv, "ansible_port", "ansible_ssh_port")

@@ -241,7 +241,6 @@ class Inventory:
                              dict(entry["origins"]))
 
     def _resolve(self, name: str) -> InventoryHost:
-        from ansible.errors import AnsibleError
         from ansible.template import Templar
 
         loader, manager, variables = self._load()
@@ -250,27 +249,36 @@ class Inventory:
             raise InventoryError(f"{name}: not a host of {self.source}")
         all_vars = variables.get_vars(host=host, include_hostvars=False)
         templar = Templar(loader=loader, variables=all_vars)
-        wanted = [k for k in all_vars if k.startswith("omni_") or k in CONNECTION_VARS]
-        resolved: dict[str, Any] = {}
-        origins: dict[str, str] = {}
-        for key in wanted:
-            value = all_vars[key]
-            origins[key] = _origin(value) or "inventory"
-            if type(value).__name__ in _VAULTED:
-                origins[key] = f"{VAULT_ORIGIN}{origins[key]}"  # recorded, never its value
-            if key in SECRET_VARS:
-                resolved[key] = "<set>"  # presence matters, the value never leaves Ansible
-                continue
-            try:
-                resolved[key] = _plain(templar.template(value))
-            except AnsibleError as exc:
-                raise InventoryError(f"{self.source}: host {name}: {key}: "
-                                     f"{str(exc).splitlines()[0]}") from None
-            except (TypeError, ValueError) as exc:
-                raise InventoryError(f"{self.source}: host {name}: {key}: cannot be read "
-                                     f"as data ({exc})") from None
+        resolved, origins = rendered_vars(all_vars, templar, f"{self.source}: host {name}")
         groups = tuple(g.name for g in host.get_groups())
         return InventoryHost(name, resolved, groups, origins)
+
+
+def rendered_vars(all_vars: Any, templar: Any, where: str) -> tuple[dict[str, Any], dict[str, str]]:
+    """A host's ``omni_*`` and connection variables out of Ansible's (tagged, maybe templated)
+    values, rendered as a play would, and where each came from. Secrets are present, never
+    rendered; vaulted values are marked in their origin (``where``: names them in errors).
+    The inventory and the collection's audit action both read a host through it."""
+    from ansible.errors import AnsibleError
+
+    wanted = [k for k in all_vars if k.startswith("omni_") or k in CONNECTION_VARS]
+    resolved: dict[str, Any] = {}
+    origins: dict[str, str] = {}
+    for key in wanted:
+        value = all_vars[key]
+        origins[key] = _origin(value) or "inventory"
+        if type(value).__name__ in _VAULTED:
+            origins[key] = f"{VAULT_ORIGIN}{origins[key]}"  # recorded, never its value
+        if key in SECRET_VARS:
+            resolved[key] = "<set>"  # presence matters, the value never leaves Ansible
+            continue
+        try:
+            resolved[key] = _plain(templar.template(value))
+        except AnsibleError as exc:
+            raise InventoryError(f"{where}: {key}: {str(exc).splitlines()[0]}") from None
+        except (TypeError, ValueError) as exc:
+            raise InventoryError(f"{where}: {key}: cannot be read as data ({exc})") from None
+    return resolved, origins
 
 
 def _forget_vars_files() -> None:

@@ -133,6 +133,14 @@ def defaults() -> dict[str, Any]:
 KNOWN_VARS = frozenset(spec())
 
 
+# What ``omni-host init`` records from what it observes on any host (evaluate/baseline.
+# observed_vars; it records omni_zen5_tunables_containers only on Zen 5 with masked containers,
+# so that one is not promised): an expectation outside it (models, binaries, disk floors) is
+# the operator's to write.
+INIT_RECORDS = frozenset({"omni_numa_nps", "omni_gpu_driver_min", "omni_gpus", "omni_swap_size_mib",
+                          "omni_swap_path", "omni_build_packages"})
+
+
 DEFAULTS_ORIGIN = f"default: ansible_collections/omni/host/{ROLE}/defaults/main.yml"
 VAULTED = "<vaulted>"
 

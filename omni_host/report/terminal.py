@@ -30,6 +30,7 @@ from omni_host.report.text import (
     fix_steps,
     init_command,
     last_bench_line,
+    recordable,
     status_of,
     summary_line,
     unobserved,
@@ -150,20 +151,43 @@ def _evidence(result: dict[str, Any], verbose: bool) -> list[str]:
     return out
 
 
+def _one_liner(page: _Page, r: dict[str, Any], hosts: str = "") -> bool:
+    """An info-severity warning is one line (all of it with -v); True when it was."""
+    if page.verbose or r["severity"] != "info" or status_of(r) != "warn":
+        return False
+    label = f"{'WARN':<6}{r['id']}  "
+    page.add(_line((label[:6], STYLES["warn"]), (label[6:], "bold"),
+                   (_fit(f"{hosts}{r['summary']}", page.width - len(label)), "")))
+    return True
+
+
 def _finding(page: _Page, r: dict[str, Any], host: dict[str, Any], inventory: str | None,
              rationale: dict[str, str]) -> None:
+    if not _one_liner(page, r):
+        _whole(page, r, [host["host"]], inventory, rationale)
+
+
+def _whole(page: _Page, r: dict[str, Any], hosts: list[str], inventory: str | None,
+           rationale: dict[str, str], summaries: list[str] | None = None,
+           evidence_note: str = "", hit: str = "") -> None:
+    """A finding in full: its head, summary (or each host's), evidence, lesson, waiver, fix
+    (one command for every host it hit)."""
     status = status_of(r)
     head = " \u00b7 ".join([r["severity"], *([" ".join(r["lessons"])] if r["lessons"] else [])])
     page.add(_line((f"{status.upper():<6}", STYLES[status]), (r["id"], "bold"),
                    (_fit(f"  {head}", page.width - 6 - len(r["id"])), "dim")))
-    page.text(r["summary"], first="  ")
+    if hit:
+        page.labelled("hosts", [hit], "bold")
+    for summary in summaries or [r["summary"]]:
+        page.text(summary, first="  ", rest="    " if summaries else "  ")
     if r["evidence"]:
-        page.labelled("evidence", _evidence(r, page.verbose), "dim")
+        page.labelled("evidence", _evidence(r, page.verbose) + ([evidence_note] if evidence_note
+                                                                else []), "dim")
     if r["id"] in rationale:
         page.labelled("lesson", [" ".join(rationale[r["id"]].split())])
     if r.get("waiver"):
         page.labelled("waived", [waiver_line(r["waiver"])], STYLES["waived"])
-    steps = fix_steps(r, inventory, host["host"])
+    steps = fix_steps(r, inventory, ":".join(hosts))
     if steps:
         numbered = steps if len(steps) == 1 else [f"{i}. {s}" for i, s in enumerate(steps, 1)]
         page.labelled("fix", numbered, "cyan")
@@ -203,7 +227,7 @@ def _collapsed(page: _Page, host: dict[str, Any], inventory: str | None) -> None
     unset = expected_state_line(host, inventory)
     if unset and (page.verbose or host.get("unconfigured")):
         page.text(unset, "bold yellow" if host.get("unconfigured") else "yellow")
-    elif unset:
+    elif unset and recordable(host):
         page.add(_plain(_fit(f"{' ' * 11}record it: {init_command(host['host'], inventory)}",
                              page.width), "yellow"))
     missing = unobserved(host)
@@ -252,6 +276,111 @@ def _cold_case(page: _Page, host: dict[str, Any]) -> None:
                  "red" if i.get("change", "").startswith("newly") else "green")
 
 
+# -- a fleet in one screen --------------------------------------------------------------------
+
+def _hits(names: list[str], total: int) -> str:
+    """The hosts a finding hit, out of the fleet's reachable hosts."""
+    if len(names) == total > 1:
+        return f"all {total} hosts"
+    return ", ".join(names) + (f" ({len(names)} of {total})" if total > 1 else "")
+
+
+def _shared_findings(page: _Page, doc: dict[str, Any], rationale: dict[str, str],
+                     quiet: bool) -> None:
+    """Each finding once, with the hosts it hit: the first host's evidence (every host's is in
+    the per-host view of -v), each distinct summary with its hosts, one fix for all of them."""
+    reachable = [h for h in doc["hosts"] if h["reachable"]]
+    groups: dict[tuple[Any, ...], list[tuple[str, dict[str, Any]]]] = {}
+    for host in reachable:
+        for r in host["results"]:
+            status = status_of(r)
+            if status in (QUIET if quiet else FINDINGS):
+                steps = tuple((r.get("remediation") or {}).get("steps") or ())
+                groups.setdefault((r["id"], status, steps), []).append((host["host"], r))
+    for key in sorted(groups, key=lambda k: (ORDER.index(k[1]),
+                                             groups[k][0][1]["severity"] != "critical", k[0])):
+        hits = groups[key]
+        names = [name for name, _ in hits]
+        first = hits[0][1]
+        if _one_liner(page, first, f"{_hits(names, len(reachable))}: "):
+            continue
+        by_summary: dict[str, list[str]] = {}
+        for name, r in hits:
+            by_summary.setdefault(r["summary"], []).append(name)
+        summaries = [f"{', '.join(n)}: {s}" for s, n in by_summary.items()] \
+            if len(by_summary) > 1 else None
+        note = f"(on {names[0]}; each host's: -v)" if len(hits) > 1 and first["evidence"] else ""
+        _whole(page, first, names, doc.get("inventory"), rationale, summaries, note,
+               hit=_hits(names, len(reachable)))
+
+
+def _alike(page: _Page, doc: dict[str, Any], render: Any) -> None:
+    """A section that reads the same on several hosts (their engines, what changed) prints
+    once, its first line naming the hosts."""
+    reachable = [h for h in doc["hosts"] if h["reachable"]]
+    by_lines: dict[tuple[Line, ...], list[str]] = {}
+    for host in reachable:
+        sub = _Page(page.width, 0)
+        render(sub, host)
+        if sub.lines:
+            by_lines.setdefault(tuple(sub.lines), []).append(host["host"])
+    for lines, names in by_lines.items():
+        used = sum(len(text) for text, _ in lines[0])
+        who = _fit(f"  {_hits(names, len(reachable))}", page.width - used)
+        page.add(lines[0] + ((who, "dim"),) if page.width - used > 4 else lines[0])
+        for line in lines[1:]:
+            page.add(line)
+
+
+def _fleet_host(page: _Page, host: dict[str, Any], doc: dict[str, Any]) -> None:
+    """What is a fleet host's own (its findings are above, its verdicts in the matrix): why
+    it is unreachable, its tokens/s, that it has no expected state at all."""
+    where = host.get("address") or host["transport"]
+    if not host["reachable"]:
+        page.text(f"{host['host']} ({where}): UNREACHABLE: {host['error']}", "bold red", rest="  ")
+        return
+    perf = next((r for r in host["results"] if r["id"] == PERF), None)
+    if perf is None and not host.get("last_bench") and not host.get("unconfigured"):
+        return  # its row of the matrix says it all
+    page.add(_line((f"{host['host']} ({where})", "bold"), (f"  {_counts(host)}", "")))
+    if perf is not None:
+        page.text(f"  Tokens/s: {perf['summary']}", STYLES[status_of(perf)], rest="    ")
+    if host.get("last_bench"):
+        page.text("  " + last_bench_line(host["last_bench"], doc.get("started_at")), "dim",
+                  rest="    ")
+    if host.get("unconfigured"):
+        page.text("  " + (expected_state_line(host, doc.get("inventory")) or ""), "bold yellow",
+                  rest="    ")
+
+
+def _unrecorded(page: _Page, doc: dict[str, Any]) -> None:
+    """One line for the hosts whose missing expected state ``init`` would record."""
+    names = [h["host"] for h in doc["hosts"] if h["reachable"] and not h.get("unconfigured")
+             and recordable(h)]
+    if names:
+        page.text(f"No expected state recorded for some checks of {', '.join(names)}: "
+                  f"{init_command('HOST', doc.get('inventory'))} records it (-v: which)",
+                  "yellow", rest="  ")
+
+
+def _fleet(page: _Page, doc: dict[str, Any], rationale: dict[str, str], quiet: bool) -> None:
+    if not quiet:
+        _matrix(doc, page)
+        page.add(_plain(""))
+    _shared_findings(page, doc, rationale, quiet)
+    if quiet:
+        for host in doc["hosts"]:
+            if not host["reachable"]:
+                _fleet_host(page, host, doc)
+        return
+    page.add(_plain(""))
+    for host in doc["hosts"]:
+        _fleet_host(page, host, doc)
+    _unrecorded(page, doc)
+    _alike(page, doc, _strategic)
+    _alike(page, doc, _cold_case)
+
+
 def _host(page: _Page, host: dict[str, Any], doc: dict[str, Any], rationale: dict[str, str],
           quiet: bool) -> None:
     where = host.get("address") or host["transport"]
@@ -284,12 +413,15 @@ def terminal_lines(doc: dict[str, Any], width: int = 80, verbosity: int = 0,
     doc = each_string(doc, terminal_safe)
     page = _Page(width, verbosity)
     quiet = verbosity < 0
-    if len(doc["hosts"]) > 1 and not quiet:
-        _matrix(doc, page)
-    for host in doc["hosts"]:
-        if page.lines and not quiet:
-            page.add(_plain(""))
-        _host(page, host, doc, rationale or {}, quiet)
+    if len(doc["hosts"]) > 1 and not page.verbose:
+        _fleet(page, doc, rationale or {}, quiet)
+    else:
+        if len(doc["hosts"]) > 1:
+            _matrix(doc, page)
+        for host in doc["hosts"]:
+            if page.lines and not quiet:
+                page.add(_plain(""))
+            _host(page, host, doc, rationale or {}, quiet)
     for note in doc.get("waiver_notes") or []:
         page.text(f"Waiver: {note}", "yellow", rest="  ")
     page.text(summary_line(doc), "bold")

@@ -87,8 +87,17 @@ def unobserved(host: dict[str, Any]) -> list[str]:
             and not p["reason"].startswith(("not needed", "not requested"))]
 
 
+def recordable(host: dict[str, Any]) -> bool:
+    """Whether ``omni-host init`` would record some of the expected state this host lacks."""
+    from omni_host.plan.policy import INIT_RECORDS
+
+    unset = host.get("no_expected_state") or {}
+    return bool(host.get("unconfigured")) or any(v in INIT_RECORDS for v in unset.values())
+
+
 def expected_state_line(host: dict[str, Any], inventory: str | None = None) -> str | None:
-    """Once per host: the checks that had no expected state, and how to record one."""
+    """Once per host: the checks that had no expected state, and how to record one (init
+    where it would record some; else the inventory is where they are written)."""
     record = f"record it with: {init_command(host['host'], inventory)}"
     if host.get("unconfigured"):
         return ("NO EXPECTED STATE: the inventory sets no omni_* variable for this host; only "
@@ -96,8 +105,8 @@ def expected_state_line(host: dict[str, Any], inventory: str | None = None) -> s
     unset = host.get("no_expected_state") or {}
     if not unset:
         return None
-    return ("No expected state for " + ", ".join(f"{c} ({v})" for c, v in unset.items())
-            + f": {record}")
+    how = record if recordable(host) else "set them in the inventory (docs/inventory.md)"
+    return "No expected state for " + ", ".join(f"{c} ({v})" for c, v in unset.items()) + f": {how}"
 
 
 def summary_line(doc: dict[str, Any]) -> str:

@@ -1,0 +1,88 @@
+"""The audit as an Ansible playbook (``omni.host.audit``, an AWX job template): the collector
+runs over Ansible's own connection, the controller judges each host under its hostvars with
+the same checks. Same verdicts as ``omni-host audit``, check by check; the failed hosts are
+the failing ones."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import REPO, Sshd, free_port, run_cli
+
+pytestmark = pytest.mark.system  # sshd and ansible-playbook processes
+
+BIN = Path(sys.executable).parent
+RECAP = re.compile(r"^(\S+)\s+: ok=(\d+)\s+changed=\d+\s+unreachable=(\d+)\s+failed=(\d+)", re.M)
+
+
+def play(sshd: Sshd, inv: Path, *extra: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "ANSIBLE_COLLECTIONS_PATH": str(REPO), "ANSIBLE_NOCOLOR": "1",
+           "ANSIBLE_SSH_COMMON_ARGS": f"-o UserKnownHostsFile={sshd.known_hosts}"}
+    return subprocess.run([str(BIN / "ansible-playbook"), "-i", str(inv), "omni.host.audit",
+                           *extra], capture_output=True, text=True, env=env, check=False,
+                          timeout=300)
+
+
+def recap(stdout: str) -> dict[str, tuple[int, int]]:
+    """Host -> (unreachable, failed), from the PLAY RECAP."""
+    return {m[1]: (int(m[3]), int(m[4])) for m in RECAP.finditer(stdout)}
+
+
+def verdicts(doc: dict) -> dict[str, list]:
+    return {h["host"]: [(r["id"], r["status"], r["summary"]) for r in h["results"]]
+            for h in doc["hosts"] if h["reachable"]}
+
+
+def test_the_audit_playbook_gives_omni_host_audits_verdicts_and_fails_the_failing_hosts(
+        sshd: Sshd, tmp_path: Path) -> None:
+    py = {"ansible_python_interpreter": "/usr/bin/python3"}
+    inv = sshd.inventory(tmp_path / "inv", {
+        "fine": {**py, "omni_swap_max_used_pct": 100},
+        "short": {**py, "omni_swap_size_mib": 10_000_000},  # 9.5 TiB of swap: no host has it
+        "gone": {**py, "ansible_port": free_port()},
+    }, group_vars={"omni_numa_nps": 1})
+    bundles = tmp_path / "bundles"
+    played = play(sshd, inv, "-e", f"audit_bundle_dir={bundles}")
+    by_host = recap(played.stdout)
+    assert by_host["gone"][0] == 1, played.stdout[-3000:]
+    live = run_cli("audit", "-i", str(inv), "--format", "json", "--no-store", "--known-hosts",
+                   str(sshd.known_hosts), "--ssh-config", str(sshd.workdir / "none"))
+    want = verdicts(json.loads(live.stdout))
+    failing = {h for h, results in want.items() if any(v[1] == "fail" for v in results)}
+    assert "short" in failing
+    assert {h for h, (_, failed) in by_host.items() if failed} == failing, played.stdout[-3000:]
+    assert played.returncode != 0
+    # the bundles the play wrote judge, offline, to the live audit's verdicts check by check
+    offline = run_cli("audit", "--bundle", str(bundles), "-i", str(inv), "--format", "json")
+    assert verdicts(json.loads(offline.stdout)) == want
+    manifest = json.loads((bundles / "short" / "manifest.json").read_text())
+    assert manifest["transport"] == "ansible"
+    assert oct((bundles / "short").stat().st_mode & 0o777) == "0o700"
+    # the task's message names the failing check
+    assert "swap.capacity" in played.stdout
+
+
+def test_fail_on_never_reports_without_failing_and_a_bad_value_is_refused(sshd: Sshd,
+                                                                         tmp_path: Path) -> None:
+    inv = sshd.inventory(tmp_path / "inv", {"short": {
+        "ansible_python_interpreter": "/usr/bin/python3", "omni_swap_size_mib": 10_000_000}})
+    quiet = play(sshd, inv, "-e", "audit_fail_on=never")
+    assert quiet.returncode == 0, quiet.stdout[-3000:]
+    assert recap(quiet.stdout)["short"] == (0, 0)
+    wrong = play(sshd, inv, "-e", "audit_fail_on=sometimes")
+    assert wrong.returncode != 0
+    assert "fail_on" in wrong.stdout and "sometimes" in wrong.stdout
+
+
+def test_an_invalid_policy_is_the_hosts_one_line_failure(sshd: Sshd, tmp_path: Path) -> None:
+    inv = sshd.inventory(tmp_path / "inv", {"typo": {"omni_swap_size_mb": 1024}})
+    played = play(sshd, inv)
+    assert recap(played.stdout)["typo"] == (0, 1)
+    assert "typo: " in played.stdout and "omni_swap_size_mb" in played.stdout
+    assert "Traceback" not in played.stdout + played.stderr
