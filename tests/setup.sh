@@ -16,6 +16,7 @@ command -v chromium >/dev/null || need+=(chromium)        # renders the HTML rep
 command -v pdftotext >/dev/null || need+=(poppler-utils)  # reads back what Chromium printed
 command -v systemd-analyze >/dev/null || need+=(systemd)  # verifies the generated timer units
 command -v mmdebstrap >/dev/null || need+=(mmdebstrap)      # builds the fresh Debian box of the bootstrap test
+command -v zsh >/dev/null || need+=(zsh)                  # runs the generated zsh completion
 if [ ${#need[@]} -gt 0 ]; then
   echo "setup: installing ${need[*]}"
   apt-get update -qq

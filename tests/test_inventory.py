@@ -394,3 +394,64 @@ def test_cli_vaulted_inventory_without_password_is_one_line(tmp_path: Path) -> N
     result = run_cli("audit", "-i", str(_vaulted_local(tmp_path)), "--no-store")
     assert result.code == 2
     assert result.stderr.count("\n") == 1 and "box: omni_swap_path:" in result.stderr
+
+
+@pytest.mark.system  # runs Ansible itself
+def test_limit_selects_what_ansible_limit_selects(tmp_path: Path) -> None:
+    """``--limit`` as ``ansible PATTERN --limit SUBSET --list-hosts`` has it: the pattern's
+    hosts, in its order, within the subset (a pattern, or @file)."""
+    from omni_host.plan.hosts import selected_names
+
+    source = CORPUS / "yaml"
+    inv = load_inventory(source)
+    listing = tmp_path / "retry"
+    listing.write_text("gpu02\n\ngpu01\n")
+    for pattern, limit in (("all", "gpu0*"), ("all", "inference[0]"), ("inference", "gpu02,nas"),
+                           ("all", f"@{listing}")):
+        proc = subprocess.run([str(BIN / "ansible"), "-i", str(source), pattern, "--limit", limit,
+                               "--list-hosts"], capture_output=True, text=True, check=True)
+        listed = [line.strip() for line in proc.stdout.splitlines()[1:]]
+        assert listed and selected_names(inv, pattern, limit) == listed, (pattern, limit)
+    with pytest.raises(InventoryError, match="limited to 'nas' matches no host"):
+        selected_names(inv, "inference", "nas")
+
+
+def test_extra_vars_win_over_the_inventory_and_are_recorded_as_the_runs_own() -> None:
+    from omni_host.plan.inventory import parse_extra_vars
+
+    extra = parse_extra_vars(["omni_swap_size_mib=2048 omni_numa_nps=4",
+                              '{"omni_gpus": [{"model": "RTX 5090", "vram_gib": 32}]}'])
+    assert extra["omni_swap_size_mib"] == "2048"  # a string, typed by the schema below
+    inv = load_inventory(CORPUS / "yaml")
+    (plan,) = plan_inventory(inv, "gpu01", extra=extra)
+    assert plan.policy.swap_size_mib == 2048 and plan.policy.numa_nps == 4
+    assert plan.expected.origins["omni_swap_size_mib"] == "extra var (-e)"
+    assert plan.expected.values["omni_gpus"] == [{"model": "RTX 5090", "vram_gib": 32}]
+    for bad, message in ((["ansible_host=evil"], "only omni_\\* values"),
+                         (["just words"], "not name=value"),
+                         (["@/nonexistent/x.yml"], "No such file")):
+        with pytest.raises(InventoryError, match=message):
+            parse_extra_vars(bad)
+    with pytest.raises(InventoryError, match="omni_swap_size_mib"):
+        plan_inventory(inv, "gpu01", extra={"omni_swap_size_mib": "lots"})
+    with pytest.raises(InventoryError, match="omni_swap_size_mb"):
+        plan_inventory(inv, "gpu01", extra={"omni_swap_size_mb": "1"})
+
+
+@pytest.mark.system  # audits this machine
+def test_the_cli_takes_limit_and_extra_vars() -> None:
+    """``-e`` on this machine's audit: the value judges, the report records it as the run's;
+    ``python -m omni_host`` is the same program."""
+    result = subprocess.run([sys.executable, "-m", "omni_host", "audit", "-e",
+                             "omni_swap_size_mib=10000000", "--format", "json", "--no-store"],
+                            capture_output=True, text=True, check=False, timeout=120)
+    doc = json.loads(result.stdout)
+    (host,) = doc["hosts"]
+    swap = next(r for r in host["results"] if r["id"] == "swap.capacity")
+    assert swap["status"] == "fail" and "10,000,000 MiB" in swap["summary"]
+    assert host["policy"]["origins"]["omni_swap_size_mib"] == "extra var (-e)"
+    refused = run_cli("audit", "-e", "ansible_host=x", "--no-store")
+    assert refused.code == 2 and "only omni_* values" in refused.stderr
+    limited = run_cli("audit", "-i", str(CORPUS / "yaml"), "all", "--limit", "nothing-here",
+                      "--no-store")
+    assert limited.code == 2 and "nothing-here" in refused.stderr + limited.stderr

@@ -15,12 +15,12 @@ from __future__ import annotations
 import argparse
 
 from omni_host import __version__
-from omni_host.cli import audit, bench, catalog, remediate, report
+from omni_host.cli import audit, bench, catalog, completion, remediate, report
 from omni_host.cli.common import EXIT_INTERRUPTED, EXIT_TERMINATED, EXIT_USAGE, err
 
 GROUPS = {"audit": audit, "collect": audit, "bench": bench, "remediate": remediate, "bootstrap": remediate,
           "report": report, "schedule": report, "payload": catalog, "checks": catalog,
-          "init": catalog}
+          "init": catalog, "completion": completion}
 
 
 def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
@@ -32,7 +32,7 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"omni-host {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     named = GROUPS.get(argv[0]) if argv else None
-    for group in (named,) if named else (audit, bench, catalog, remediate, report):
+    for group in (named,) if named else (audit, bench, catalog, remediate, report, completion):
         group.add_parsers(sub)
     return parser
 
@@ -40,7 +40,15 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
 HANDLERS = {"audit": audit.cmd_audit, "collect": audit.cmd_collect, "bench": bench.cmd_bench,
             "remediate": remediate.cmd_remediate, "bootstrap": remediate.cmd_bootstrap,
             "report": report.cmd_report, "schedule": report.cmd_schedule,
-            "payload": catalog.cmd_payload, "checks": catalog.cmd_checks, "init": catalog.cmd_init}
+            "payload": catalog.cmd_payload, "checks": catalog.cmd_checks, "init": catalog.cmd_init,
+            "completion": lambda args: _completion(args)}
+
+
+def _completion(args: argparse.Namespace) -> int:
+    import sys
+
+    sys.stdout.write(completion.script(build_parser(), args.shell))
+    return 0
 
 
 def _warnings_to_stderr() -> None:

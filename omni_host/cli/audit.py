@@ -66,7 +66,8 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
                               "with Ansible's forks (large fleets, AWX)")
 
 
-def session_ahead(inv: Inventory | None, pattern: str | None, ssh: SshOptions) -> Ahead | None:
+def session_ahead(inv: Inventory | None, pattern: str | None, ssh: SshOptions,
+                  limit: str | None = None) -> Ahead | None:
     """A one-host SSH audit's session, opened now: paramiko is imported and the handshake
     starts before the policy is validated and the checks are imported (``Ahead``). None for
     a fleet, this machine, or a host whose connection values planning will refuse."""
@@ -76,8 +77,9 @@ def session_ahead(inv: Inventory | None, pattern: str | None, ssh: SshOptions) -
     from omni_host.collect.transport.loading import import_ssh
     from omni_host.errors import InventoryError
     from omni_host.plan.connection import connection
+    from omni_host.plan.hosts import selected_names
 
-    names = inv.select_names(pattern or "all")
+    names = selected_names(inv, pattern or "all", limit)
     if len(names) != 1:
         return None
     host = inv.host(names[0])
@@ -187,7 +189,7 @@ def _audit_live(args: argparse.Namespace) -> tuple[Hosts, tuple[Waiver, ...], Hi
     the host answers."""
     ssh = ssh_options(args)
     inv = load_inventory_arg(args)
-    ahead = session_ahead(inv, args.pattern, ssh)
+    ahead = session_ahead(inv, args.pattern, ssh, args.limit)
     try:
         if ahead is not None:
             ahead.wait_started()

@@ -71,6 +71,11 @@ def add_target_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("pattern", nargs="?", default=None,
                    help="Ansible host pattern (all, a group, a host; default: all)")
     add_inventory_args(p)
+    p.add_argument("-l", "--limit", metavar="SUBSET", default=None,
+                   help="further limit the hosts to a pattern (or @file), as ansible-playbook")
+    p.add_argument("-e", "--extra-vars", action="append", default=[], metavar="NAME=VALUE",
+                   help="an omni_* value for this run only (also a JSON/YAML mapping or @file); "
+                        "validated like the inventory's and recorded in the report")
     p.add_argument("--ssh-config", type=Path, default=Path("~/.ssh/config").expanduser(),
                    help="OpenSSH client config to honour (default: ~/.ssh/config)")
     p.add_argument("--known-hosts", type=Path, default=Path("~/.ssh/known_hosts").expanduser(),
@@ -135,11 +140,17 @@ def plans_of(args: argparse.Namespace, inv: Inventory | None) -> list[HostPlan]:
     from omni_host.errors import UsageError
     from omni_host.plan.hosts import local_plan, plan_inventory
 
+    extra = None
+    if getattr(args, "extra_vars", None):
+        from omni_host.plan.inventory import parse_extra_vars
+
+        extra = parse_extra_vars(args.extra_vars)
+    limit = getattr(args, "limit", None)
     if inv is None:
-        if args.pattern not in (None, "localhost", "all"):
-            raise UsageError(f"host pattern {args.pattern!r} needs an inventory (-i)")
-        return [local_plan()]
-    return plan_inventory(inv, args.pattern or "all")
+        if args.pattern not in (None, "localhost", "all") or limit not in (None, "localhost", "all"):
+            raise UsageError(f"host pattern {limit or args.pattern!r} needs an inventory (-i)")
+        return [local_plan(extra)]
+    return plan_inventory(inv, args.pattern or "all", limit, extra)
 
 
 def exit_code(report: Report) -> int:

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from omni_host.errors import InventoryError
 from omni_host.plan.connection import DEFAULT_PYTHON, SshEndpoint, connection
 from omni_host.plan.inventory import Inventory
 from omni_host.plan.policy import (
@@ -46,13 +47,21 @@ class HostPlan:
         return "local" if self.ssh is None else "ssh"
 
 
+EXTRA_ORIGIN = "extra var (-e)"  # the run's own override, recorded as such in its report
+
+
 def plan_host(name: str, hv: dict[str, Any], *, origin: str,
               origins: dict[str, str] | None = None,
-              memo: dict[str, Any] | None = None) -> HostPlan:
+              memo: dict[str, Any] | None = None,
+              extra: dict[str, Any] | None = None) -> HostPlan:
     """Validate a host's policy and connection variables (``hv``: its resolved variables;
     ``origins``: where each came from, as Ansible recorded it; ``memo``: values that
-    validated before, see ``policy_from_vars``)."""
+    validated before, see ``policy_from_vars``; ``extra``: the run's ``-e`` values, which win
+    over the inventory's as Ansible's extra vars do)."""
     where = f"{origin}: host {name}"
+    if extra:
+        hv = {**hv, **extra}
+        origins = {**(origins or {}), **dict.fromkeys(extra, EXTRA_ORIGIN)}
     policy = policy_from_vars(hv, where, memo)
     expected = expected_state(hv, origins or {})
     conn = connection(name, hv, where)
@@ -62,18 +71,43 @@ def plan_host(name: str, hv: dict[str, Any], *, origin: str,
 REFERENCE_ORIGIN = "built-in reference: inventory/group_vars/inference.yml"
 
 
-def local_plan() -> HostPlan:
-    """This machine against the built-in reference policy."""
-    values = reference_vars()
+def local_plan(extra: dict[str, Any] | None = None) -> HostPlan:
+    """This machine against the built-in reference policy (and the run's ``-e`` values)."""
+    values = {**reference_vars(), **(extra or {})}
+    origins = {**dict.fromkeys(reference_vars(), REFERENCE_ORIGIN),
+               **dict.fromkeys(extra or {}, EXTRA_ORIGIN)}
     return HostPlan("localhost", policy_from_vars(values, "built-in policy"), False, None,
-                    expected=expected_state(values, dict.fromkeys(values, REFERENCE_ORIGIN)))
+                    expected=expected_state(values, origins))
 
 
-def plan_inventory(inv: Inventory, pattern: str) -> list[HostPlan]:
+def selected_names(inv: Inventory, pattern: str, limit: str | None = None) -> list[str]:
+    """The hosts of ``pattern``, in its order, within ``limit`` when one is given (Ansible's
+    ``--limit``: a pattern too, or ``@file`` with one host per line)."""
+    names = inv.select_names(pattern)
+    if not limit:
+        return names
+    if limit.startswith("@"):
+        try:
+            with open(limit[1:], encoding="utf-8") as handle:
+                allowed = {line.strip() for line in handle.read(1 << 20).splitlines() if line.strip()}
+        except OSError as exc:
+            raise InventoryError(f"--limit {limit}: {exc.strerror or exc}") from None
+    else:
+        allowed = set(inv.select_names(limit))
+    kept = [n for n in names if n in allowed]
+    if not kept:
+        raise InventoryError(f"host pattern {pattern!r} limited to {limit!r} matches no host "
+                             f"in {inv.source}")
+    return kept
+
+
+def plan_inventory(inv: Inventory, pattern: str, limit: str | None = None,
+                   extra: dict[str, Any] | None = None) -> list[HostPlan]:
     memo = inv.validation_memo()
     known = len(memo)
-    plans = [plan_host(h.name, h.vars, origin=inv.source, origins=h.origins, memo=memo)
-             for h in inv.select(pattern)]
+    plans = [plan_host(h.name, h.vars, origin=inv.source, origins=h.origins, memo=memo,
+                       extra=extra)
+             for h in inv.hosts(selected_names(inv, pattern, limit))]
     if len(memo) != known:
         inv.remember()
     return plans

@@ -215,7 +215,11 @@ class Inventory:
                 from None
 
     def select(self, pattern: str) -> list[InventoryHost]:
-        hosts = [self._host(name) for name in self.select_names(pattern)]
+        return self.hosts(self.select_names(pattern))
+
+    def hosts(self, names: list[str]) -> list[InventoryHost]:
+        """These hosts, resolved (the cache written once for all of them)."""
+        hosts = [self._host(name) for name in names]
         self._save()
         return hosts
 
@@ -279,6 +283,39 @@ def rendered_vars(all_vars: Any, templar: Any, where: str) -> tuple[dict[str, An
         except (TypeError, ValueError) as exc:
             raise InventoryError(f"{where}: {key}: cannot be read as data ({exc})") from None
     return resolved, origins
+
+
+def parse_extra_vars(items: list[str]) -> dict[str, Any]:
+    """``-e`` values as Ansible reads them: ``name=value`` pairs (Ansible's own key=value
+    parser; the values are strings, typed by the schema as the inventory's are), a JSON/YAML
+    mapping, or ``@file``. Only ``omni_*`` values: how a host is reached stays the
+    inventory's."""
+    import yaml
+    from ansible.parsing.splitter import parse_kv
+
+    found: dict[str, Any] = {}
+    for item in items:
+        try:
+            if item.startswith("@"):
+                with open(item[1:], encoding="utf-8") as handle:
+                    values = yaml.safe_load(handle.read(1 << 20))
+            elif item.lstrip().startswith("{"):
+                values = yaml.safe_load(item)
+            else:
+                values = parse_kv(item)
+        except OSError as exc:
+            raise InventoryError(f"-e {item}: {exc.strerror or exc}") from None
+        except (yaml.YAMLError, ValueError) as exc:
+            raise InventoryError(f"-e {item[:60]}: not name=value, a mapping or @file "
+                                 f"({str(exc).splitlines()[0]})") from None
+        if not isinstance(values, dict) or "_raw_params" in values:
+            raise InventoryError(f"-e {item[:60]}: not name=value, a mapping or @file")
+        for name in values:
+            if not str(name).startswith("omni_"):
+                raise InventoryError(f"-e {name}: only omni_* values can be set for a run "
+                                     "(connection values come from the inventory)")
+        found.update(values)
+    return found
 
 
 def _forget_vars_files() -> None:
