@@ -47,6 +47,9 @@ def test_html_report_renders_in_chromium(two_audits: Path, tmp_path: Path) -> No
         assert heading in seen, heading
     assert "FAIL" in seen and "swap.capacity" in seen  # the badge, upper-cased by CSS
     assert "no active swap" in seen
+    # a failure's fix is on the page as printed, without a click (its details are open)
+    flat = " ".join(seen.split())
+    assert "Fix: omni-host remediate" in flat and "swap.yml" in flat, flat[:3000]
     assert "KTransformers" in seen and "vLLM" in seen
     # the timeline: swap.capacity passed in the first audit and fails in the second
     dom = chromium("--dump-dom", html.as_uri(), user_dir=tmp_path / "ud2").stdout
@@ -135,7 +138,9 @@ def test_html_fleet_report_matrix_filters_and_evidence_in_chromium(tmp_path: Pat
     assert 'title="swap.capacity on h200-x2: waived"' in matrix
     assert "unreachable: cannot connect to gone.lab:22" in matrix
     everything = _findings(dom)
-    assert everything and not any(f["hidden"] or f["open"] for f in everything)
+    assert everything and not any(f["hidden"] for f in everything)
+    # failures open (their fix shows without a click), the rest closed
+    assert all(f["open"] == (f["status"] in ("fail", "error")) for f in everything)
     statuses = [f["status"] for f in everything]
     assert statuses.index("fail") < statuses.index("pass")  # failures first
 

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import dataclasses
+import getpass
+import os
+import re
 import shutil
 import subprocess
 import sys
@@ -105,15 +108,16 @@ def test_fact_summary_of_a_gpu_machine() -> None:
 def test_schedule_install_status_remove(tmp_path: Path, flag: str, files: list[str]) -> None:
     root = tmp_path / "root"
     args = ["--root", str(root), flag]
+    inventory = lab_inventory(tmp_path / "etc-omni-host")
     # the textfile-collector line of docs/reports.md
     installed = run_cli("schedule", "install", "--quarterly", *args, "--", "-i",
-                        "/etc/omni-host/inventory", "all", "--format", "prometheus", "--output",
+                        str(inventory), "all", "--format", "prometheus", "--output",
                         "/var/lib/prometheus/node-exporter/omni_host.prom")
     assert installed.code == 0, installed.stderr
     for rel in files:
         assert (root / rel).is_file()
     text = "".join((root / rel).read_text() for rel in files)
-    assert ("audit -i /etc/omni-host/inventory all --format prometheus --output "
+    assert (f"audit -i {inventory} all --format prometheus --output "
             "/var/lib/prometheus/node-exporter/omni_host.prom") in text
     if flag == "--system":
         assert "OnCalendar=quarterly" in text and "Persistent=true" in text
@@ -125,10 +129,14 @@ def test_schedule_install_status_remove(tmp_path: Path, flag: str, files: list[s
         assert verify.returncode == 0, verify.stderr
     else:
         assert "0 0 1 1,4,7,10 *" in text
-    again = run_cli("schedule", "install", "--quarterly", *args)
+        assert f"MAILTO={getpass.getuser()}" in text  # a failing run's one line is mailed
+    again = run_cli("schedule", "install", "--quarterly", *args, "--", "-i", str(inventory))
     assert again.code == 2 and "already installed" in again.stderr
     status = run_cli("schedule", "status", *args)
     assert "installed: " in status.stdout
+    assert re.search(r"^next run: \d{4}-(01|04|07|10)-01 00:00", status.stdout, re.M), status.stdout
+    if flag == "--cron":
+        assert "last run: none logged yet" in status.stdout
     removed = run_cli("schedule", "remove", *args)
     assert removed.code == 0 and not any((root / rel).exists() for rel in files)
 
@@ -143,13 +151,56 @@ def test_schedule_refuses_an_argument_with_a_newline_and_writes_nothing(tmp_path
     assert not root.exists() or not any(p.is_file() for p in root.rglob("*"))
 
 
+def lab_inventory(path: Path) -> Path:
+    path.mkdir(parents=True)
+    (path / "hosts.yml").write_text("all:\n  hosts:\n    box:\n      ansible_connection: local\n"
+                                    "      omni_numa_nps: 1\n      omni_build_packages: []\n")
+    return path
+
+
 def test_cron_escapes_percent_so_no_second_command_is_injected(tmp_path: Path) -> None:
     root = tmp_path / "root"
+    inventory = lab_inventory(tmp_path / "inv%date")
     result = run_cli("schedule", "install", "--quarterly", "--root", str(root), "--cron", "--",
-                     "-i", "/etc/inv%date", "all")
+                     "-i", str(inventory), "all")
     assert result.code == 0, result.stderr
     line = (root / "etc/cron.d/omni-host-audit").read_text().splitlines()[-1]
-    assert "/etc/inv\\%date" in line and line.count("%") == line.count("\\%")
+    assert "/inv\\%date" in line and line.count("%") == line.count("\\%")
+
+
+@pytest.mark.parametrize(("audit_args", "message"), [
+    (["-i", "/nonexistent/inventory", "all"], "the audit it would run fails now"),
+    (["-i", "relative/inventory", "all"], "give the absolute path"),
+    (["--no-such-flag"], "not valid"),
+])
+def test_schedule_refuses_an_audit_that_could_only_fail(tmp_path: Path, audit_args: list[str],
+                                                        message: str) -> None:
+    root = tmp_path / "root"
+    result = run_cli("schedule", "install", "--quarterly", "--root", str(root), "--cron", "--",
+                     *audit_args)
+    assert result.code == 2 and message in result.stderr, result.stderr
+    assert not (root / "etc/cron.d/omni-host-audit").exists()
+
+
+def test_a_cron_run_logs_its_output_and_status_reads_it(tmp_path: Path) -> None:
+    """The installed cron line, run by a shell as cron would: the audit's output lands in the
+    log, a non-zero exit prints the one line cron mails, and status shows the run."""
+    root = tmp_path / "root"
+    inventory = lab_inventory(tmp_path / "inv")
+    installed = run_cli("schedule", "install", "--quarterly", "--root", str(root), "--cron", "--",
+                        "-i", str(inventory), "all", "-e", "omni_swap_size_mib=10000000",
+                        "--no-store")
+    assert installed.code == 0, installed.stderr
+    line = (root / "etc/cron.d/omni-host-audit").read_text().splitlines()[-1]
+    command = line.split(" ", 6)[6].replace("\\%", "%")  # after the 5 times and the user
+    ran = subprocess.run(["sh", "-c", command], capture_output=True, text=True, check=False,
+                         timeout=120, env={**os.environ, "NO_COLOR": "1"})
+    assert "omni-host scheduled audit exited with a non-zero code" in ran.stdout
+    assert ran.stdout.rstrip().endswith(" 1")  # the failing swap check: exit 1
+    log = next(root.rglob("schedule.log"))
+    assert "swap.capacity" in log.read_text()
+    status = run_cli("schedule", "status", "--root", str(root), "--cron")
+    assert "last run: " in status.stdout and "1 fail" in status.stdout.split("last run: ")[1]
 
 
 @pytest.mark.system  # systemd-analyze verify

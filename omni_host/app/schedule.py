@@ -4,6 +4,7 @@ status and remove steps only write, read and delete those files under an optiona
 
 from __future__ import annotations
 
+import datetime as dt
 import os
 import shlex
 import shutil
@@ -36,6 +37,11 @@ class ScheduleTarget:
         if self.kind == "cron":
             return [d / NAME]
         return [d / f"{NAME}.service", d / f"{NAME}.timer"]
+
+    def log(self) -> Path:
+        """Where a cron run's output goes (systemd keeps it in the journal)."""
+        state = Path(os.environ.get("XDG_STATE_HOME") or Path.home() / ".local" / "state")
+        return self.root / state.relative_to("/") / "omni-host" / "schedule.log"
 
 
 def audit_command(executable: str, audit_args: list[str]) -> str:
@@ -85,9 +91,41 @@ def timer_unit() -> str:
     )
 
 
-def cron_entry(command: str, user: str) -> str:
+def cron_entry(command: str, user: str, log: Path) -> str:
+    """The run's output is appended to ``log`` (``schedule status`` reads it); an audit that
+    exits non-zero (a failing check, an unreachable host) prints one line, which cron mails to
+    the owner (MAILTO)."""
+    logged = shlex.quote(str(log))
+    tell = shlex.quote(f"omni-host scheduled audit exited with a non-zero code (see {log}): ")
     return (f"# omni-host quarterly Sentinel audit (lesson S-013)\n"
-            f"NO_COLOR=1\n{CRON_QUARTERLY} {user} {cron_escaped(command)} >/dev/null 2>&1\n")
+            f"NO_COLOR=1\nMAILTO={user}\n"
+            f"{CRON_QUARTERLY} {user} {cron_escaped(command)} >> {cron_escaped(logged)} 2>&1"
+            f" || echo {cron_escaped(tell)}$?\n")
+
+
+def next_run(now: dt.datetime) -> dt.datetime:
+    """The next quarter's first minute after ``now`` (systemd's ``quarterly``, the cron line);
+    the timer adds up to an hour of random delay."""
+    for year in (now.year, now.year + 1):
+        for month in (1, 4, 7, 10):
+            at = now.replace(year=year, month=month, day=1, hour=0, minute=0, second=0,
+                             microsecond=0)
+            if at > now:
+                return at
+    raise AssertionError("unreachable: a quarter starts within a year")
+
+
+def last_log_lines(log: Path, n: int = 3) -> tuple[float, list[str]] | None:
+    """The log's time and its last non-empty lines (read from its end: bounded)."""
+    try:
+        with log.open("rb") as handle:
+            size = handle.seek(0, os.SEEK_END)
+            handle.seek(max(0, size - 65536))
+            tail = handle.read().decode("utf-8", "replace")
+            mtime = os.fstat(handle.fileno()).st_mtime
+    except OSError:
+        return None
+    return mtime, [line for line in tail.splitlines() if line.strip()][-n:]
 
 
 def pick_kind(*, user: bool, system: bool) -> str:
@@ -108,7 +146,9 @@ def install(target: ScheduleTarget, command: str, *, force: bool,
         raise UsageError(f"already installed ({existing[0]}); use --force to replace it")
     before = {p: p.read_text() for p in existing}
     target.directory().mkdir(parents=True, exist_ok=True)
-    texts = [cron_entry(command, run_as)] if target.kind == "cron" else \
+    if target.kind == "cron":
+        target.log().parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    texts = [cron_entry(command, run_as, target.log())] if target.kind == "cron" else \
         [service_unit(command), timer_unit()]
     for path, text in zip(paths, texts, strict=True):
         tmp = path.with_name(f".{path.name}.tmp")

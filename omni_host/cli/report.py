@@ -18,6 +18,7 @@ from omni_host.cli.common import (
     emit,
     err,
     out,
+    plans,
     write_output,
 )
 
@@ -190,6 +191,60 @@ def _recheck(args: argparse.Namespace, history) -> int:  # noqa: ANN001
     return exit_code(run.report)
 
 
+def _check_scheduled_audit(extra: list[str]) -> None:
+    """The audit a schedule would run, resolved now: its arguments parse, its inventory is an
+    absolute path (the timer does not run here) and resolves, its hosts' values validate. A
+    schedule that could only fail is refused before anything is written."""
+    from omni_host.cli import build_parser
+    from omni_host.errors import OmniHostError, UsageError
+
+    try:
+        audit_args = build_parser(["audit"]).parse_args(["audit", *extra])
+    except SystemExit:
+        raise UsageError("schedule: the audit arguments after -- are not valid (see above)") \
+            from None
+    if audit_args.inventory is not None and not audit_args.inventory.is_absolute():
+        raise UsageError(f"schedule: -i {audit_args.inventory}: give the absolute path (the "
+                         "scheduled audit does not run in this directory)")
+    try:
+        plans(audit_args)
+    except OmniHostError as exc:
+        raise UsageError(f"schedule: the audit it would run fails now: {exc}") from None
+
+
+def _schedule_status(schedule, target, kind: str) -> None:  # noqa: ANN001 (the module)
+    import datetime as dt
+
+    from omni_host.report.history import load_history
+    from omni_host.report.store import default_report_dir
+
+    installed = [p for p in target.files() if p.exists()]
+    if not installed:
+        sys.stdout.write(f"no {kind} schedule installed\n")
+        return
+    sys.stdout.write("installed: " + ", ".join(map(str, installed)) + "\n")
+    if kind == "cron":
+        logged = schedule.last_log_lines(target.log())
+        if logged is None:
+            sys.stdout.write(f"last run: none logged yet ({target.log()})\n")
+        else:
+            at = dt.datetime.fromtimestamp(logged[0]).strftime("%Y-%m-%d %H:%M")
+            sys.stdout.write(f"last run: {at}, its log ends: {' | '.join(logged[1])}\n")
+    else:
+        user = " --user" if kind == "systemd-user" else ""
+        sys.stdout.write(f"last run: journalctl{user} -u {schedule.NAME}.service\n")
+    history = load_history(default_report_dir())
+    if history.audits:
+        newest = history.audits[0]
+        summary = newest.doc.get("summary") or {}
+        verdict = ", ".join(f"{summary.get(k, 0)} {k}" for k in ("fail", "warn", "error")) \
+            + f", {summary.get('unreachable', 0)} unreachable"
+        sys.stdout.write(f"last stored audit: {newest.id} ({verdict})\n")
+    upcoming = schedule.next_run(dt.datetime.now())
+    delay = "" if kind == "cron" else " (plus up to 1 h of random delay)"
+    sys.stdout.write(f"next run: {upcoming:%Y-%m-%d %H:%M}{delay}\n")
+
+
 def cmd_schedule(args: argparse.Namespace) -> int:
     import getpass
     import shutil as sh
@@ -201,8 +256,10 @@ def cmd_schedule(args: argparse.Namespace) -> int:
     if args.schedule_command == "install":
         extra = [a for a in args.audit_args if a != "--"]
         exe = sh.which("omni-host") or str(Path(sys.executable).parent / "omni-host")
-        paths, ok, message = schedule.install(target, schedule.audit_command(exe, extra),
-                                              force=args.force, run_as=getpass.getuser())
+        command = schedule.audit_command(exe, extra)
+        _check_scheduled_audit(extra)
+        paths, ok, message = schedule.install(target, command, force=args.force,
+                                              run_as=getpass.getuser())
         if not ok:
             err(f"systemd-analyze verify failed, nothing installed: {message.splitlines()[0]}")
             return EXIT_USAGE
@@ -212,6 +269,9 @@ def cmd_schedule(args: argparse.Namespace) -> int:
                   "systemd-system": f"systemctl enable --now {schedule.NAME}.timer"}.get(kind)
         if enable:
             sys.stdout.write(f"enable it with: {enable}\n")
+        else:
+            sys.stdout.write(f"its output: {target.log()}; a failing audit is mailed to "
+                             f"{getpass.getuser()}\n")
         return EXIT_OK
     if args.schedule_command == "remove":
         removed = schedule.remove(target)
@@ -220,7 +280,5 @@ def cmd_schedule(args: argparse.Namespace) -> int:
         if not removed:
             sys.stdout.write(f"no {kind} schedule installed\n")
         return EXIT_OK
-    installed = [p for p in target.files() if p.exists()]
-    sys.stdout.write(("installed: " + ", ".join(map(str, installed)) if installed else
-                      f"no {kind} schedule installed") + "\n")
+    _schedule_status(schedule, target, kind)
     return EXIT_OK
