@@ -388,6 +388,17 @@ def test_a_vaulted_policy_reaches_the_playbooks(sshd: Sshd, tmp_path: Path, swap
     assert preview.code == 0, preview.stdout + preview.stderr
     assert "swap.yml on loop: 3 task(s) would change" in preview.stdout
     assert str(swap_target) not in preview.stdout + preview.stderr  # the secret is scrubbed
+    # applied: the fix works with the vaulted path, and nothing the store keeps holds it in
+    # clear (the play named it in task titles and results: ansible-runner's stdout and events)
+    applied = cli(sshd, "remediate", "-i", str(inv), "--vault-password-file", str(password),
+                  "--apply", "--yes", report_dir=report_dir)
+    assert applied.code == 0, applied.stdout + applied.stderr
+    assert str(swap_target) in active_swaps()
+    stored = [p for p in report_dir.rglob("*") if p.is_file()]
+    events = [p for p in stored if "job_events" in p.parts]
+    assert events and any("ansible" in p.parts for p in stored)  # the artifacts are kept
+    leaked = [str(p) for p in stored if str(swap_target).encode() in p.read_bytes()]
+    assert not leaked, leaked[:5]
     # a password typed at a prompt cannot reach ansible-playbook through ansible-runner
     import argparse
 

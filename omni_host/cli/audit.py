@@ -29,9 +29,6 @@ from omni_host.cli.common import (
 
 if TYPE_CHECKING:
     from omni_host.app.audit import Hosts
-    from omni_host.collect.ahead import Ahead
-    from omni_host.collect.transport.base import SshOptions
-    from omni_host.plan.inventory import Inventory
     from omni_host.plan.waivers import Waiver
     from omni_host.report.history import History
 
@@ -64,33 +61,6 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     collect.add_argument("--engine", choices=("ssh", "ansible"), default="ssh",
                          help="ssh: omni-host's own connections; ansible: playbooks/collect.yml "
                               "with Ansible's forks (large fleets, AWX)")
-
-
-def session_ahead(inv: Inventory | None, pattern: str | None, ssh: SshOptions,
-                  limit: str | None = None) -> Ahead | None:
-    """A one-host SSH audit's session, opened now: paramiko is imported and the handshake
-    starts before the policy is validated and the checks are imported (``Ahead``). None for
-    a fleet, this machine, or a host whose connection values planning will refuse."""
-    if inv is None:
-        return None
-    from omni_host.collect.ahead import Ahead
-    from omni_host.collect.transport.loading import import_ssh
-    from omni_host.errors import InventoryError
-    from omni_host.plan.connection import connection
-    from omni_host.plan.hosts import selected_names
-
-    names = selected_names(inv, pattern or "all", limit)
-    if len(names) != 1:
-        return None
-    host = inv.host(names[0])
-    try:
-        conn = connection(host.name, host.vars, f"{inv.source}: host {host.name}")
-    except InventoryError:
-        return None  # planning reports it, as for any host
-    if conn.ssh is None:
-        return None
-    import_ssh(ssh.ssh_config)
-    return Ahead(host.name, conn, ssh)
 
 
 class Progress:
@@ -189,6 +159,8 @@ def _audit_live(args: argparse.Namespace) -> tuple[Hosts, tuple[Waiver, ...], Hi
     the host answers."""
     ssh = ssh_options(args)
     inv = load_inventory_arg(args)
+    from omni_host.app.ahead import session_ahead
+
     ahead = session_ahead(inv, args.pattern, ssh, args.limit)
     try:
         if ahead is not None:
@@ -219,57 +191,16 @@ def _audit_live(args: argparse.Namespace) -> tuple[Hosts, tuple[Waiver, ...], Hi
 
 
 def cmd_collect(args: argparse.Namespace) -> int:
-    from omni_host.collect.bundle import Bundle, write_archive
-    from omni_host.collect.pool import run_pool
-    from omni_host.collect.run import (
-        collect_host,
-        host_deadline_s,
-        import_transports,
-        scrubbed,
-    )
-    from omni_host.errors import TransportError
-    from omni_host.plan.hosts import HostPlan
+    from omni_host.app.collect import collect_fleet, write_bundles
+    from omni_host.plan.inventory import parse_extra_vars
 
-    host_plans = plans(args)
-    out: Path = args.out
-    tar = out.name.endswith((".tar.gz", ".tgz"))
-    ssh = ssh_options(args)
-
-    def one(plan: HostPlan) -> Bundle | str:
-        try:
-            return scrubbed(collect_host(plan, ssh, args.probe_timeout), plan)
-        except TransportError as exc:
-            return f"{plan.name}: unreachable: {exc}"
-
-    deadline = host_deadline_s(ssh, args.probe_timeout, args.host_timeout)
-    import_transports(host_plans, ssh.ssh_config)
-    if args.engine == "ansible":
-        bundles, failed = _collect_ansible(args, host_plans)
-    else:
-        outcomes = run_pool(host_plans, one, forks=args.forks, deadline_s=deadline,
-                            late=lambda p, t: f"{p.name}: unreachable: no answer within {deadline:g}s",
-                            cancelled=lambda p: f"{p.name}: interrupted").results
-        bundles = [o for o in outcomes if not isinstance(o, str)]
-        failed = [o for o in outcomes if isinstance(o, str)]
-    for message in failed:
+    collected = collect_fleet(plans(args), ssh_options(args), forks=args.forks,
+                              probe_timeout_s=args.probe_timeout,
+                              host_timeout_s=args.host_timeout, engine=args.engine,
+                              inventory=inventory_path(args) if args.engine == "ansible" else None,
+                              extra=parse_extra_vars(args.extra_vars) if args.extra_vars else None)
+    for message in collected.failed:
         err(message)
-    if tar:
-        write_archive(bundles, out)
-        err(f"{len(bundles)} bundle(s) written to {out}")
-    else:
-        for bundle in bundles:
-            err(f"{bundle.host}: bundle written to {bundle.write_dir(out)}")
-    return EXIT_UNREACHABLE if failed else EXIT_OK
-
-
-def _collect_ansible(args: argparse.Namespace, host_plans: list) -> tuple[list, list[str]]:
-    from omni_host.collect.ansible_engine import collect_with_ansible
-    from omni_host.errors import UsageError
-
-    if inventory_path(args) is None:
-        raise UsageError("--engine ansible needs an inventory (-i)")
-    return collect_with_ansible(inventory=args.inventory, plans=host_plans,
-                                known_hosts=args.known_hosts, forks=args.forks,
-                                probe_timeout_s=args.probe_timeout)
-
-
+    for line in write_bundles(collected, args.out):
+        err(line)
+    return EXIT_UNREACHABLE if collected.failed else EXIT_OK

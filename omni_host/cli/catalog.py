@@ -50,12 +50,8 @@ def cmd_checks(args: argparse.Namespace) -> int:
 
 def cmd_init(args: argparse.Namespace) -> int:
     """Collect one host, derive its omni_* variables, show the diff, write host_vars."""
-    import yaml
-
-    from omni_host.collect.run import collect_host
+    from omni_host.app import init
     from omni_host.errors import TransportError, UsageError
-    from omni_host.evaluate.baseline import diff, merged_text, observed_vars
-    from omni_host.evaluate.facts import facts_from_bundle
 
     if inventory_path(args) is None or not args.inventory.is_dir() or not args.pattern:
         raise UsageError("init needs an inventory directory (-i DIR) and one HOST")
@@ -63,40 +59,26 @@ def cmd_init(args: argparse.Namespace) -> int:
     if len(host_plans) != 1:
         raise UsageError(f"init records one host; {args.pattern!r} matches {len(host_plans)}")
     plan = host_plans[0]
-    host_vars = args.inventory / "host_vars"
-    target = host_vars / f"{plan.name}.yml"
-    if target.parent.resolve() != host_vars.resolve() or "\0" in plan.name \
-            or not plan.name.strip("."):
-        # A name from a dynamic inventory ("../../x", "/etc/x") must not steer the write.
-        raise UsageError(f"init: host name {plan.name!r} is not a file name in "
-                         f"{host_vars}: record it by hand")
+    target = init.host_vars_file(args.inventory, plan.name)
     try:
-        bundle = collect_host(plan, ssh_options(args), args.probe_timeout)
+        recorded = init.observe(plan, ssh_options(args), args.probe_timeout, target)
     except TransportError as exc:
         err(f"{plan.name}: unreachable: {exc}")
         return EXIT_UNREACHABLE
-    old = target.read_text() if target.is_file() else ""
-    existing = (yaml.safe_load(old) or {}) if old else {}
-    observed = observed_vars(facts_from_bundle(bundle, plan.policy), plan.policy)
-    new = merged_text(existing, observed, plan.name)
-    if new == old:
+    if recorded.unchanged:
         sys.stdout.write(f"{target} already records this state\n")
         return EXIT_OK
-    sys.stdout.write(diff(old, new, str(target)))
-    if old and not args.force:
+    sys.stdout.write(recorded.diff())
+    if recorded.old and not args.force:
         err(f"{target} exists: not overwritten (use --force to write the diff above)")
         return EXIT_FAILED
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = target.with_name(f".{target.name}.tmp")
-    tmp.write_text(new)
-    tmp.replace(target)
+    init.write(recorded)
     err(f"wrote {target}")
     return EXIT_OK
 
 
 def cmd_payload(args: argparse.Namespace) -> int:
-    from omni_host.collect.run import payload
-    from omni_host.probes.catalog import PROBES
+    from omni_host.app.collect import catalog_payload
 
-    sys.stdout.write(payload(PROBES, args.probe_timeout))
+    sys.stdout.write(catalog_payload(args.probe_timeout))
     return EXIT_OK

@@ -8,8 +8,6 @@ is required without one), runs for real, re-audits the touched hosts and stores 
 from __future__ import annotations
 
 import argparse
-import dataclasses
-import shutil
 import sys
 import time
 from pathlib import Path
@@ -82,18 +80,6 @@ def _inventory(args: argparse.Namespace) -> Path:
     return path
 
 
-def _known_check(check_id: str) -> None:
-    import difflib
-
-    from omni_host.errors import UsageError
-    from omni_host.evaluate.checks import catalog
-
-    if check_id not in catalog():
-        close = difflib.get_close_matches(check_id, list(catalog()), n=1)
-        hint = f" (did you mean {close[0]}?)" if close else ""
-        raise UsageError(f"--check {check_id}: no such check{hint}")
-
-
 def _vault_files(args: argparse.Namespace) -> tuple[Path, ...]:
     """The vault password files the playbooks need: --vault-password-file, else
     ANSIBLE_VAULT_PASSWORD_FILE (which ansible-playbook reads by itself). A password typed at
@@ -106,21 +92,22 @@ def _vault_files(args: argparse.Namespace) -> tuple[Path, ...]:
     return tuple(args.vault_password_file)
 
 
-def _preview_and_apply(args: argparse.Namespace, plan, store_root: Path,  # noqa: ANN001
-                       secrets: tuple[str, ...] = ()):
-    """Returns (artifacts dir, apply steps or None when nothing was applied, exit code)."""
-    from omni_host.model import scrub
-    from omni_host.remediate.flow import artifacts_dir, execute, hosts_ok
+def _settings(args: argparse.Namespace, store_root: Path, host_plans: list):  # noqa: ANN202
+    from omni_host.app.remediate import Settings
 
+    return Settings(_inventory(args), args.known_hosts, args.allow_reboot, _vault_files(args),
+                    store_root, tuple(s for p in host_plans for s in p.secrets))
+
+
+def _preview_and_apply(args: argparse.Namespace, runs):  # noqa: ANN001, ANN202 (app.Runs)
+    """The preview shown; on --apply and confirmation, the hosts whose preview passed are
+    applied to. Returns (apply steps or None when nothing was applied, exit code)."""
+    from omni_host.model import scrub
+
+    secrets = runs.settings.secrets
     show_task = _task_printer(secrets)
-    artifacts = artifacts_dir(store_root)
-    common = {"inventory": _inventory(args), "allow_reboot": args.allow_reboot,
-              "known_hosts": args.known_hosts, "artifacts_root": artifacts,
-              "vault_password_files": _vault_files(args)}
     out("Preview (ansible check mode, nothing is changed):")
-    preview = execute(plan, check_mode=True, on_task=show_task, **common)
-    all_hosts = tuple(dict.fromkeys(h for run in plan.runs for h in run.hosts))
-    good = hosts_ok(preview, all_hosts)
+    preview, good = runs.preview(show_task)
     for step in preview:
         for host in step.run.hosts:
             failure = step.outcome.failure(host)
@@ -128,17 +115,17 @@ def _preview_and_apply(args: argparse.Namespace, plan, store_root: Path,  # noqa
             state = f"FAILED at '{failure.task}': {failure.message}" if failure else \
                 f"{would} task(s) would change"
             out(scrub(f"  {step.run.playbook} on {host}: {state}", secrets))
+    hosts = {h for run in runs.plan.runs for h in run.hosts}
     if not args.apply:
         out("Nothing was changed. Run again with --apply to make these changes.")
-        return artifacts, None, EXIT_OK if len(good) == len(all_hosts) else EXIT_FAILED
+        return None, EXIT_OK if good == hosts else EXIT_FAILED
     if not good:
         err("no host passed its preview: nothing applied")
-        return artifacts, None, EXIT_FAILED
+        return None, EXIT_FAILED
     if not _confirm(args):
-        return artifacts, None, EXIT_USAGE
+        return None, EXIT_USAGE
     out("Applying:")
-    applied = execute(plan, check_mode=False, hosts=good, on_task=show_task, **common)
-    return artifacts, applied, EXIT_OK
+    return runs.apply(good, show_task), EXIT_OK
 
 
 def _prepare(args: argparse.Namespace) -> tuple[float, Path, list] | int:
@@ -147,8 +134,10 @@ def _prepare(args: argparse.Namespace) -> tuple[float, Path, list] | int:
     from omni_host.report.store import default_report_dir
 
     _inventory(args)
+    from omni_host.app.remediate import known_check
+
     for check_id in getattr(args, "only", ()):
-        _known_check(check_id)
+        known_check(check_id)
     if args.apply and not args.yes and not sys.stdin.isatty():
         err("refusing to apply without a terminal to confirm on: add --yes")
         return EXIT_USAGE
@@ -156,30 +145,23 @@ def _prepare(args: argparse.Namespace) -> tuple[float, Path, list] | int:
 
 
 def cmd_remediate(args: argparse.Namespace) -> int:
-    from omni_host.evaluate.audit import audit_many
-    from omni_host.model import FixVerdict, make_report
-    from omni_host.remediate.flow import available_playbooks, current_findings, outcomes
-    from omni_host.remediate.plan import make_plan
-    from omni_host.report.store import store_report
+    from omni_host.app import remediate
 
     prepared = _prepare(args)
     if isinstance(prepared, int):
         return prepared
     started, store_root, host_plans = prepared
     ssh = ssh_options(args)
-    findings = current_findings(host_plans, ssh=ssh, forks=args.forks)
-    # A preview changes nothing, so it stores nothing: the next report diff compares real
-    # audits. Only an apply keeps the state it started from (its record points to it).
-    pre = store_report(make_report(findings, started_at=started, source="pre-remediation",
-                                   inventory=str(args.inventory)), store_root) \
-        if args.apply else None
-    if pre is not None:
-        err(f"pre-remediation audit stored in {pre}")
-    for host in findings:
+    settings = _settings(args, store_root, host_plans)
+    planned = remediate.plan_fixes(host_plans, ssh, forks=args.forks, only=frozenset(args.only),
+                                   allow_reboot=args.allow_reboot, apply=args.apply,
+                                   started=started, settings=settings)
+    if planned.pre is not None:
+        err(f"pre-remediation audit stored in {planned.pre}")
+    for host in planned.findings:
         if not host.reachable:
             err(f"{host.host}: unreachable: {host.error}")
-    plan = make_plan([h for h in findings if h.reachable], only=frozenset(args.only),
-                     allow_reboot=args.allow_reboot, available=available_playbooks())
+    plan = planned.plan
     for step in plan.manual:
         out(f"MANUAL {step.host}: {step.check} ({', '.join(step.lessons)}): {step.summary}")
         for line in step.steps:
@@ -189,54 +171,41 @@ def cmd_remediate(args: argparse.Namespace) -> int:
     if plan.empty:
         out("Nothing to remediate with a playbook.")
         code = EXIT_USAGE if plan.refused else EXIT_OK
-        return EXIT_UNREACHABLE if any(not h.reachable for h in findings) else code
+        return EXIT_UNREACHABLE if planned.unreachable else code
     for run in plan.runs:
         out(f"PLAN {run.playbook}: {', '.join(run.hosts)} ({', '.join(run.checks)})")
-    secrets = tuple(s for p in host_plans for s in p.secrets)
-    artifacts, applied, code = _preview_and_apply(args, plan, store_root, secrets)
-    unreachable = any(not h.reachable for h in findings)
+    runs = remediate.Runs(plan, settings)
+    applied, code = _preview_and_apply(args, runs)
     if applied is None:
-        shutil.rmtree(artifacts, ignore_errors=True)  # a preview leaves nothing behind
-        return EXIT_UNREACHABLE if unreachable and code == EXIT_OK else code
-    touched = {h for step in applied for h in step.run.hosts}
-    after = audit_many([p for p in host_plans if p.name in touched], ssh, forks=args.forks).results
-    records = outcomes(plan, applied, after)
-    for rec in records:
+        runs.discard()
+        return EXIT_UNREACHABLE if planned.unreachable and code == EXIT_OK else code
+    fixed = remediate.reaudit(runs, applied, planned, host_plans, ssh, forks=args.forks,
+                              started=started)
+    for rec in fixed.records:
         out(f"{rec.outcome.value.upper():14} {rec.host}: {rec.check} "
             f"({rec.before} -> {rec.after}): {rec.detail}")
-    report = dataclasses.replace(
-        make_report(after, started_at=started, source="remediation", inventory=str(args.inventory)),
-        remediation=records, pre_state=pre.name if pre is not None else None)
-    path = store_report(report, store_root, attach={"ansible": artifacts})
-    err(f"report stored in {path}")
-    if any(r.outcome is FixVerdict.ERROR for r in records) or report.unreachable:
+    err(f"report stored in {fixed.path}")
+    if fixed.errored:
         return EXIT_UNREACHABLE
-    return EXIT_OK if all(r.outcome is FixVerdict.FIXED for r in records) else EXIT_FAILED
+    return EXIT_OK if fixed.all_fixed else EXIT_FAILED
 
 
 def cmd_bootstrap(args: argparse.Namespace) -> int:
-    from omni_host.evaluate.audit import audit_many
-    from omni_host.model import make_report
-    from omni_host.remediate.plan import Plan, PlaybookRun
-    from omni_host.report.store import store_report
+    from omni_host.app import remediate
+    from omni_host.report.history import load_history
 
     prepared = _prepare(args)
     if isinstance(prepared, int):
         return prepared
     started, store_root, host_plans = prepared
-    plan = Plan((PlaybookRun("site.yml", tuple(p.name for p in host_plans), ()),), ())
-    artifacts, applied, code = _preview_and_apply(
-        args, plan, store_root, tuple(s for p in host_plans for s in p.secrets))
+    runs = remediate.Runs(remediate.site_plan(host_plans),
+                          _settings(args, store_root, host_plans))
+    applied, code = _preview_and_apply(args, runs)
     if applied is None:
-        shutil.rmtree(artifacts, ignore_errors=True)  # a preview leaves nothing behind
+        runs.discard()
         return code
-    after = audit_many(host_plans, ssh_options(args), forks=args.forks).results
-    report = make_report(after, started_at=started, source="bootstrap",
-                         inventory=str(args.inventory))
-    path = store_report(dataclasses.replace(report, baseline=True), store_root,
-                        attach={"ansible": artifacts})
-    from omni_host.report.history import load_history
-
+    report, path = remediate.baseline(runs, host_plans, ssh_options(args), forks=args.forks,
+                                      started=started)
     emit(report.to_dict(), "table", None, lambda: load_history(store_root))
     err(f"baseline audit stored in {path}")
     return exit_code(report)

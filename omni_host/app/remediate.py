@@ -1,0 +1,197 @@
+"""The remediate and bootstrap use cases: audit now -> plan -> preview (check mode) -> apply
+-> re-audit -> store. The CLI prints between the steps and asks for confirmation; every
+decision (what is planned, which hosts may be applied to, what is kept, the exit code) is
+made here.
+
+What is kept of an applied play (ansible-runner's artifacts, attached to the stored report)
+has the clear text of every vaulted value the play was given scrubbed first: the store never
+holds a secret, whatever a task printed.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import shutil
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from omni_host.collect.runner import TaskOutcome
+from omni_host.collect.transport.base import SshOptions
+from omni_host.errors import UsageError
+from omni_host.evaluate.audit import audit_many
+from omni_host.evaluate.checks import catalog
+from omni_host.model import (
+    SCRUBBED,
+    FixOutcome,
+    FixVerdict,
+    HostReport,
+    Report,
+    make_report,
+    scrub,
+)
+from omni_host.plan.hosts import HostPlan
+from omni_host.remediate.flow import (
+    Step,
+    artifacts_dir,
+    available_playbooks,
+    current_findings,
+    execute,
+    hosts_ok,
+    outcomes,
+)
+from omni_host.remediate.plan import Plan, PlaybookRun, make_plan
+from omni_host.report.store import store_report
+
+
+@dataclass(frozen=True)
+class Settings:
+    """What every playbook run of one remediation shares."""
+
+    inventory: Path
+    known_hosts: Path
+    allow_reboot: bool
+    vault_password_files: tuple[Path, ...]
+    store_root: Path
+    secrets: tuple[str, ...]  # the clear text of the vaulted values the plays are given
+
+
+@dataclass(frozen=True)
+class Planned:
+    findings: list[HostReport]
+    plan: Plan
+    pre: Path | None  # the stored pre-remediation audit (an apply only)
+
+    @property
+    def unreachable(self) -> bool:
+        return any(not h.reachable for h in self.findings)
+
+
+def known_check(check_id: str) -> None:
+    """``--check ID`` names a check of the catalog (else the nearest one is suggested)."""
+    import difflib
+
+    if check_id not in catalog():
+        close = difflib.get_close_matches(check_id, list(catalog()), n=1)
+        hint = f" (did you mean {close[0]}?)" if close else ""
+        raise UsageError(f"--check {check_id}: no such check{hint}")
+
+
+def plan_fixes(host_plans: list[HostPlan], ssh: SshOptions, *, forks: int, only: frozenset[str],
+               allow_reboot: bool, apply: bool, started: float, settings: Settings) -> Planned:
+    """Each host audited now; a preview changes nothing, so it stores nothing (the next
+    report diff compares real audits); an apply keeps the state it starts from."""
+    findings = current_findings(host_plans, ssh=ssh, forks=forks)
+    pre = store_report(make_report(findings, started_at=started, source="pre-remediation",
+                                   inventory=str(settings.inventory)), settings.store_root) \
+        if apply else None
+    plan = make_plan([h for h in findings if h.reachable], only=only, allow_reboot=allow_reboot,
+                     available=available_playbooks())
+    return Planned(findings, plan, pre)
+
+
+def site_plan(host_plans: list[HostPlan]) -> Plan:
+    """What bootstrap runs: site.yml on every host."""
+    return Plan((PlaybookRun("site.yml", tuple(p.name for p in host_plans), ()),), ())
+
+
+@dataclass
+class Runs:
+    """The playbook runs of one remediation, their artifacts in one private directory."""
+
+    plan: Plan
+    settings: Settings
+    artifacts: Path = dataclasses.field(init=False)
+
+    def __post_init__(self) -> None:
+        self.artifacts = artifacts_dir(self.settings.store_root)
+
+    def _execute(self, check_mode: bool, hosts: set[str] | None,
+                 on_task: Callable[[TaskOutcome], None]) -> list[Step]:
+        s = self.settings
+        return execute(self.plan, inventory=s.inventory, check_mode=check_mode,
+                       allow_reboot=s.allow_reboot, known_hosts=s.known_hosts,
+                       artifacts_root=self.artifacts, hosts=hosts, on_task=on_task,
+                       vault_password_files=s.vault_password_files)
+
+    def preview(self, on_task: Callable[[TaskOutcome], None]) -> tuple[list[Step], set[str]]:
+        """Check mode on every host; returns the steps and the hosts whose preview passed."""
+        steps = self._execute(True, None, on_task)
+        hosts = tuple(dict.fromkeys(h for run in self.plan.runs for h in run.hosts))
+        return steps, hosts_ok(steps, hosts)
+
+    def apply(self, good: set[str], on_task: Callable[[TaskOutcome], None]) -> list[Step]:
+        """For real, on the hosts whose preview passed only."""
+        return self._execute(False, good, on_task)
+
+    def discard(self) -> None:
+        """A preview leaves nothing behind."""
+        shutil.rmtree(self.artifacts, ignore_errors=True)
+
+    def kept(self) -> Path:
+        """The artifacts as they may be stored: every secret scrubbed from every file."""
+        scrub_tree(self.artifacts, self.settings.secrets)
+        return self.artifacts
+
+
+def scrub_tree(root: Path, secrets: tuple[str, ...]) -> None:
+    """Replace each secret (and its JSON-escaped form) in every file under ``root``."""
+    import json
+
+    forms = sorted({f for s in secrets if s for f in (s, json.dumps(s)[1:-1])}, key=len,
+                   reverse=True)
+    if not forms:
+        return
+    for path in root.rglob("*"):
+        if not path.is_file() or path.is_symlink():
+            continue
+        data = path.read_bytes()
+        new = data
+        for form in forms:
+            new = new.replace(form.encode(), SCRUBBED.encode())
+        if new != data:
+            path.write_bytes(new)
+
+
+@dataclass(frozen=True)
+class Fixed:
+    report: Report
+    records: tuple[FixOutcome, ...]
+    path: Path
+
+    @property
+    def errored(self) -> bool:
+        """A fix that could not be judged, or a host lost on the way."""
+        return any(r.outcome is FixVerdict.ERROR for r in self.records) or \
+            bool(self.report.unreachable)
+
+    @property
+    def all_fixed(self) -> bool:
+        return all(r.outcome is FixVerdict.FIXED for r in self.records)
+
+
+def reaudit(runs: Runs, applied: list[Step], planned: Planned, host_plans: list[HostPlan],
+            ssh: SshOptions, *, forks: int, started: float) -> Fixed:
+    """The touched hosts audited again; each (host, check) fixed, still failing or error;
+    the report stored with the scrubbed artifacts, pointing to its pre-remediation audit."""
+    touched = {h for step in applied for h in step.run.hosts}
+    after = audit_many([p for p in host_plans if p.name in touched], ssh, forks=forks).results
+    # the task titles and messages of a play may name a vaulted value: scrubbed as everywhere
+    records = scrub(outcomes(planned.plan, applied, after), runs.settings.secrets)
+    report = dataclasses.replace(
+        make_report(after, started_at=started, source="remediation",
+                    inventory=str(runs.settings.inventory)),
+        remediation=records, pre_state=planned.pre.name if planned.pre is not None else None)
+    path = store_report(report, runs.settings.store_root, attach={"ansible": runs.kept()})
+    return Fixed(report, records, path)
+
+
+def baseline(runs: Runs, host_plans: list[HostPlan], ssh: SshOptions, *, forks: int,
+             started: float) -> tuple[Report, Path]:
+    """After bootstrap's site.yml: every host audited, stored as its baseline."""
+    after = audit_many(host_plans, ssh, forks=forks).results
+    report = dataclasses.replace(make_report(after, started_at=started, source="bootstrap",
+                                             inventory=str(runs.settings.inventory)),
+                                 baseline=True)
+    return report, store_report(report, runs.settings.store_root,
+                                attach={"ansible": runs.kept()})
