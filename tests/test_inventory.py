@@ -455,3 +455,15 @@ def test_the_cli_takes_limit_and_extra_vars() -> None:
     limited = run_cli("audit", "-i", str(CORPUS / "yaml"), "all", "--limit", "nothing-here",
                       "--no-store")
     assert limited.code == 2 and "nothing-here" in refused.stderr + limited.stderr
+
+
+@pytest.mark.system  # an executable inventory script, run by Ansible
+def test_a_hanging_inventory_script_is_stopped_and_named(tmp_path: Path) -> None:
+    script = tmp_path / "hangs.py"
+    script.write_text("#!/usr/bin/env python3\nimport time\ntime.sleep(120)\n")
+    script.chmod(0o755)
+    result = run_cli("audit", "-i", str(script), "all", "--no-store",
+                     env={"OMNI_HOST_INVENTORY_TIMEOUT": "1.5"})
+    assert result.code == 2, result.stderr
+    assert f"{script}: did not finish in 1.5s" in result.stderr
+    assert result.seconds < 20 and "Traceback" not in result.stderr

@@ -47,6 +47,9 @@ def test_hanging_probe_times_out_and_the_fallback_answers(tmp_path: Path) -> Non
                                               "reason": "timed out after 0.3s"}
     nps1 = statuses(result.stdout)["numa.nps1"]
     assert nps1["status"] == "pass" and "from sysfs" in nps1["summary"]
+    # the summary says why numactl gave nothing: it timed out, it is installed
+    assert "numactl timed out after 0.3s" in nps1["summary"], nps1["summary"]
+    assert "not installed" not in nps1["summary"]
 
 
 def test_hanging_probe_without_fallback_skips_its_check(tmp_path: Path) -> None:

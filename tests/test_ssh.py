@@ -152,6 +152,33 @@ def test_ssh_config_host_user_port_identity_and_proxyjump(sshd: Sshd, tmp_path: 
     assert log.read_text().count("Accepted publickey") - accepted_before == 2  # jump + target
 
 
+def test_ssh_config_proxycommand_carries_the_connection(sshd: Sshd, tmp_path: Path) -> None:
+    """A bastion reached by ``ProxyCommand ssh ... -W %h:%p`` (it was silently ignored and
+    the host dialled directly); a ProxyCommand that cannot start is the host's one line."""
+    config = tmp_path / "ssh_config"
+    bastion = (f"ssh -q -i {sshd.client_key} -o UserKnownHostsFile={sshd.known_hosts} "
+               f"-o StrictHostKeyChecking=yes -o BatchMode=yes -p {sshd.port} "
+               f"{sshd.user}@127.0.0.1 -W %h:%p")
+    # HostName is not this sshd's address: only the ProxyCommand's %h/%p reach it
+    box = (f"Host box\n  HostName 127.0.0.1\n  Port {sshd.port}\n  User {sshd.user}\n"
+           f"  IdentityFile {sshd.client_key}\n")
+    config.write_text(f"{box}  ProxyCommand {bastion}\n")
+    inv = tmp_path / "inv"
+    inv.mkdir()
+    (inv / "hosts.yml").write_text("all:\n  hosts:\n    box:\n      omni_build_packages: []\n")
+    log = sshd.workdir / "sshd.log"
+    time.sleep(0.2)
+    before = log.read_text().count("Accepted publickey")
+    result = audit(sshd, inv, "box", ssh_config=config)
+    assert result.code == 0, result.stderr
+    time.sleep(0.2)
+    assert log.read_text().count("Accepted publickey") - before == 2  # the bastion, then box
+    config.write_text(f"{box}  ProxyCommand /nonexistent/proxy %h %p\n")
+    broken = audit(sshd, inv, "box", ssh_config=config)
+    assert broken.code == 3 and "box: unreachable: " in broken.stderr, broken.stderr
+    assert "Traceback" not in broken.stderr
+
+
 def test_become_runs_the_collector_through_sudo(sshd: Sshd, tmp_path: Path) -> None:
     inv = sshd.inventory(tmp_path / "inv", {"loop": {"ansible_become": True}})
     out = tmp_path / "bundle"

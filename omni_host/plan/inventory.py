@@ -114,6 +114,50 @@ def _plain(value: Any) -> Any:
     return json.loads(json.dumps(value))
 
 
+def load_timeout_s() -> float:
+    """How long reading the sources may take: an inventory script that hangs must not hang
+    every audit, scheduled ones included (OMNI_HOST_INVENTORY_TIMEOUT, default 60 s)."""
+    try:
+        value = float(os.environ.get("OMNI_HOST_INVENTORY_TIMEOUT", "60"))
+    except ValueError:
+        return 60.0
+    return value if value > 0 else 60.0
+
+
+class _Watchdog:
+    """While Ansible reads the sources: past ``limit_s``, the processes it started (an
+    inventory script) are killed, so that its read fails instead of hanging."""
+
+    def __init__(self, limit_s: float) -> None:
+        self.limit_s = limit_s
+        self.fired = False
+        self._before: set[int] = set()
+        self._timer: Any = None
+
+    def __enter__(self) -> _Watchdog:
+        import threading
+
+        import psutil
+
+        self._before = {p.pid for p in psutil.Process().children(recursive=True)}
+        self._timer = threading.Timer(self.limit_s, self._fire)
+        self._timer.daemon = True
+        self._timer.start()
+        return self
+
+    def _fire(self) -> None:
+        import psutil
+
+        for child in psutil.Process().children(recursive=True):
+            if child.pid not in self._before:
+                self.fired = True
+                with contextlib.suppress(psutil.Error):
+                    child.kill()
+
+    def __exit__(self, *exc: object) -> None:
+        self._timer.cancel()
+
+
 class Inventory:
     """Hosts, groups and variables of one or more inventory sources, as Ansible reads them.
 
@@ -156,11 +200,16 @@ class Inventory:
         else:
             _vault_context([])  # no secrets given: none left over from an earlier inventory
         captured = io.StringIO()
+        watchdog = _Watchdog(load_timeout_s())
         try:
-            with contextlib.redirect_stderr(captured):
+            with contextlib.redirect_stderr(captured), watchdog:
                 manager = InventoryManager(loader=loader, sources=list(self._sources))
         except AnsibleError as exc:
             bad = next((s for s in self._sources if s in str(exc)), self._sources[0])
+            if watchdog.fired:
+                raise InventoryError(f"{bad}: did not finish in {watchdog.limit_s:g}s (a "
+                                     "hanging inventory script or plugin was stopped; "
+                                     "OMNI_HOST_INVENTORY_TIMEOUT sets the limit)") from None
             raise InventoryError(_failure_line(bad, captured.getvalue())) from None
         self._ansible = (loader, manager, VariableManager(loader=loader, inventory=manager))
         return self._ansible

@@ -4,7 +4,8 @@ Host keys are checked against the user's known_hosts (and ``UserKnownHostsFile``
 config). An unknown key is refused unless the caller asked for ``accept_new`` (OpenSSH's
 ``StrictHostKeyChecking=accept-new``), in which case it is appended to the known_hosts file. A
 *changed* key is always refused. ``ProxyJump`` is honoured by tunnelling through each jump host
-in turn, each verified the same way.
+in turn, each verified the same way; else ``ProxyCommand`` (its %h, %p, %r expanded by the
+config reader) carries the connection, as OpenSSH runs it.
 """
 
 from __future__ import annotations
@@ -68,6 +69,7 @@ class SshTarget:
     key_files: tuple[str, ...] = ()
     proxy_jump: str | None = None
     known_hosts_files: tuple[str, ...] = ()
+    proxy_command: str | None = None
 
 
 def resolve_target(
@@ -90,6 +92,7 @@ def resolve_target(
     keys = (key_file,) if key_file else tuple(conf.get("identityfile", ()))
     known = tuple(os.path.expanduser(p) for p in conf.get("userknownhostsfile", "").split() if p)
     jump = conf.get("proxyjump")
+    command = conf.get("proxycommand")
     return SshTarget(
         label=label,
         hostname=conf.get("hostname", alias),
@@ -98,6 +101,7 @@ def resolve_target(
         key_files=tuple(os.path.expanduser(k) for k in keys),
         proxy_jump=None if jump in (None, "none") else jump,
         known_hosts_files=known,
+        proxy_command=None if command in (None, "none") else command,
     )
 
 
@@ -172,7 +176,8 @@ class SshTransport:
         client.set_missing_host_key_policy(policy)
         return client
 
-    def _connect_one(self, target: SshTarget, sock: paramiko.Channel | None) -> paramiko.SSHClient:
+    def _connect_one(self, target: SshTarget,
+                     sock: paramiko.Channel | paramiko.ProxyCommand | None) -> paramiko.SSHClient:
         client = self._client()
         where = f"{target.hostname}:{target.port}"
         try:
@@ -237,6 +242,12 @@ class SshTransport:
                 except (paramiko.SSHException, OSError) as exc:
                     raise TransportError(f"jump host {host} cannot reach "
                                          f"{self.target.hostname}:{self.target.port}: {exc}") from exc
+        elif self.target.proxy_command:
+            try:
+                sock = paramiko.ProxyCommand(self.target.proxy_command)
+            except (paramiko.SSHException, OSError, ValueError) as exc:
+                raise TransportError(f"ProxyCommand for {self.target.label} did not start: "
+                                     f"{exc}") from exc
         return self._connect_one(self.target, sock)
 
     def connect(self) -> None:

@@ -66,7 +66,9 @@ def nps1(facts: HostFacts, policy: Policy, meta: CheckMeta) -> CheckResult:
     lines = (topo.summary_line, *(f"node {n.node_id} size: {n.size_mib} MB" for n in topo.nodes),
              *(f"{i}: {' '.join(map(str, row))}" for i, row in sorted(topo.distances.items())))
     evidence = (Evidence(probe.probe_id, probe.command, lines[:12]),)
-    via = "" if topo.source == "numactl" else " (from sysfs: numactl is not installed)"
+    primary = facts.get("numa.numactl")  # why the fallback answered: its own reason
+    via = "" if topo.source == "numactl" else \
+        f" (from sysfs: numactl {primary.reason or 'gave no answer'})"
     memoryless = f"; memoryless node(s): {', '.join(map(str, topo.memoryless_nodes))}" \
         if topo.memoryless_nodes else ""
     if topo.cpuless_nodes:
