@@ -50,3 +50,17 @@ def load_yaml(text: str) -> Any:
     import yaml
 
     return yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))  # noqa: S506
+
+
+class TooLarge(ValueError):
+    """A file past the size its reader accepts (it is not what the reader expects)."""
+
+
+def read_bounded(path: Path | str, cap: int) -> bytes:
+    """At most ``cap`` bytes of a file; TooLarge past them (never more held in memory). An
+    untrusted file (a bundle, a waivers file, ``-e @file``) cannot make a reader hold more."""
+    with open(path, "rb") as handle:
+        data = handle.read(cap + 1)
+    if len(data) > cap:
+        raise TooLarge(f"larger than {cap:,} bytes")
+    return data

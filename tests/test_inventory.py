@@ -467,3 +467,29 @@ def test_a_hanging_inventory_script_is_stopped_and_named(tmp_path: Path) -> None
     assert result.code == 2, result.stderr
     assert f"{script}: did not finish in 1.5s" in result.stderr
     assert result.seconds < 20 and "Traceback" not in result.stderr
+
+
+def test_an_ansible_cfg_in_a_world_writable_directory_is_ignored_with_a_warning(
+        tmp_path: Path) -> None:
+    """As Ansible: ./ansible.cfg in a world-writable directory is not read (anyone could have
+    put it there), and omni-host says so instead of silently auditing another target."""
+    inventory = CORPUS / "ini" / "hosts.ini"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ANSIBLE_")}
+
+    def audit_in(directory: Path, mode: int) -> subprocess.CompletedProcess:
+        directory.mkdir()
+        directory.chmod(mode)
+        (directory / "ansible.cfg").write_text(f"[defaults]\ninventory = {inventory}\n")
+        return subprocess.run([sys.executable, "-m", "omni_host", "audit", "nosuchhost",
+                               "--no-store"], capture_output=True, text=True, cwd=directory,
+                              env=env, check=False, timeout=60)
+
+    private = audit_in(tmp_path / "private", 0o755)
+    assert f"matches no host or group in {inventory}" in private.stderr  # read, as Ansible does
+    assert "ignored" not in private.stderr
+    shared = tmp_path / "shared"
+    ignored = audit_in(shared, 0o777)
+    assert (shared.stat().st_mode & 0o002), "the directory must be world-writable"
+    assert "ansible.cfg ignored, as Ansible ignores it: the directory is world-writable" \
+        in ignored.stderr
+    assert "needs an inventory (-i)" in ignored.stderr  # not read: no inventory at all

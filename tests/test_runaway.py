@@ -187,3 +187,34 @@ def test_a_store_another_account_could_write_is_not_read(two_audits: Path, tmp_p
     assert f"{newest}: writable by others: skipped" in listing.stderr
     store.chmod(0o777)
     assert run_cli("report", "list", "--report-dir", str(store)).stdout == "no stored audit\n"
+
+
+def test_every_untrusted_file_is_read_within_its_cap(tmp_path: Path, two_audits: Path,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """A raw collector output past a bundle's cap, an -e @file or --limit @file past 1 MiB, a
+    stored report past its cap: each one line naming the file, never read whole."""
+    from omni_host.collect import bundle
+    from omni_host.errors import BundleError, InventoryError
+    from omni_host.plan.hosts import selected_names
+    from omni_host.plan.inventory import load_inventory, parse_extra_vars
+    from omni_host.report import history
+
+    huge = tmp_path / "big.out"
+    with huge.open("wb") as fh:  # sparse: 64 MiB + 1 of zeros cost no disk
+        fh.truncate(bundle.MAX_BUNDLE_BYTES + 1)
+    with pytest.raises(BundleError, match=r"big.out: not a collector output \(larger than"):
+        bundle.read_bundles(huge)
+    big_vars = tmp_path / "vars.yml"
+    big_vars.write_text("omni_numa_nps: 1\n" + "#" * (1024 * 1024) + "\n")
+    with pytest.raises(InventoryError, match=r"-e @.*vars.yml: larger than 1,048,576 bytes"):
+        parse_extra_vars([f"@{big_vars}"])
+    inv = load_inventory(Path(__file__).parent / "inventories" / "yaml")
+    with pytest.raises(InventoryError, match=r"--limit @.*vars.yml: larger than"):
+        selected_names(inv, "all", f"@{big_vars}")
+    full = history.load_history(two_audits)
+    assert len(full.audits) == 2 and not full.warnings
+    newest = max(p.stat().st_size for p in two_audits.glob("*/report.json"))
+    monkeypatch.setattr(history, "MAX_REPORT_BYTES", newest - 1)
+    capped = history.load_history(two_audits)
+    assert len(capped.audits) < 2
+    assert any("larger than" in w and "skipped" in w for w in capped.warnings), capped.warnings

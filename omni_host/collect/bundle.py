@@ -26,6 +26,7 @@ from typing import Any
 from omni_host.errors import BundleError, TransportError
 from omni_host.model import CommandResult
 from omni_host.remote.collector import MARKER
+from omni_host.resources import TooLarge, read_bounded
 
 BUNDLE_SCHEMA = 1
 _SAFE = re.compile(r"[^A-Za-z0-9._-]")
@@ -264,9 +265,10 @@ def _read_tar(path: Path) -> list[Bundle]:
 def _read_raw(path: Path) -> Bundle:
     """A collector's raw output saved by ``playbooks/collect.yml`` as ``<host>.out``."""
     try:
-        return bundle_from_output(path.stem, "ansible", stdout=path.read_text(), stderr="",
+        text = read_bounded(path, MAX_BUNDLE_BYTES).decode("utf-8", "replace")
+        return bundle_from_output(path.stem, "ansible", stdout=text, stderr="",
                                   exit_code=0, duration_s=0.0, started=path.stat().st_mtime)
-    except (OSError, TransportError) as exc:
+    except (OSError, TransportError, TooLarge) as exc:
         raise BundleError(f"{path}: not a collector output ({exc})") from exc
 
 

@@ -20,6 +20,7 @@ from omni_host.plan.policy import (
     policy_from_vars,
     reference_vars,
 )
+from omni_host.resources import TooLarge, read_bounded
 
 
 @dataclass(frozen=True)
@@ -88,10 +89,12 @@ def selected_names(inv: Inventory, pattern: str, limit: str | None = None) -> li
         return names
     if limit.startswith("@"):
         try:
-            with open(limit[1:], encoding="utf-8") as handle:
-                allowed = {line.strip() for line in handle.read(1 << 20).splitlines() if line.strip()}
+            text = read_bounded(limit[1:], 1024 * 1024).decode("utf-8", "replace")
         except OSError as exc:
             raise InventoryError(f"--limit {limit}: {exc.strerror or exc}") from None
+        except TooLarge as exc:
+            raise InventoryError(f"--limit {limit}: {exc}: not a list of hosts") from None
+        allowed = {line.strip() for line in text.splitlines() if line.strip()}
     else:
         allowed = set(inv.select_names(limit))
     kept = [n for n in names if n in allowed]

@@ -15,14 +15,17 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import logging
 import os
 import re
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from omni_host.errors import InventoryError
 from omni_host.plan import inventory_cache
+from omni_host.resources import TooLarge, read_bounded
 
 # Variables a host plan reads besides omni_*: connection values and their Ansible aliases.
 CONNECTION_VARS = (
@@ -63,6 +66,7 @@ def default_sources() -> tuple[str, ...]:
     """The inventory Ansible is configured with (``ANSIBLE_INVENTORY`` or ``inventory`` in the
     ansible.cfg Ansible would read), or () when only Ansible's built-in default is set: then
     omni-host audits this machine with the built-in reference policy."""
+    _warn_if_cfg_ignored()
     if not os.environ.get("ANSIBLE_INVENTORY") and not _config_file():
         return ()
     from ansible import constants as C  # noqa: N812 (Ansible's own name)
@@ -73,9 +77,28 @@ def default_sources() -> tuple[str, ...]:
     return tuple(str(v) for v in value)
 
 
+def _cwd_world_writable() -> bool:
+    try:
+        return bool(os.stat(".").st_mode & stat.S_IWOTH)
+    except OSError:
+        return False
+
+
+def _warn_if_cfg_ignored() -> None:
+    """Ansible ignores ./ansible.cfg in a world-writable directory (anyone could have put it
+    there): said once, since the inventory it names is then not the one audited."""
+    if not os.environ.get("ANSIBLE_CONFIG") and os.path.isfile("ansible.cfg") \
+            and _cwd_world_writable():
+        logging.getLogger("omni_host").warning(
+            "%s/ansible.cfg ignored, as Ansible ignores it: the directory is world-writable "
+            "(its inventory is not used; pass -i, or set ANSIBLE_CONFIG)", os.getcwd())
+
+
 def _config_file() -> str | None:
-    """Whether an ansible.cfg would be read, without importing ansible (fast path)."""
-    candidates = [os.environ.get("ANSIBLE_CONFIG"), "ansible.cfg",
+    """Whether an ansible.cfg would be read, without importing ansible (fast path); as
+    Ansible, not ./ansible.cfg in a world-writable directory."""
+    local = None if _cwd_world_writable() else "ansible.cfg"
+    candidates = [os.environ.get("ANSIBLE_CONFIG"), local,
                   os.path.expanduser("~/.ansible.cfg"), "/etc/ansible/ansible.cfg"]
     return next((c for c in candidates if c and os.path.isfile(c)), None)
 
@@ -334,6 +357,9 @@ def rendered_vars(all_vars: Any, templar: Any, where: str) -> tuple[dict[str, An
     return resolved, origins
 
 
+MAX_VARS_FILE_BYTES = 1024 * 1024  # -e @file: a few omni_* values
+
+
 def parse_extra_vars(items: list[str]) -> dict[str, Any]:
     """``-e`` values as Ansible reads them: ``name=value`` pairs (Ansible's own key=value
     parser; the values are strings, typed by the schema as the inventory's are), a JSON/YAML
@@ -346,14 +372,15 @@ def parse_extra_vars(items: list[str]) -> dict[str, Any]:
     for item in items:
         try:
             if item.startswith("@"):
-                with open(item[1:], encoding="utf-8") as handle:
-                    values = yaml.safe_load(handle.read(1 << 20))
+                values = yaml.safe_load(read_bounded(item[1:], MAX_VARS_FILE_BYTES))
             elif item.lstrip().startswith("{"):
                 values = yaml.safe_load(item)
             else:
                 values = parse_kv(item)
         except OSError as exc:
             raise InventoryError(f"-e {item}: {exc.strerror or exc}") from None
+        except TooLarge as exc:
+            raise InventoryError(f"-e {item}: {exc}: not a variables file") from None
         except (yaml.YAMLError, ValueError) as exc:
             raise InventoryError(f"-e {item[:60]}: not name=value, a mapping or @file "
                                  f"({str(exc).splitlines()[0]})") from None

@@ -27,6 +27,7 @@ import yaml
 
 from omni_host.errors import InventoryError
 from omni_host.model import AppliedWaiver
+from omni_host.resources import TooLarge, read_bounded
 
 WAIVERS_SCHEMA = 1
 _REQUIRED = ("check", "justification", "approver", "expires")
@@ -85,13 +86,12 @@ MAX_WAIVERS_BYTES = 1024 * 1024  # a waivers file is a few lines per accepted fi
 def _read_text(path: Path) -> str:
     """The file's text, at most MAX_WAIVERS_BYTES of UTF-8; one line naming it otherwise."""
     try:
-        with path.open("rb") as fh:
-            data = fh.read(MAX_WAIVERS_BYTES + 1)
+        data = read_bounded(path, MAX_WAIVERS_BYTES)
     except OSError as exc:
         raise InventoryError(f"{path}: cannot read ({exc.strerror})") from exc
-    if len(data) > MAX_WAIVERS_BYTES:
+    except TooLarge:
         raise InventoryError(f"{path}: larger than {MAX_WAIVERS_BYTES // 1024} KiB: not a "
-                             "waivers file")
+                             "waivers file") from None
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:

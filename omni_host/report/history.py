@@ -28,6 +28,7 @@ from omni_host.model import (
 from omni_host.plan.policy import check_readers
 from omni_host.report.store import audit_dirs
 from omni_host.report.text import PERF, bench_tests
+from omni_host.resources import TooLarge, read_bounded
 
 BAD = ("fail", "error")
 COMPARED_FACTS = ("numa_nodes", "sockets", "driver_version", "cuda_version", "gpus", "swap_total_mib",
@@ -74,6 +75,9 @@ class History:
         return [(a, h) for a in self.audits if (h := a.host(host)) and h.get("reachable")]
 
 
+MAX_REPORT_BYTES = 512 * 1024 * 1024  # a stored report: its results, never its bundles
+
+
 def load_history(root: Path) -> History:
     """The stored audits, read only from directories this user owns: a store (or an audit in
     it) that another account owns or could write is not trusted (a planted audit would become
@@ -89,7 +93,10 @@ def load_history(root: Path) -> History:
             continue
         path = directory / "report.json"
         try:
-            doc = json.loads(path.read_text(encoding="utf-8"))
+            doc = json.loads(read_bounded(path, MAX_REPORT_BYTES))
+        except TooLarge as exc:
+            warnings.append(f"{path}: {exc}: not a report omni-host wrote, skipped")
+            continue
         except FileNotFoundError:
             warnings.append(f"{directory}: no report.json, skipped")
             continue
