@@ -10,12 +10,9 @@ import dataclasses
 import enum
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar
 
 from omni_host import __version__, codec
-
-if TYPE_CHECKING:  # the raw evidence a host report keeps (collect stage)
-    from omni_host.collect.bundle import Bundle
 
 
 @dataclass(frozen=True)
@@ -35,6 +32,29 @@ class CommandResult:
     stderr: str
     duration_s: float
     reason: str = ""
+
+
+@dataclass(frozen=True)
+class Bundle:
+    """One host's raw outputs, as collected: the evidence every verdict is judged from
+    (written and read by ``collect/bundle.py``, kept with each stored report)."""
+
+    host: str
+    collected_at: float
+    transport: str
+    meta: dict[str, Any]
+    results: dict[str, CommandResult]
+    # The expected state the host was collected under ({"values", "origins"}); None in
+    # bundles of omni-host versions that did not record it.
+    policy: dict[str, Any] | None = None
+
+    def scrubbed(self, secrets: tuple[str, ...]) -> Bundle:
+        """The bundle without the clear text of any secret in any output: the one bundle
+        scrub, for what is stored and what is shown."""
+        if not secrets:
+            return self
+        return dataclasses.replace(self, results={k: scrub_command(v, secrets)
+                                                  for k, v in self.results.items()})
 
 
 class Outcome(str, enum.Enum):
@@ -442,10 +462,7 @@ def scrub_host(host: HostReport, secrets: tuple[str, ...]) -> HostReport:
         actual=scrub(r.actual, secrets), details=scrub(r.details, secrets),
         evidence=tuple(Evidence(e.probe, scrub(e.command, secrets), scrub(e.lines, secrets))
                        for e in r.evidence)) for r in host.results)
-    bundle = host.bundle
-    if bundle is not None:
-        bundle = dataclasses.replace(bundle, results={
-            k: scrub_command(v, secrets) for k, v in bundle.results.items()})
+    bundle = host.bundle.scrubbed(secrets) if host.bundle is not None else None
     return dataclasses.replace(host, results=results, bundle=bundle,
                                facts=scrub(host.facts, secrets),
                                probes=scrub(host.probes, secrets))

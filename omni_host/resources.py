@@ -9,6 +9,9 @@ repository's own top-level folders, so there is one copy of each.
 
 from __future__ import annotations
 
+import contextlib
+import os
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -64,3 +67,25 @@ def read_bounded(path: Path | str, cap: int) -> bytes:
     if len(data) > cap:
         raise TooLarge(f"larger than {cap:,} bytes")
     return data
+
+
+@contextlib.contextmanager
+def atomic_path(path: Path, mode: int = 0o644) -> Iterator[Path]:
+    """A new file beside ``path`` (``.NAME.PID.RANDOM.tmp``, created with ``mode`` under the
+    umask) for the block to write; renamed over ``path`` when the block ends, removed when it
+    fails. A reader (a textfile collector, cron, Ansible) never sees half a file. The one
+    atomic write of the code base."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{os.urandom(3).hex()}.tmp")
+    os.close(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode))
+    try:
+        yield tmp
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def atomic_write(path: Path, data: str | bytes, mode: int = 0o644) -> None:
+    """``data`` (text as UTF-8) into ``path`` through ``atomic_path``."""
+    with atomic_path(path, mode) as tmp:
+        tmp.write_bytes(data.encode("utf-8") if isinstance(data, str) else data)

@@ -280,7 +280,10 @@ def test_bench_loop_baseline_unchanged_quota_and_back(sshd: Sshd, llama, tmp_pat
     assert perf["details"]["context"]["CPU quota (cgroup)"] == "none"
     again, perf = _bench(sshd, inv, store)
     assert again.code == 0, perf["summary"]
-    assert perf["status"] == "pass" and perf["details"]["changed"] == []
+    # nothing of the host's state changed; the load other processes put on the CPUs is
+    # measured, not state (it moved when another job shared this VM's 2 cores)
+    assert perf["status"] == "pass"
+    assert [c for c in perf["details"]["changed"] if not c.startswith("other CPU load")] == []
     assert perf["details"]["baseline"]["audit"] in first.stderr
     quota = CpuQuota(sshd.proc.pid, 0.3)
     try:

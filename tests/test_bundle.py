@@ -11,12 +11,12 @@ import pytest
 from conftest import run_cli
 from helpers import BUNDLES, gpu_bundle
 
-from omni_host.collect.bundle import read_bundles, write_archive
+from omni_host.collect.bundle import read_bundles, write_archive, write_bundle_dir
 
 
 def test_directory_and_archive_round_trip(tmp_path: Path) -> None:
     bundle = gpu_bundle("h200-x2")
-    root = bundle.write_dir(tmp_path / "dir")
+    root = write_bundle_dir(bundle, tmp_path / "dir")
     (from_dir,) = read_bundles(root)
     archive = write_archive([bundle, gpu_bundle("h100-x1")], tmp_path / "two.tar.gz")
     from_tar = read_bundles(archive)
@@ -50,7 +50,7 @@ def test_truncated_archive_is_one_clear_line(tmp_path: Path) -> None:
 
 
 def test_other_schema_version_is_refused(tmp_path: Path) -> None:
-    root = gpu_bundle("h100-x1").write_dir(tmp_path)
+    root = write_bundle_dir(gpu_bundle("h100-x1"), tmp_path)
     manifest = json.loads((root / "manifest.json").read_text())
     manifest["schema_version"] = 99
     (root / "manifest.json").write_text(json.dumps(manifest))
@@ -60,7 +60,7 @@ def test_other_schema_version_is_refused(tmp_path: Path) -> None:
 
 
 def test_missing_raw_output_is_an_incomplete_bundle(tmp_path: Path) -> None:
-    root = gpu_bundle("h100-x1").write_dir(tmp_path)
+    root = write_bundle_dir(gpu_bundle("h100-x1"), tmp_path)
     (root / "probes" / "mem.swaps.stdout").unlink()
     result = run_cli("audit", "--bundle", str(root))
     assert result.code == 2

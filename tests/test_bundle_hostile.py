@@ -14,11 +14,13 @@ import pytest
 from conftest import FIXTURES, run_cli
 from helpers import gpu_bundle
 
+from omni_host.collect.bundle import write_bundle_dir
+
 BOMB = FIXTURES / "hostile" / "bomb-1gib-zeros.tar.gz"
 
 
 def real_bundle(tmp_path: Path) -> Path:
-    return gpu_bundle("h100-x1").write_dir(tmp_path / "b")
+    return write_bundle_dir(gpu_bundle("h100-x1"), tmp_path / "b")
 
 
 def rewrite_manifest(root: Path, change) -> None:  # noqa: ANN001

@@ -213,3 +213,22 @@ def test_the_execution_environment_installs_the_wheel_the_docs_build() -> None:
     steps = " ".join(ee["additional_build_steps"]["append_final"])
     assert "pip install" in steps and "_build/omni-host/" in steps and "omni_host-*.whl" in steps
     assert "pip wheel --no-deps -w dist ." in (REPO / "docs" / "awx.md").read_text()
+
+
+def test_the_running_stacks_project_is_read_off_its_containers_labels() -> None:
+    """The labels Compose puts on a container (docker inspect), as v1 and v2 write them."""
+    compose_projects = _filters().compose_projects
+
+    def container(project: str, files: str, workdir: str) -> dict:
+        return {"Config": {"Labels": {"com.docker.compose.project": project,
+                                      "com.docker.compose.project.config_files": files,
+                                      "com.docker.compose.project.working_dir": workdir}}}
+
+    running = [container("opsstack", "/srv/stack/docker-compose.yml", "/srv/stack"),
+               container("other", "/srv/other/compose.yml", "/srv/other"),
+               container("rel", "docker-compose.yml,extra.yml", "/srv/stack"),  # relative
+               {"Config": {"Labels": {}}}, {}]
+    assert compose_projects(running, "/srv/stack/docker-compose.yml") == ["opsstack", "rel"]
+    assert compose_projects(running, "/srv/stack/./docker-compose.yml") == ["opsstack", "rel"]
+    assert compose_projects(running, "/srv/none.yml") == []
+    assert compose_projects("not a list", "/srv/stack/docker-compose.yml") == []

@@ -302,6 +302,46 @@ def test_tunables_loop_with_a_real_compose_service(sshd: Sshd, tmp_path: Path,
         assert again.status == "successful" and again.changed("loop") == []
 
 
+def test_tunables_fix_the_stack_the_operator_started_under_its_own_project_name(
+        sshd: Sshd, tmp_path: Path, docker_image: str, report_dir: Path) -> None:
+    """The stack runs as `docker-compose -p opsstack`: the fix recreates that project's
+    container (found from its labels), and no second copy under the directory's name appears
+    (it did: two stacks fighting for the GPUs, the check passing on the copy)."""
+    project = tmp_path / "stack"
+    project.mkdir()
+    compose = project / "docker-compose.yml"
+    compose.write_text(f"version: '3.8'\nservices:\n  memgraph:\n    image: {docker_image}\n"
+                       "    command: [sh, -c, 'sleep 600']\n")
+    base = ["docker-compose"] if shutil.which("docker-compose") else ["docker", "compose"]
+    name = f"ops{uuid.uuid4().hex[:6]}"
+    ops = [*base, "-p", name, "-f", str(compose)]
+
+    def containers(project_name: str) -> list[str]:
+        return subprocess.run(["docker", "ps", "-aq", "--filter",
+                               f"label=com.docker.compose.project={project_name}"],
+                              capture_output=True, text=True, check=True).stdout.split()
+
+    subprocess.run([*ops, "up", "-d"], check=True, capture_output=True, cwd=tmp_path)
+    try:
+        (before,) = containers(name)
+        inv = sshd.inventory(tmp_path / "inv", {"loop": PY}, group_vars={
+            "omni_zen5_tunables_containers": ["memgraph"], "omni_tunables_everywhere": True,
+            "omni_compose_file": str(compose)})
+        applied = cli(sshd, "remediate", "-i", str(inv), "--apply", "--yes", report_dir=report_dir)
+        assert applied.code == 0, applied.stdout + applied.stderr
+        assert "FIXED          loop: containers.glibc-tunables (fail -> pass)" in applied.stdout
+        assert containers("stack") == []  # no second copy under the directory's name
+        (after,) = containers(name)
+        assert after != before  # the operator's service, recreated in its own project
+        env = subprocess.run(["docker", "inspect", "--format", "{{json .Config.Env}}", after],
+                             capture_output=True, text=True, check=True).stdout
+        assert "GLIBC_TUNABLES=glibc.cpu.hwcaps=-AVX512F" in env
+    finally:
+        subprocess.run([*ops, "down", "-t", "0"], capture_output=True, check=False, cwd=tmp_path)
+        subprocess.run([*base, "-p", "stack", "-f", str(compose), "down", "-t", "0"],
+                       capture_output=True, check=False, cwd=tmp_path)
+
+
 def test_tunables_refuse_an_override_file_the_operator_wrote(sshd: Sshd, tmp_path: Path,
                                                              compose_project: Path,
                                                              report_dir: Path) -> None:

@@ -150,7 +150,9 @@ def test_a_bundle_collected_at_nan_is_refused(tmp_path: Path) -> None:
     from conftest import run_cli
     from helpers import gpu_bundle
 
-    root = gpu_bundle("h100-x1").write_dir(tmp_path)
+    from omni_host.collect.bundle import write_bundle_dir
+
+    root = write_bundle_dir(gpu_bundle("h100-x1"), tmp_path)
     manifest = json.loads((root / "manifest.json").read_text())
     manifest["collected_at"] = float("nan")
     (root / "manifest.json").write_text(json.dumps(manifest))  # Python writes NaN

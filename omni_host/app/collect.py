@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from omni_host.collect.bundle import Bundle, write_archive
+from omni_host.collect.bundle import Bundle, write_archive, write_bundle_dir
 from omni_host.collect.pool import run_pool
 from omni_host.collect.run import (
     collect_host,
@@ -67,7 +67,7 @@ def write_bundles(collected: Collected, out: Path) -> list[str]:
     if out.name.endswith((".tar.gz", ".tgz")):
         write_archive(collected.bundles, out)
         return [f"{len(collected.bundles)} bundle(s) written to {out}"]
-    return [f"{b.host}: bundle written to {b.write_dir(out)}" for b in collected.bundles]
+    return [f"{b.host}: bundle written to {write_bundle_dir(b, out)}" for b in collected.bundles]
 
 
 def catalog_payload(probe_timeout_s: float | None = None) -> str:

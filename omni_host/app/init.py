@@ -12,6 +12,7 @@ from omni_host.errors import UsageError
 from omni_host.evaluate.baseline import diff, merged_text, observed_vars
 from omni_host.evaluate.facts import facts_from_bundle
 from omni_host.plan.hosts import HostPlan
+from omni_host.resources import atomic_write
 
 
 @dataclass(frozen=True)
@@ -55,6 +56,4 @@ def observe(plan: HostPlan, ssh: SshOptions, probe_timeout_s: float | None,
 def write(recorded: Recorded) -> None:
     """Atomically: a reader never sees half a file."""
     recorded.target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = recorded.target.with_name(f".{recorded.target.name}.tmp")
-    tmp.write_text(recorded.new)
-    tmp.replace(recorded.target)
+    atomic_write(recorded.target, recorded.new)

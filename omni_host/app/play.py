@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from omni_host.collect.bundle import bundle_from_output
+from omni_host.collect.bundle import bundle_from_output, write_bundle_dir
 from omni_host.collect.run import payload, scrubbed, with_policy
 from omni_host.collect.transport.base import RawRun, collector_argv, over_cap
 from omni_host.errors import TransportError
@@ -91,7 +91,7 @@ def play_audit(plan: HostPlan, run: Run, *, fail_on: str = "fail",
                                 exit_code=raw.exit_code, duration_s=raw.duration_s,
                                 started=started, python=plan.python)
     kept = scrubbed(with_policy(bundle, plan), plan)
-    written = kept.write_dir(bundle_dir) if bundle_dir is not None else None
+    written = write_bundle_dir(kept, bundle_dir) if bundle_dir is not None else None
     report = scrub_host(evaluate_bundle(kept, plan.policy, address="ansible",
                                         duration_s=time.time() - started,
                                         expected=plan.expected), plan.secrets)

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from omni_host.errors import UsageError
+from omni_host.resources import atomic_write
 
 NAME = "omni-host-audit"
 # systemd's "quarterly" is *-01,04,07,10-01 00:00:00; cron needs it spelled out.
@@ -151,9 +152,7 @@ def install(target: ScheduleTarget, command: str, *, force: bool,
     texts = [cron_entry(command, run_as, target.log())] if target.kind == "cron" else \
         [service_unit(command), timer_unit()]
     for path, text in zip(paths, texts, strict=True):
-        tmp = path.with_name(f".{path.name}.tmp")
-        tmp.write_text(text)
-        tmp.replace(path)
+        atomic_write(path, text)
     ok, message = verify(paths)
     if not ok:
         for path in paths:

@@ -75,6 +75,91 @@ def _worker(k: int, share: list[tuple[int, HostPlan]], ssh: SshOptions, forks: i
     out.close()
 
 
+class _Spread:
+    """The parent's side of one ``audit_spread``: the workers, their pipes, what each said
+    last and when, the results in the hosts' order."""
+
+    def __init__(self, plans: list[HostPlan], shares: list[list[tuple[int, HostPlan]]],
+                 limit_s: float, on_start: Callable[[HostPlan], None] | None,
+                 on_done: Callable[[HostPlan, HostReport], None] | None) -> None:
+        self.plans, self.shares, self.limit_s = plans, shares, limit_s
+        self.on_start, self.on_done = on_start, on_done
+        self.workers: list[Any] = []
+        self.pipes: list[tuple[Any, Any]] = []
+        self.reading: dict[Any, int] = {}
+        self.heard: dict[int, float] = {}
+        self.results: dict[int, HostReport] = {}
+
+    def start(self, context: Any, ssh: SshOptions, per_worker: int,
+              probe_timeout_s: float | None, host_timeout_s: float | None) -> None:
+        self.pipes = [context.Pipe(duplex=False) for _ in self.shares]  # (parent's, worker's)
+        self.workers = [context.Process(
+            target=_worker, name=f"omni-host audit {k + 1}/{len(self.shares)}",
+            args=(k, share, ssh, per_worker, probe_timeout_s, host_timeout_s, self.pipes[k][1]),
+            daemon=True) for k, share in enumerate(self.shares)]
+        for worker in self.workers:
+            worker.start()
+        for _, writer in self.pipes:
+            writer.close()  # the worker holds the only writing end: its death ends the pipe
+        self.reading = {reader: k for k, (reader, _) in enumerate(self.pipes)}
+        self.heard = dict.fromkeys(range(len(self.workers)), time.monotonic())
+
+    def record(self, i: int, report: HostReport) -> None:
+        if i not in self.results:
+            self.results[i] = report
+            if self.on_done is not None:
+                self.on_done(self.plans[i], report)
+
+    def lost(self, k: int, why: str) -> None:
+        """Worker ``k`` is gone: its hosts without a result get one that says why."""
+        for i, plan in self.shares[k]:
+            self.record(i, _failed(plan, f"the controller process auditing this host {why}"))
+
+    def kill_silent(self) -> None:
+        """A stopped or deadlocked worker: never waited for past the limit."""
+        now = time.monotonic()
+        for reader, k in list(self.reading.items()):
+            if now - self.heard[k] > self.limit_s:
+                del self.reading[reader]
+                self.workers[k].kill()
+                self.lost(k, f"stopped answering (nothing for {self.limit_s:g}s): killed")
+
+    def read(self, reader: Any) -> None:
+        """One message of a worker: a host started, a host's report, or its end."""
+        k = self.reading[reader]
+        self.heard[k] = time.monotonic()
+        try:
+            kind, i, report = reader.recv()
+        except (EOFError, OSError):  # the worker is gone without its "end"
+            del self.reading[reader]
+            self.workers[k].join(timeout=5)
+            self.lost(k, f"died (exit {self.workers[k].exitcode})")
+            return
+        if kind == "start" and self.on_start is not None:
+            self.on_start(self.plans[i])
+        elif kind == "done":
+            self.record(i, report)
+        elif kind == "end":
+            del self.reading[reader]
+            self.lost(k, "ended without its result")  # none, unless a bug: never silent
+
+    def next_wait_s(self) -> float:
+        now = time.monotonic()
+        return max(0.0, min((self.heard[k] + self.limit_s - now for k in self.reading.values()),
+                            default=0.0))
+
+    def close(self) -> None:
+        for worker in self.workers:
+            worker.join(timeout=5)
+            if worker.is_alive():
+                worker.kill()
+        for reader, _ in self.pipes:
+            reader.close()
+
+    def ordered(self) -> list[HostReport]:
+        return [self.results[i] for i in range(len(self.plans))]
+
+
 def audit_spread(plans: list[HostPlan], ssh: SshOptions, *, forks: int, processes: int,
                  probe_timeout_s: float | None = None, host_timeout_s: float | None = None,
                  on_start: Callable[[HostPlan], None] | None = None,
@@ -85,70 +170,21 @@ def audit_spread(plans: list[HostPlan], ssh: SshOptions, *, forks: int, processe
     from multiprocessing.connection import wait
 
     context = multiprocessing.get_context("spawn")  # no fork of a threaded process
-    shares = [list(enumerate(plans))[k::processes] for k in range(processes)]
-    shares = [s for s in shares if s]
-    per_worker = max(1, forks // len(shares))
-    pipes = [context.Pipe(duplex=False) for _ in shares]  # (the parent's end, the worker's)
-    workers = [context.Process(target=_worker, name=f"omni-host audit {k + 1}/{len(shares)}",
-                               args=(k, share, ssh, per_worker, probe_timeout_s,
-                                     host_timeout_s, pipes[k][1]),
-                               daemon=True) for k, share in enumerate(shares)]
-    for worker in workers:
-        worker.start()
-    for _, writer in pipes:
-        writer.close()  # the worker holds the only writing end: its death ends the pipe here
-    reading = {reader: k for k, (reader, _) in enumerate(pipes)}
-    results: dict[int, HostReport] = {}
-
-    def record(i: int, report: HostReport) -> None:
-        if i not in results:
-            results[i] = report
-            if on_done is not None:
-                on_done(plans[i], report)
-
-    def lost(k: int, why: str) -> None:
-        for i, plan in shares[k]:
-            record(i, _failed(plan, f"the controller process auditing this host {why}"))
-
+    shares = [s for s in (list(enumerate(plans))[k::processes] for k in range(processes)) if s]
     limit = host_deadline_s(ssh, probe_timeout_s, host_timeout_s) + START_SLACK_S
-    heard = dict.fromkeys(range(len(workers)), time.monotonic())
+    spread = _Spread(plans, shares, limit, on_start, on_done)
+    spread.start(context, ssh, max(1, forks // len(shares)), probe_timeout_s, host_timeout_s)
     try:
-        while reading:
-            now = time.monotonic()
-            for reader, k in list(reading.items()):
-                if now - heard[k] > limit:  # a stopped or deadlocked worker: never wait forever
-                    del reading[reader]
-                    workers[k].kill()
-                    lost(k, f"stopped answering (nothing for {limit:g}s): killed")
-            waits = [heard[k] + limit - now for k in reading.values()]
-            for reader in wait(list(reading), timeout=max(0.0, min(waits, default=0.0))):
-                k = reading[reader]
-                heard[k] = time.monotonic()
-                try:
-                    kind, i, report = reader.recv()
-                except (EOFError, OSError):  # the worker is gone without its "end"
-                    del reading[reader]
-                    workers[k].join(timeout=5)
-                    lost(k, f"died (exit {workers[k].exitcode})")
-                    continue
-                if kind == "start" and on_start is not None:
-                    on_start(plans[i])
-                elif kind == "done":
-                    record(i, report)
-                elif kind == "end":
-                    del reading[reader]
-                    lost(k, "ended without its result")  # none, unless a bug: never silent
+        while spread.reading:
+            spread.kill_silent()
+            for reader in wait(list(spread.reading), timeout=spread.next_wait_s()):
+                spread.read(reader)
     except KeyboardInterrupt as exc:
-        for worker in workers:
+        for worker in spread.workers:
             worker.terminate()
         for i, plan in enumerate(plans):
-            record(i, _failed(plan, "interrupted before this host finished"))
-        return PoolResult([results[i] for i in range(len(plans))], True, type(exc).__name__)
+            spread.record(i, _failed(plan, "interrupted before this host finished"))
+        return PoolResult(spread.ordered(), True, type(exc).__name__)
     finally:
-        for worker in workers:
-            worker.join(timeout=5)
-            if worker.is_alive():
-                worker.kill()
-        for reader, _ in pipes:
-            reader.close()
-    return PoolResult([results[i] for i in range(len(plans))], False)
+        spread.close()
+    return PoolResult(spread.ordered(), False)

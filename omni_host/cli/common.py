@@ -4,7 +4,6 @@ lines and the one place a report is rendered to its destination. Part of the CLI
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -170,13 +169,9 @@ def write_output(text: str, output: Path | None) -> None:
     if output is None:
         sys.stdout.write(text)
         return
-    tmp = output.with_name(f".{output.name}.tmp-{os.getpid()}")
-    try:
-        tmp.write_text(text, encoding="utf-8")
-        os.replace(tmp, output)
-    except OSError:
-        tmp.unlink(missing_ok=True)
-        raise
+    from omni_host.resources import atomic_write
+
+    atomic_write(output, text)
 
 
 def add_view_args(parser: argparse.ArgumentParser) -> None:

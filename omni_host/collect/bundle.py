@@ -19,14 +19,13 @@ import os
 import re
 import tarfile
 import zlib
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from omni_host.errors import BundleError, TransportError
-from omni_host.model import CommandResult
+from omni_host.model import Bundle, CommandResult
 from omni_host.remote.collector import MARKER
-from omni_host.resources import TooLarge, read_bounded
+from omni_host.resources import TooLarge, atomic_path, read_bounded
 
 BUNDLE_SCHEMA = 1
 _SAFE = re.compile(r"[^A-Za-z0-9._-]")
@@ -50,66 +49,48 @@ def private_write(path: Path, data: bytes) -> None:
     os.chmod(path, 0o600)  # an existing file keeps its mode through O_CREAT: set it
 
 
-@dataclass(frozen=True)
-class Bundle:
-    host: str
-    collected_at: float
-    transport: str
-    meta: dict[str, Any]
-    results: dict[str, CommandResult]
-    # The expected state the host was collected under ({"values", "origins"}); None in
-    # bundles of omni-host versions that did not record it.
-    policy: dict[str, Any] | None = None
+def bundle_files(bundle: Bundle) -> dict[str, bytes]:
+    """Relative path -> content, the one description both writers use."""
+    records = []
+    files: dict[str, bytes] = {}
+    for probe_id, res in bundle.results.items():
+        stem = f"probes/{safe_name(probe_id)}"
+        record = {"id": probe_id, "argv": list(res.argv), "status": res.status,
+                  "exit_code": res.exit_code, "duration_s": res.duration_s,
+                  "reason": res.reason, "stdout": f"{stem}.stdout", "stderr": None}
+        files[f"{stem}.stdout"] = res.stdout.encode()
+        if res.stderr:
+            record["stderr"] = f"{stem}.stderr"
+            files[f"{stem}.stderr"] = res.stderr.encode()
+        records.append(record)
+    manifest = {"schema_version": BUNDLE_SCHEMA, "kind": "omni-host-bundle", "host": bundle.host,
+                "collected_at": bundle.collected_at, "transport": bundle.transport,
+                "collector": bundle.meta, "policy": bundle.policy, "probes": records}
+    files["manifest.json"] = json.dumps(manifest, indent=2).encode()
+    return files
 
-    # -- writing ---------------------------------------------------------------------------
-    def files(self) -> dict[str, bytes]:
-        """Relative path -> content, the one description both writers use."""
-        records = []
-        files: dict[str, bytes] = {}
-        for probe_id, res in self.results.items():
-            stem = f"probes/{safe_name(probe_id)}"
-            record = {"id": probe_id, "argv": list(res.argv), "status": res.status,
-                      "exit_code": res.exit_code, "duration_s": res.duration_s,
-                      "reason": res.reason, "stdout": f"{stem}.stdout", "stderr": None}
-            files[f"{stem}.stdout"] = res.stdout.encode()
-            if res.stderr:
-                record["stderr"] = f"{stem}.stderr"
-                files[f"{stem}.stderr"] = res.stderr.encode()
-            records.append(record)
-        manifest = {"schema_version": BUNDLE_SCHEMA, "kind": "omni-host-bundle", "host": self.host,
-                    "collected_at": self.collected_at, "transport": self.transport,
-                    "collector": self.meta, "policy": self.policy, "probes": records}
-        files["manifest.json"] = json.dumps(manifest, indent=2).encode()
-        return files
 
-    def write_dir(self, parent: Path) -> Path:
-        """``parent/<host>/``: directories 0700, files 0600 (evidence of production hosts)."""
-        root = parent / safe_name(self.host)
-        for directory in (parent, root, root / "probes"):
-            if not directory.exists():  # never re-permission a directory we did not create
-                directory.mkdir(parents=True, mode=0o700)
-                directory.chmod(0o700)
-        for rel, data in self.files().items():
-            private_write(root / rel, data)
-        return root
+def write_bundle_dir(bundle: Bundle, parent: Path) -> Path:
+    """``parent/<host>/``: directories 0700, files 0600 (evidence of production hosts)."""
+    root = parent / safe_name(bundle.host)
+    for directory in (parent, root, root / "probes"):
+        if not directory.exists():  # never re-permission a directory we did not create
+            directory.mkdir(parents=True, mode=0o700)
+            directory.chmod(0o700)
+    for rel, data in bundle_files(bundle).items():
+        private_write(root / rel, data)
+    return root
 
 
 def write_archive(bundles: list[Bundle], path: Path) -> Path:
     """All bundles in one .tar.gz, written beside the target and renamed into place."""
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    try:
-        os.close(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600))
-        with tarfile.open(tmp, "w:gz") as tar:
-            for bundle in bundles:
-                top = safe_name(bundle.host)
-                for rel, data in sorted(bundle.files().items()):
-                    info = tarfile.TarInfo(f"{top}/{rel}")
-                    info.size, info.mtime = len(data), int(bundle.collected_at)
-                    tar.addfile(info, io.BytesIO(data))
-        os.replace(tmp, path)
-    except OSError:
-        tmp.unlink(missing_ok=True)
-        raise
+    with atomic_path(path, 0o600) as tmp, tarfile.open(tmp, "w:gz") as tar:
+        for bundle in bundles:
+            top = safe_name(bundle.host)
+            for rel, data in sorted(bundle_files(bundle).items()):
+                info = tarfile.TarInfo(f"{top}/{rel}")
+                info.size, info.mtime = len(data), int(bundle.collected_at)
+                tar.addfile(info, io.BytesIO(data))
     return path
 
 

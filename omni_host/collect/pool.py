@@ -26,6 +26,70 @@ class PoolResult(Generic[R]):
     signal: str | None = None  # "KeyboardInterrupt" (Ctrl-C) or "Terminated" (SIGTERM)
 
 
+class _Pool(Generic[T, R]):
+    """The state of one ``run_pool``: the items to do, their start times and results."""
+
+    def __init__(self, items: list[T], fn: Callable[[T], R],
+                 on_start: Callable[[T], None] | None,
+                 on_done: Callable[[T, R], None] | None) -> None:
+        self.items, self.fn, self.on_start, self.on_done = items, fn, on_start, on_done
+        self.todo: queue.Queue[int] = queue.Queue()
+        for i in range(len(items)):
+            self.todo.put(i)
+        self.results: dict[int, R] = {}
+        self.started: dict[int, float] = {}
+        self.abandoned: set[int] = set()
+        self.lock = threading.Condition()
+        self.stop = threading.Event()
+
+    def finish(self, i: int, result: R) -> None:
+        """The first result of an item is its result (a late stand-in, or the real one)."""
+        with self.lock:
+            if i in self.results:
+                return
+            self.results[i] = result
+            self.lock.notify_all()
+        if self.on_done is not None:
+            self.on_done(self.items[i], result)
+
+    def worker(self) -> None:
+        """Take items until none is left; a worker whose item went late is replaced, and
+        ends after that item."""
+        while not self.stop.is_set():
+            try:
+                i = self.todo.get_nowait()
+            except queue.Empty:
+                return
+            with self.lock:
+                self.started[i] = time.monotonic()
+            if self.on_start is not None:
+                self.on_start(self.items[i])
+            self.finish(i, self.fn(self.items[i]))
+            with self.lock:
+                if i in self.abandoned:
+                    return
+
+    def spawn(self) -> None:
+        threading.Thread(target=self.worker, daemon=True).start()
+
+    def overdue(self, deadline_s: float | None) -> list[int]:
+        """Wait a moment for results; the started items past their deadline."""
+        with self.lock:
+            self.lock.wait(timeout=0.05)
+            if deadline_s is None:
+                return []
+            now = time.monotonic()
+            return [i for i, t in self.started.items()
+                    if i not in self.results and now - t > deadline_s]
+
+    def done(self) -> bool:
+        with self.lock:
+            return len(self.results) == len(self.items)
+
+    def ordered(self) -> list[R]:
+        return [self.results[i] for i in range(len(self.items))]
+
+
 def run_pool(
     items: list[T],
     fn: Callable[[T], R],
@@ -39,66 +103,24 @@ def run_pool(
 ) -> PoolResult[R]:
     """``fn`` over ``items`` with at most ``forks`` at once; results in input order.
 
-    ``late(item, elapsed)`` stands in for an item past ``deadline_s``; ``cancelled(item)`` for
-    items not finished when Ctrl-C arrives (the pool then returns with ``interrupted``)."""
+    ``late(item, elapsed)`` stands in for an item past ``deadline_s`` (its slot goes to a new
+    worker); ``cancelled(item)`` for items not finished when Ctrl-C arrives (the pool then
+    returns with ``interrupted``)."""
     if forks < 1:
         raise ValueError("forks must be >= 1")
-    todo: queue.Queue[int] = queue.Queue()
-    for i in range(len(items)):
-        todo.put(i)
-    results: dict[int, R] = {}
-    started: dict[int, float] = {}
-    abandoned: set[int] = set()
-    lock = threading.Condition()
-    stop = threading.Event()
-
-    def finish(i: int, result: R) -> None:
-        with lock:
-            if i in results:  # already recorded as late
-                return
-            results[i] = result
-            lock.notify_all()
-        if on_done is not None:
-            on_done(items[i], result)
-
-    def worker() -> None:
-        while not stop.is_set():
-            try:
-                i = todo.get_nowait()
-            except queue.Empty:
-                return
-            with lock:
-                started[i] = time.monotonic()
-            if on_start is not None:
-                on_start(items[i])
-            result = fn(items[i])
-            finish(i, result)
-            with lock:
-                if i in abandoned:  # a replacement worker took over this slot
-                    return
-
+    pool = _Pool(items, fn, on_start, on_done)
     for _ in range(min(forks, len(items))):
-        threading.Thread(target=worker, daemon=True).start()
+        pool.spawn()
     try:
-        while True:
-            with lock:
-                if len(results) == len(items):
-                    break
-                lock.wait(timeout=0.05)
-                overdue = [i for i, t in started.items() if i not in results and
-                           deadline_s is not None and time.monotonic() - t > deadline_s]
-            for i in overdue:
-                with lock:
-                    abandoned.add(i)
-                finish(i, late(items[i], time.monotonic() - started[i]))
-                threading.Thread(target=worker, daemon=True).start()
+        while not pool.done():
+            for i in pool.overdue(deadline_s):
+                with pool.lock:
+                    pool.abandoned.add(i)
+                pool.finish(i, late(items[i], time.monotonic() - pool.started[i]))
+                pool.spawn()
     except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM raised as its subclass by the CLI
-        stop.set()
+        pool.stop.set()
         for i in range(len(items)):
-            with lock:
-                pending = i not in results
-            if pending:
-                finish(i, cancelled(items[i]))
-        return PoolResult([results[i] for i in range(len(items))], True,
-                          type(exc).__name__)
-    return PoolResult([results[i] for i in range(len(items))], False)
+            pool.finish(i, cancelled(items[i]))  # a no-op where a result is in
+        return PoolResult(pool.ordered(), True, type(exc).__name__)
+    return PoolResult(pool.ordered(), False)

@@ -15,7 +15,6 @@ from pathlib import Path
 from omni_host.collect.bundle import Bundle, bundle_from_output
 from omni_host.collect.transport.base import SshOptions, Transport, collector_argv
 from omni_host.collect.transport.loading import import_ssh
-from omni_host.model import scrub_command
 from omni_host.plan.connection import DEFAULT_PYTHON
 from omni_host.plan.hosts import HostPlan
 from omni_host.probes.catalog import DYNAMIC, PROBES, Probe, probes_for
@@ -109,9 +108,7 @@ def with_policy(bundle: Bundle, plan: HostPlan) -> Bundle:
 
 def scrubbed(bundle: Bundle, plan: HostPlan) -> Bundle:
     """The bundle as it may be stored: no clear text of a vaulted value in any output."""
-    secrets = plan.secrets
-    return dataclasses.replace(bundle, results={k: scrub_command(v, secrets)
-                                                for k, v in bundle.results.items()})
+    return bundle.scrubbed(plan.secrets)
 
 
 def host_deadline_s(ssh: SshOptions, probe_timeout_s: float | None,

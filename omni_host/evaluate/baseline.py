@@ -18,13 +18,13 @@ def observed_vars(facts: HostFacts, policy: Policy | None = None) -> dict[str, A
     collected under; of its build packages, those installed are recorded (else the role's
     default list would judge the host's next audit)."""
     out: dict[str, Any] = {}
-    numa = facts.first_observed("numa.numactl", "numa.sysfs")
-    cpu = facts.first_observed("cpu.cpuinfo", "cpu.pycpuinfo")
+    numa = facts.numa()
+    cpu = facts.cpu()
     if numa.ok:
         sockets = (cpu.fact.sockets if cpu.ok else None) or numa.fact.sockets_from_distances()
         if sockets and numa.fact.cpu_node_count % sockets == 0:
             out["omni_numa_nps"] = numa.fact.cpu_node_count // sockets
-    gpus = facts.first_observed("gpu.nvidia-smi", "gpu.pynvml")
+    gpus = facts.gpus()
     if gpus.ok and gpus.fact.gpus:
         out["omni_gpu_driver_min"] = gpus.fact.driver_version
         out["omni_gpus"] = [{"model": g.name.removeprefix("NVIDIA "),

@@ -18,6 +18,23 @@ class HostFacts:
     def get(self, probe_id: str) -> ProbeResult:
         return self.probes[probe_id]
 
+    # Each fact with its primary probe and its fallback, named once.
+    def numa(self) -> ProbeResult:
+        """The NUMA topology: numactl -H, else sysfs."""
+        return self.first_observed("numa.numactl", "numa.sysfs")
+
+    def cpu(self) -> ProbeResult:
+        """The CPU: /proc/cpuinfo, else py-cpuinfo."""
+        return self.first_observed("cpu.cpuinfo", "cpu.pycpuinfo")
+
+    def gpus(self) -> ProbeResult:
+        """The GPU inventory: nvidia-smi -q -x, else pynvml."""
+        return self.first_observed("gpu.nvidia-smi", "gpu.pynvml")
+
+    def memory(self) -> ProbeResult:
+        """RAM and swap totals: /proc/meminfo, else psutil."""
+        return self.first_observed("mem.meminfo", "mem.psutil")
+
     def first_observed(self, *probe_ids: str) -> ProbeResult:
         """The first probe that observed its fact; else the most telling failure (an
         unparseable output outranks a merely unavailable one)."""

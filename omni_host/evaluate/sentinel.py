@@ -9,7 +9,14 @@ from typing import Any
 
 from omni_host.evaluate.checks.gpu import ASYMMETRY_RATIO  # one rule: gpu.topology's
 from omni_host.evaluate.facts import HostFacts
-from omni_host.model import EngineStatus, EngineVerdict, FactSummary, GpuSummary, ModelSummary
+from omni_host.model import (
+    EngineStatus,
+    EngineVerdict,
+    FactSummary,
+    GpuSummary,
+    ModelSummary,
+    ProbeResult,
+)
 from omni_host.plan.policy import Policy
 from omni_host.resources import data_path, read_yaml
 
@@ -29,14 +36,14 @@ def _models(facts: HostFacts, policy: Policy | None) -> tuple[ModelSummary, ...]
 def fact_summary(facts: HostFacts, policy: Policy | None = None) -> FactSummary:
     """The facts a diff and the Strategic layer compare, None where unobserved; the models are
     those of ``policy`` (the host's own), as examined on the host."""
-    def fact(*ids: str) -> Any:
-        probe = facts.first_observed(*ids)
-        return probe.fact if probe.ok else None
+    def fact(probe: ProbeResult | str) -> Any:
+        found = facts.get(probe) if isinstance(probe, str) else probe
+        return found.fact if found.ok else None
 
-    numa = fact("numa.numactl", "numa.sysfs")
-    gpus = fact("gpu.nvidia-smi", "gpu.pynvml")
-    cpu = fact("cpu.cpuinfo", "cpu.pycpuinfo")
-    mem = fact("mem.meminfo", "mem.psutil")
+    numa = fact(facts.numa())
+    gpus = fact(facts.gpus())
+    cpu = fact(facts.cpu())
+    mem = fact(facts.memory())
     swaps = fact("mem.swaps")
     topo = fact("gpu.topo")
     kernel = fact("system.kernel")

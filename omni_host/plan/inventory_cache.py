@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from omni_host import __version__
+from omni_host.resources import atomic_write
 
 MAX_FILES = 2000  # a larger tree is not worth scanning on every run: no cache
 KEEP_ENTRIES = 32
@@ -119,11 +120,7 @@ def write(key: str, doc: dict[str, Any]) -> None:
     try:
         directory.mkdir(parents=True, exist_ok=True, mode=0o700)
         directory.chmod(0o700)
-        tmp = directory / f".{key}.{os.urandom(4).hex()}.tmp"
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            json.dump({**doc, "key": key}, fh)
-        os.replace(tmp, directory / f"{key}.json")
+        atomic_write(directory / f"{key}.json", json.dumps({**doc, "key": key}), 0o600)
         entries = sorted(directory.glob("*.json"), key=lambda p: p.stat().st_mtime, reverse=True)
         for old in entries[KEEP_ENTRIES:]:
             old.unlink(missing_ok=True)

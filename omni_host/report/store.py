@@ -12,6 +12,7 @@ import shutil
 import time
 from pathlib import Path
 
+from omni_host.collect.bundle import write_bundle_dir
 from omni_host.errors import StoreError
 from omni_host.model import Report
 
@@ -38,7 +39,7 @@ def store_report(report: Report, root: Path, *, attach: dict[str, Path] | None =
         tmp.mkdir(mode=0o700)  # evidence from production hosts: private to its owner
         for host in report.hosts:
             if host.bundle is not None:
-                host.bundle.write_dir(tmp / "bundles")
+                write_bundle_dir(host.bundle, tmp / "bundles")
         for name, src in (attach or {}).items():
             if src.exists():
                 shutil.move(str(src), str(tmp / name))

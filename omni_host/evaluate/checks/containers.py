@@ -29,7 +29,7 @@ def glibc_tunables(facts: HostFacts, policy: Policy, meta: CheckMeta) -> CheckRe
     expected = {"containers": list(names), "masked": list(ZEN5_HWCAPS)}
     if not names:
         return meta.no_policy("omni_zen5_tunables_containers")
-    cpu = facts.first_observed("cpu.cpuinfo", "cpu.pycpuinfo")
+    cpu = facts.cpu()
     if not cpu.ok:
         return meta.not_evaluated(cpu, expected=expected)
     cpu_evidence = Evidence(cpu.probe_id, cpu.command, (cpu.fact.describe(),))

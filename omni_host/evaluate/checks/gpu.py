@@ -18,7 +18,7 @@ ASYMMETRY_RATIO = 1.2
 
 
 def _gpu_probe(facts: HostFacts) -> ProbeResult:
-    return facts.first_observed("gpu.nvidia-smi", "gpu.pynvml")
+    return facts.gpus()
 
 
 def _gpu_line(gpu: Gpu) -> str:

@@ -60,7 +60,7 @@ def build_deps(facts: HostFacts, policy: Policy, meta: CheckMeta) -> CheckResult
 
 @check("cpu.avx512")
 def avx512(facts: HostFacts, policy: Policy, meta: CheckMeta) -> CheckResult:
-    cpu = facts.first_observed("cpu.cpuinfo", "cpu.pycpuinfo")
+    cpu = facts.cpu()
     if not cpu.ok:
         return meta.not_evaluated(cpu)
     have = [f for f in AVX512 if f in cpu.fact.flags]
@@ -87,7 +87,7 @@ def _gpu_problems(g: GpuQuery) -> tuple[list[str], list[str]]:
 def _from_inventory(facts: HostFacts) -> tuple[GpuQuery, ...] | None:
     """The health fields nvidia-smi -q -x (or pynvml) also has, for drivers whose
     --query-gpu lacks a field (ECC counts are then unknown)."""
-    inv = facts.first_observed("gpu.nvidia-smi", "gpu.pynvml")
+    inv = facts.gpus()
     if not inv.ok:
         return None
     return tuple(GpuQuery(g.index, g.name, None, g.pcie_gen_current, g.pcie_gen_max,
@@ -100,7 +100,7 @@ def gpu_health(facts: HostFacts, policy: Policy, meta: CheckMeta) -> CheckResult
     query = facts.get("gpu.query")
     gpus = query.fact if query.ok else _from_inventory(facts)
     if gpus is None:
-        inventory = facts.first_observed("gpu.nvidia-smi", "gpu.pynvml")
+        inventory = facts.gpus()
         # Say what could not be read (the XML, not a query that was never collected), and
         # conclude nothing from what was never collected.
         unread = next((p for p in (inventory, query) if p.outcome is Outcome.UNPARSEABLE), None)
@@ -117,7 +117,7 @@ def gpu_health(facts: HostFacts, policy: Policy, meta: CheckMeta) -> CheckResult
         f, w = _gpu_problems(g)
         fails += f
         warns += w
-    source = query if query.ok else facts.first_observed("gpu.nvidia-smi", "gpu.pynvml")
+    source = query if query.ok else facts.gpus()
     evidence = [Evidence(source.probe_id, source.command, tuple(lines))]
     if fails:
         return meta.result(Status.FAIL, "; ".join(fails + warns), actual=lines,

@@ -34,12 +34,12 @@ def model_fit(facts: HostFacts, policy: Policy, meta: CheckMeta) -> CheckResult:
     models = _models(facts, policy, meta)
     if isinstance(models, CheckResult):
         return models
-    mem = facts.first_observed("mem.meminfo", "mem.psutil")
+    mem = facts.memory()
     if not mem.ok:
         return meta.not_evaluated(mem)
     ram = mem.fact.mem_total_kib * 1024
     swap = mem.fact.swap_total_kib * 1024
-    gpus = facts.first_observed("gpu.nvidia-smi", "gpu.pynvml")
+    gpus = facts.gpus()
     vram = sum((g.memory_total_mib or 0) for g in gpus.fact.gpus) * 1024 ** 2 if gpus.ok else 0
     budget = {"full": ram + swap, "gguf": ram + swap + vram}
     by_path = {m.path: m for m in models.models}

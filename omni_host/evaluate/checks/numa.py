@@ -56,11 +56,11 @@ def nps1(facts: HostFacts, policy: Policy, meta: CheckMeta) -> CheckResult:
     if policy.numa_nps is None:
         return meta.no_policy("omni_numa_nps")
     expected = policy.numa_nps
-    probe = facts.first_observed("numa.numactl", "numa.sysfs")
+    probe = facts.numa()
     if not probe.ok:
         return meta.not_evaluated(probe, expected=expected)
     topo: NumaTopology = probe.fact
-    cpu_probe = facts.first_observed("cpu.cpuinfo", "cpu.pycpuinfo")
+    cpu_probe = facts.cpu()
     cpu: CpuInfo | None = cpu_probe.fact if cpu_probe.ok else None
     sockets, how = _sockets(topo, cpu)
     lines = (topo.summary_line, *(f"node {n.node_id} size: {n.size_mib} MB" for n in topo.nodes),

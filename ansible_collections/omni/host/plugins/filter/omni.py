@@ -159,6 +159,30 @@ def yaml_or_none(text: str) -> Any:
         return None
 
 
+PROJECT = "com.docker.compose.project"
+CONFIG_FILES = "com.docker.compose.project.config_files"
+WORKING_DIR = "com.docker.compose.project.working_dir"
+
+
+def compose_projects(containers: Any, compose_file: str) -> list[str]:
+    """The Compose projects whose containers were started from ``compose_file`` (``docker
+    inspect``'s output, their labels): the stack the operator runs, whatever name it was
+    started under (``-p NAME``, ``COMPOSE_PROJECT_NAME``)."""
+    wanted = posixpath.normpath(compose_file)
+    found: set[str] = set()
+    for container in containers if isinstance(containers, list) else []:
+        labels = ((container or {}).get("Config") or {}).get("Labels") or {}
+        project = labels.get(PROJECT)
+        if not project:
+            continue
+        workdir = labels.get(WORKING_DIR) or "/"
+        files = [posixpath.normpath(posixpath.join(workdir, f.strip()))
+                 for f in str(labels.get(CONFIG_FILES) or "").split(",") if f.strip()]
+        if wanted in files:
+            found.add(str(project))
+    return sorted(found)
+
+
 class FilterModule:
     def filters(self) -> dict[str, Any]:
         return {"omni_yaml_or_none": yaml_or_none, "omni_compose_override": compose_override,
@@ -166,4 +190,5 @@ class FilterModule:
                 "omni_gpu_services": gpu_services,
                 "omni_service_patch": service_patch,
                 "omni_isolation_problems": isolation_problems,
-                "omni_isolation_patch": isolation_patch}
+                "omni_isolation_patch": isolation_patch,
+                "omni_compose_projects": compose_projects}
