@@ -41,7 +41,9 @@ class ActionModule(ActionBase):
 
         def run_collector(command, stdin):
             start = time.monotonic()
-            out = self._low_level_execute_command(command, sudoable=True, in_data=stdin)
+            # bytes: the local connection writes in_data to a binary pipe as it is
+            out = self._low_level_execute_command(command, sudoable=True,
+                                                  in_data=stdin.encode("utf-8"))
             return RawRun(int(out.get("rc", -1)), out.get("stdout", ""), out.get("stderr", ""),
                           time.monotonic() - start)
 
