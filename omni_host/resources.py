@@ -89,3 +89,25 @@ def atomic_write(path: Path, data: str | bytes, mode: int = 0o644) -> None:
     """``data`` (text as UTF-8) into ``path`` through ``atomic_path``."""
     with atomic_path(path, mode) as tmp:
         tmp.write_bytes(data.encode("utf-8") if isinstance(data, str) else data)
+
+
+def first_alias(node: Any) -> Any:
+    """The first alias (``*name``) of a composed YAML document (``yaml.compose``), walked
+    without expanding anything; None when it has none. Data files we read (waivers, ``-e``
+    values) refuse aliases: nested ones expand without bound (an alias bomb ran for minutes
+    into a MemoryError)."""
+    import yaml
+
+    seen: set[int] = set()
+    stack = [node] if node is not None else []
+    while stack:
+        current = stack.pop()
+        if id(current) in seen:
+            return current  # a node reached twice is an alias
+        seen.add(id(current))
+        if isinstance(current, yaml.SequenceNode):
+            stack.extend(current.value)
+        elif isinstance(current, yaml.MappingNode):
+            for key, value in current.value:
+                stack.extend((key, value))
+    return None

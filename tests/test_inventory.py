@@ -493,3 +493,20 @@ def test_an_ansible_cfg_in_a_world_writable_directory_is_ignored_with_a_warning(
     assert "ansible.cfg ignored, as Ansible ignores it: the directory is world-writable" \
         in ignored.stderr
     assert "needs an inventory (-i)" in ignored.stderr  # not read: no inventory at all
+
+
+def test_extra_vars_refuse_yaml_aliases_at_once(tmp_path: Path) -> None:
+    """The billion-laughs document as ``-e @file``: refused in its first alias, at once."""
+    import time
+
+    from omni_host.plan.inventory import parse_extra_vars
+
+    bomb = tmp_path / "bomb.yml"
+    lines = ["a: &a [x, x, x, x, x, x, x, x, x]"]
+    lines += [f"{c}: &{c} [{', '.join(['*' + p] * 9)}]" for p, c in zip("abcdefgh", "bcdefghi", strict=True)]
+    bomb.write_text("\n".join(lines) + "\nomni_numa_nps: *i\n")
+    start = time.monotonic()
+    with pytest.raises(InventoryError,
+                       match=r"bomb.yml: line \d+: YAML aliases \(\*name\) are not accepted"):
+        parse_extra_vars([f"@{bomb}"])
+    assert time.monotonic() - start < 2

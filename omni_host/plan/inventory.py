@@ -25,7 +25,7 @@ from typing import Any
 
 from omni_host.errors import InventoryError
 from omni_host.plan import inventory_cache
-from omni_host.resources import TooLarge, read_bounded
+from omni_host.resources import TooLarge, first_alias, read_bounded
 
 # Variables a host plan reads besides omni_*: connection values and their Ansible aliases.
 CONNECTION_VARS = (
@@ -371,17 +371,22 @@ def parse_extra_vars(items: list[str]) -> dict[str, Any]:
     found: dict[str, Any] = {}
     for item in items:
         try:
-            if item.startswith("@"):
-                values = yaml.safe_load(read_bounded(item[1:], MAX_VARS_FILE_BYTES))
-            elif item.lstrip().startswith("{"):
-                values = yaml.safe_load(item)
+            if item.startswith("@") or item.lstrip().startswith("{"):
+                text = read_bounded(item[1:], MAX_VARS_FILE_BYTES).decode("utf-8") \
+                    if item.startswith("@") else item
+                alias = first_alias(yaml.compose(text))
+                if alias is not None:
+                    label = item if item.startswith("@") else item[:60]
+                    raise InventoryError(f"-e {label}: line {alias.start_mark.line + 1}: "
+                                         "YAML aliases (*name) are not accepted")
+                values = yaml.safe_load(text)
             else:
                 values = parse_kv(item)
         except OSError as exc:
             raise InventoryError(f"-e {item}: {exc.strerror or exc}") from None
         except TooLarge as exc:
             raise InventoryError(f"-e {item}: {exc}: not a variables file") from None
-        except (yaml.YAMLError, ValueError) as exc:
+        except (yaml.YAMLError, ValueError) as exc:  # UnicodeDecodeError is a ValueError
             raise InventoryError(f"-e {item[:60]}: not name=value, a mapping or @file "
                                  f"({str(exc).splitlines()[0]})") from None
         if not isinstance(values, dict) or "_raw_params" in values:

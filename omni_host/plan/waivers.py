@@ -27,7 +27,7 @@ import yaml
 
 from omni_host.errors import InventoryError
 from omni_host.model import AppliedWaiver
-from omni_host.resources import TooLarge, read_bounded
+from omni_host.resources import TooLarge, first_alias, read_bounded
 
 WAIVERS_SCHEMA = 1
 _REQUIRED = ("check", "justification", "approver", "expires")
@@ -52,23 +52,6 @@ class Waiver:
         """As a finding carries it."""
         return AppliedWaiver(self.check, self.hosts, self.justification, self.approver,
                              self.expires.isoformat(), self.line)
-
-
-def _first_alias(node: yaml.Node | None) -> yaml.Node | None:
-    """The first alias in a composed document, walked without expanding anything."""
-    seen: set[int] = set()
-    stack = [node] if node is not None else []
-    while stack:
-        current = stack.pop()
-        if id(current) in seen:
-            return current  # a node reached twice is an alias
-        seen.add(id(current))
-        if isinstance(current, yaml.SequenceNode):
-            stack.extend(current.value)
-        elif isinstance(current, yaml.MappingNode):
-            for key, value in current.value:
-                stack.extend((key, value))
-    return None
 
 
 def _date(value: Any, where: str) -> dt.date:
@@ -105,14 +88,15 @@ def load_waivers(path: Path, known_checks: set[str]) -> tuple[Waiver, ...]:
     text = _read_text(path)
     try:
         node = yaml.compose(text)
-        alias = _first_alias(node)
+        alias = first_alias(node)
         if alias is not None:
             raise InventoryError(f"{path}:{alias.start_mark.line + 1}: YAML aliases (*name) "
                                  "are not accepted in a waivers file")
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"{path}:{mark.line + 1}" if mark else str(path)
-        raise InventoryError(f"{where}: invalid YAML: {getattr(exc, 'problem', exc)}") from exc
+        why = str(getattr(exc, "problem", None) or exc).splitlines()[0]  # one line, always
+        raise InventoryError(f"{where}: invalid YAML: {why}") from exc
     try:
         doc = yaml.safe_load(text)
     except ValueError as exc:  # YAML reads 2027-13-01 as a date, and fails on it
