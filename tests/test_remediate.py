@@ -7,6 +7,7 @@ without GLIBC_TUNABLES fails, the playbook recreates it with them, the audit pas
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shutil
 import subprocess
@@ -449,3 +450,25 @@ def test_a_vaulted_policy_reaches_the_playbooks(sshd: Sshd, tmp_path: Path, swap
         _vault_files(argparse.Namespace(ask_vault_pass=True, vault_password_file=[]))
     assert _vault_files(argparse.Namespace(ask_vault_pass=False,
                                            vault_password_file=[password])) == (password,)
+
+
+def test_a_waived_finding_is_not_fixed_unless_named() -> None:
+    """A waiver says the operator accepted the finding as it is: remediation leaves it (and
+    says so) unless --check names it."""
+    from omni_host.model import AppliedWaiver
+
+    waiver = AppliedWaiver("swap.capacity", "gpu-*", "new NVMe next week", "ops-lead",
+                           "2027-03-31", 3)
+    fix = Remediation("playbook", "swap.yml", ())
+    swap = CheckResult("swap.capacity", "swap", Status.FAIL, Severity.HIGH, ("S-009",),
+                       "no swap", remediation=fix)
+    hosts = [HostReport("gpu-01", None, "ssh", True, None, 0.0,
+                        (dataclasses.replace(swap, waiver=waiver),)),
+             HostReport("gpu-02", None, "ssh", True, None, 0.0, (swap,))]
+    plan = make_plan(hosts, available=frozenset({"swap.yml"}))
+    assert plan.runs == (PlaybookRun("swap.yml", ("gpu-02",), ("swap.capacity",)),)
+    assert plan.waived == ("gpu-01: swap.capacity is waived by ops-lead until 2027-03-31: not "
+                           "fixed (--check swap.capacity fixes it anyway)",)
+    named = make_plan(hosts, only=frozenset({"swap.capacity"}), available=frozenset({"swap.yml"}))
+    assert named.runs == (PlaybookRun("swap.yml", ("gpu-01", "gpu-02"), ("swap.capacity",)),)
+    assert named.waived == ()

@@ -15,7 +15,7 @@ from omni_host.collect.bundle import Bundle
 from omni_host.collect.run import collect_host
 from omni_host.collect.transport.base import SshOptions
 from omni_host.errors import TransportError, UsageError
-from omni_host.evaluate.audit import evaluate_bundle
+from omni_host.evaluate.audit import evaluate_bundle, unreachable
 from omni_host.evaluate.bench import CHECK_ID, Baseline, bench_context, judge
 from omni_host.evaluate.checks import catalog
 from omni_host.evaluate.facts import facts_from_bundle
@@ -93,8 +93,7 @@ def bench_host(plan: HostPlan, ssh: SshOptions, history: History, *, record: boo
     try:
         bundle = collect_host(plan, ssh, probe_timeout_s, extra=(bench_probe(spec, force=force),))
     except TransportError as exc:
-        return BenchHost(HostReport(plan.name, plan.address, plan.transport, False, str(exc),
-                                    time.monotonic() - start), False, None)
+        return BenchHost(unreachable(plan, str(exc), time.monotonic() - start), False, None)
     report = evaluate_bundle(bundle, plan.policy, address=plan.address,
                              duration_s=time.monotonic() - start, expected=plan.expected)
     result, compared = bench_result(bundle, plan.policy, history, record=record)

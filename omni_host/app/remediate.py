@@ -11,6 +11,7 @@ holds a secret, whatever a task printed.
 from __future__ import annotations
 
 import dataclasses
+import datetime as dt
 import shutil
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -31,6 +32,7 @@ from omni_host.model import (
     scrub,
 )
 from omni_host.plan.hosts import HostPlan
+from omni_host.plan.waivers import Waiver, apply_waivers
 from omni_host.remediate.flow import (
     Step,
     artifacts_dir,
@@ -78,10 +80,14 @@ def known_check(check_id: str) -> None:
 
 
 def plan_fixes(host_plans: list[HostPlan], ssh: SshOptions, *, forks: int, only: frozenset[str],
-               allow_reboot: bool, apply: bool, started: float, settings: Settings) -> Planned:
-    """Each host audited now; a preview changes nothing, so it stores nothing (the next
+               allow_reboot: bool, apply: bool, started: float, settings: Settings,
+               waivers: tuple[Waiver, ...] = ()) -> Planned:
+    """Each host audited now, its waivers applied (a waived finding is not fixed unless
+    named with ``--check``); a preview changes nothing, so it stores nothing (the next
     report diff compares real audits); an apply keeps the state it starts from."""
     findings = current_findings(host_plans, ssh=ssh, forks=forks)
+    if waivers:
+        findings, _ = apply_waivers(findings, waivers, dt.date.today())
     pre = store_report(make_report(findings, started_at=started, source="pre-remediation",
                                    inventory=str(settings.inventory)), settings.store_root) \
         if apply else None

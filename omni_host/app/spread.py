@@ -31,7 +31,7 @@ from typing import Any
 from omni_host.collect.pool import PoolResult
 from omni_host.collect.run import host_deadline_s
 from omni_host.collect.transport.base import SshOptions
-from omni_host.evaluate.audit import audit_many
+from omni_host.evaluate.audit import audit_many, unreachable
 from omni_host.model import HostReport
 from omni_host.plan.hosts import HostPlan
 
@@ -51,10 +51,6 @@ def cpus() -> int:
 def processes_for(hosts: int, forks: int, available: int) -> int:
     """One process per HOSTS_PER_PROCESS hosts in flight, at most one per CPU."""
     return max(1, min(available, math.ceil(min(hosts, forks) / HOSTS_PER_PROCESS)))
-
-
-def _failed(plan: HostPlan, error: str) -> HostReport:
-    return HostReport(plan.name, plan.address, plan.transport, False, error, 0.0)
 
 
 def _worker(k: int, share: list[tuple[int, HostPlan]], ssh: SshOptions, forks: int,
@@ -113,7 +109,7 @@ class _Spread:
     def lost(self, k: int, why: str) -> None:
         """Worker ``k`` is gone: its hosts without a result get one that says why."""
         for i, plan in self.shares[k]:
-            self.record(i, _failed(plan, f"the controller process auditing this host {why}"))
+            self.record(i, unreachable(plan, f"the controller process auditing this host {why}"))
 
     def kill_silent(self) -> None:
         """A stopped or deadlocked worker: never waited for past the limit."""
@@ -183,7 +179,7 @@ def audit_spread(plans: list[HostPlan], ssh: SshOptions, *, forks: int, processe
         for worker in spread.workers:
             worker.terminate()
         for i, plan in enumerate(plans):
-            spread.record(i, _failed(plan, "interrupted before this host finished"))
+            spread.record(i, unreachable(plan, "interrupted before this host finished"))
         return PoolResult(spread.ordered(), True, type(exc).__name__)
     finally:
         spread.close()

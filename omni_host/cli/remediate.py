@@ -32,7 +32,10 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     rem = sub.add_parser("remediate", help="fix failed findings with Ansible (preview first)")
     add_target_args(rem)
     rem.add_argument("--check", dest="only", action="append", default=[], metavar="ID",
-                     help="only this check id (repeatable)")
+                     help="only this check id (repeatable); a waived finding is fixed only "
+                          "when named here")
+    rem.add_argument("--waivers", type=Path, default=None,
+                     help="waivers file (default: as for audit): waived findings are not fixed")
     _add_apply_args(rem)
     boot = sub.add_parser("bootstrap", help="bring a fresh host to its expected state, then audit")
     add_target_args(boot)
@@ -153,9 +156,12 @@ def cmd_remediate(args: argparse.Namespace) -> int:
     started, store_root, host_plans = prepared
     ssh = ssh_options(args)
     settings = _settings(args, store_root, host_plans)
+    from omni_host.app.audit import read_waivers
+
     planned = remediate.plan_fixes(host_plans, ssh, forks=args.forks, only=frozenset(args.only),
                                    allow_reboot=args.allow_reboot, apply=args.apply,
-                                   started=started, settings=settings)
+                                   started=started, settings=settings,
+                                   waivers=read_waivers(args.waivers))
     if planned.pre is not None:
         err(f"pre-remediation audit stored in {planned.pre}")
     for host in planned.findings:
@@ -168,6 +174,8 @@ def cmd_remediate(args: argparse.Namespace) -> int:
             out(f"    - {line}")
     for line in plan.refused:
         err(line)
+    for line in plan.waived:
+        out(f"WAIVED {line}")
     if plan.empty:
         out("Nothing to remediate with a playbook.")
         code = EXIT_USAGE if plan.refused else EXIT_OK

@@ -46,9 +46,9 @@ def audit_host(plan: HostPlan, ssh: SshOptions, probe_timeout_s: float | None = 
     try:
         bundle = ahead.bundle() if ahead is not None else collect_host(plan, ssh, probe_timeout_s)
     except TransportError as exc:
-        return _failed(plan, str(exc), time.monotonic() - start)
+        return unreachable(plan, str(exc), time.monotonic() - start)
     except Exception as exc:  # a bug must cost this host its audit, not the fleet its run
-        return _failed(plan, f"internal error while collecting: {type(exc).__name__}: {exc}",
+        return unreachable(plan, f"internal error while collecting: {type(exc).__name__}: {exc}",
                        time.monotonic() - start)
     # Parsers and checks are each contained (a crash is that probe's or check's error), so
     # the collected evidence is always judged and kept.
@@ -57,7 +57,8 @@ def audit_host(plan: HostPlan, ssh: SshOptions, probe_timeout_s: float | None = 
     return scrub_host(report, plan.secrets)
 
 
-def _failed(plan: HostPlan, error: str, elapsed: float) -> HostReport:
+def unreachable(plan: HostPlan, error: str, elapsed: float = 0.0) -> HostReport:
+    """The one report of a host that could not be audited: its name, address, why."""
     return HostReport(plan.name, plan.address, plan.transport, False, error, elapsed)
 
 
@@ -78,6 +79,6 @@ def audit_many(plans: list[HostPlan], ssh: SshOptions, *, forks: int,
 
     return run_pool(
         plans, one, forks=forks, deadline_s=deadline,
-        late=lambda p, t: _failed(p, f"no answer within the host deadline of {deadline:g}s", t),
-        cancelled=lambda p: _failed(p, "interrupted before this host finished", 0.0),
+        late=lambda p, t: unreachable(p, f"no answer within the host deadline of {deadline:g}s", t),
+        cancelled=lambda p: unreachable(p, "interrupted before this host finished", 0.0),
         on_start=on_start, on_done=on_done)

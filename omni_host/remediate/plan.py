@@ -36,6 +36,7 @@ class Plan:
     runs: tuple[PlaybookRun, ...]
     manual: tuple[ManualStep, ...]
     refused: tuple[str, ...] = ()
+    waived: tuple[str, ...] = ()  # findings a waiver accepts: not fixed, said so
     # (host, check id) -> the status before remediation, for the fixed / still failing verdict
     before: dict[tuple[str, str], Status] = field(default_factory=dict)
 
@@ -45,7 +46,11 @@ class Plan:
 
 
 def _wanted(result: CheckResult, only: frozenset[str]) -> bool:
-    return result.status in FIXABLE and (not only or result.id in only)
+    """A fixable finding the run asks for; a waived one only when named (``--check ID``):
+    the waiver says the operator accepted it as it is."""
+    if result.status not in FIXABLE or (only and result.id not in only):
+        return False
+    return result.waiver is None or result.id in only
 
 
 def make_plan(reports: list[HostReport], *, only: frozenset[str] = frozenset(),
@@ -55,8 +60,13 @@ def make_plan(reports: list[HostReport], *, only: frozenset[str] = frozenset(),
     manual: list[ManualStep] = []
     refused: list[str] = []
     before: dict[tuple[str, str], Status] = {}
+    waived: list[str] = []
     for host in reports:
         for result in host.results:
+            if result.status in FIXABLE and result.waiver is not None and not only:
+                w = result.waiver
+                waived.append(f"{host.host}: {result.id} is waived by {w.approver} until "
+                              f"{w.expires}: not fixed (--check {result.id} fixes it anyway)")
             if not _wanted(result, only) or result.remediation is None:
                 continue
             fix = result.remediation
@@ -75,4 +85,4 @@ def make_plan(reports: list[HostReport], *, only: frozenset[str] = frozenset(),
                 checks.append(result.id)
             before[(host.host, result.id)] = result.status
     runs = tuple(PlaybookRun(pb, tuple(h), tuple(c)) for pb, (h, c) in by_playbook.items())
-    return Plan(runs, tuple(manual), tuple(refused), before)
+    return Plan(runs, tuple(manual), tuple(refused), tuple(waived), before)
