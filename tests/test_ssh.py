@@ -471,3 +471,28 @@ def test_a_command_that_ends_before_reading_its_stdin_keeps_its_words(sshd: Sshd
         assert (run.exit_code, run.stderr) == (1, "sudo: a password is required\n")
     finally:
         transport.close()
+
+
+def test_the_fast_path_gives_the_verdicts_of_the_plain_one(sshd: Sshd, tmp_path: Path) -> None:
+    """One host is audited through the start-up fast path (its session opened ahead, while the
+    policy and the checks load: app/ahead.py, collect/ahead.py); the same host in a fleet goes
+    the plain way (the pool). Same verdicts."""
+    from omni_host.app.ahead import session_ahead
+    from omni_host.collect.transport.base import SshOptions
+    from omni_host.collect.transport.loading import import_ssh
+    from omni_host.plan.inventory import load_inventory
+
+    inv = sshd.inventory(tmp_path / "inv", {"one": {}, "two": {}},
+                         group_vars={"omni_numa_nps": 1, "omni_swap_size_mib": 1})
+    options = SshOptions(known_hosts=sshd.known_hosts, ssh_config=None)
+    import_ssh(None)
+    ahead = session_ahead(load_inventory(inv), "one", options)
+    assert ahead is not None  # one host: its session opens ahead
+    ahead.cancel()
+    assert session_ahead(load_inventory(inv), "all", options) is None  # a fleet: the pool
+    fast = audit(sshd, inv, "one")
+    plain = audit(sshd, inv, "all")
+    changing = {"gpu.xid", "docker.healthchecks"}  # uptime; containers of other tests
+    one = {k: v for k, v in results(fast.stdout)["one"].items() if k not in changing}
+    assert one == {k: v for k, v in results(plain.stdout)["one"].items() if k not in changing}
+    assert one["swap.capacity"] in ("pass", "fail") and len(one) > 15
