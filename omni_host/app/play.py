@@ -18,9 +18,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from omni_host.collect.bundle import bundle_from_output, write_bundle_dir
-from omni_host.collect.run import payload, scrubbed, with_policy
-from omni_host.collect.transport.base import RawRun, collector_argv, over_cap
+from omni_host.collect.bundle import write_bundle_dir
+from omni_host.collect.run import collect, scrubbed, with_policy
+from omni_host.collect.transport.base import RawRun, over_cap
 from omni_host.errors import TransportError
 from omni_host.evaluate.audit import evaluate_bundle
 from omni_host.evaluate.checks import catalog
@@ -40,21 +40,46 @@ class PlayAudit:
     """One host's audit as its task result says it."""
 
     report: HostReport
-    failed: bool
-    message: str
+    fail_on: str  # one of FAIL_ON
     bundle_dir: Path | None
+
+    def _ids(self, status: Status) -> list[str]:
+        return [r.id for r in self.report.results if r.waiver is None and r.status is status]
+
+    @property
+    def failing(self) -> list[str]:
+        """The checks that fail (a waived one does not count)."""
+        return self._ids(Status.FAIL)
+
+    @property
+    def warning(self) -> list[str]:
+        return self._ids(Status.WARN)
+
+    @property
+    def failed(self) -> bool:
+        """Whether the task fails the host, as ``fail_on`` says."""
+        if self.fail_on == "fail":
+            return bool(self.failing)
+        return self.fail_on == "warn" and bool(self.failing or self.warning)
+
+    @property
+    def message(self) -> str:
+        failing, warning = self.failing, self.warning
+        parts = [f"{len(failing)} failing: {', '.join(failing)}" if failing else "no check fails"]
+        if warning:
+            parts.append(f"{len(warning)} warning: {', '.join(warning)}")
+        return "; ".join(parts)
 
     def result(self) -> dict[str, Any]:
         """The task result's own keys: the findings (what does not pass or skip), the count of
         each verdict, where the bundle went. Ansible adds ``failed`` and ``msg``."""
         doc = self.report.to_dict()
-        live = [r for r in doc["results"] if not r.get("waiver")]
         counts: dict[str, int] = {}
         for r in doc["results"]:
             counts[r["status"]] = counts.get(r["status"], 0) + 1
         return {
-            "failing": [r["id"] for r in live if r["status"] == Status.FAIL.value],
-            "warning": [r["id"] for r in live if r["status"] == Status.WARN.value],
+            "failing": self.failing,
+            "warning": self.warning,
             "findings": [{**{k: r.get(k) for k in ("id", "status", "severity", "summary",
                                                     "lessons")},
                           "fix": (r.get("remediation") or {}).get("playbook"),
@@ -63,6 +88,26 @@ class PlayAudit:
             "counts": counts,
             "bundle": str(self.bundle_dir) if self.bundle_dir is not None else None,
         }
+
+
+class _AnsibleConnection:
+    """Ansible's connection as omni-host's transport: the collector's command line (its
+    ``become`` is the play's) and the answer, within the transports' caps."""
+
+    name = "ansible"
+
+    def __init__(self, run: Run) -> None:
+        self._run = run
+
+    def run(self, argv: tuple[str, ...], *, stdin: str, timeout_s: float, sudo: bool) -> RawRun:
+        raw = self._run(shlex.join(argv), stdin)
+        too_much = over_cap(len(raw.stdout), len(raw.stderr))
+        if too_much:
+            raise TransportError(too_much)
+        return raw
+
+    def close(self) -> None:
+        """Ansible owns the connection."""
 
 
 def play_plan(name: str, values: dict[str, Any], origins: dict[str, str],
@@ -81,15 +126,9 @@ def play_audit(plan: HostPlan, run: Run, *, fail_on: str = "fail",
     if fail_on not in FAIL_ON:
         raise ValueError(f"fail_on must be one of {', '.join(FAIL_ON)}, not {fail_on!r}")
     accepted = load_waivers(waivers, set(catalog())) if waivers is not None else ()
-    probes = probes_for(plan.policy)
     started = time.time()
-    raw = run(shlex.join(collector_argv(plan.python)), payload(probes, probe_timeout_s))
-    too_much = over_cap(len(raw.stdout), len(raw.stderr))
-    if too_much:
-        raise TransportError(too_much)
-    bundle = bundle_from_output(plan.name, "ansible", stdout=raw.stdout, stderr=raw.stderr,
-                                exit_code=raw.exit_code, duration_s=raw.duration_s,
-                                started=started, python=plan.python)
+    bundle = collect(plan.name, _AnsibleConnection(run), probes=probes_for(plan.policy),
+                     probe_timeout_s=probe_timeout_s, python=plan.python)
     kept = scrubbed(with_policy(bundle, plan), plan)
     written = write_bundle_dir(kept, bundle_dir) if bundle_dir is not None else None
     report = scrub_host(evaluate_bundle(kept, plan.policy, address="ansible",
@@ -97,12 +136,4 @@ def play_audit(plan: HostPlan, run: Run, *, fail_on: str = "fail",
                                         expected=plan.expected), plan.secrets)
     if accepted:
         (report,), _ = apply_waivers([report], accepted, dt.date.today())
-    live = [r for r in report.results if r.waiver is None]
-    failing = [r.id for r in live if r.status is Status.FAIL]
-    warning = [r.id for r in live if r.status is Status.WARN]
-    failed = bool(failing) if fail_on == "fail" else bool(failing or warning) \
-        if fail_on == "warn" else False
-    parts = [f"{len(failing)} failing: {', '.join(failing)}" if failing else "no check fails"]
-    if warning:
-        parts.append(f"{len(warning)} warning: {', '.join(warning)}")
-    return PlayAudit(report, failed, "; ".join(parts), written)
+    return PlayAudit(report, fail_on, written)

@@ -1,7 +1,7 @@
 """The remediate and bootstrap use cases: audit now -> plan -> preview (check mode) -> apply
 -> re-audit -> store. The CLI prints between the steps and asks for confirmation; every
-decision (what is planned, which hosts may be applied to, what is kept, the exit code) is
-made here.
+decision (what is planned, which hosts may be applied to, what is kept, the verdicts the
+exit code is read from) is made here.
 
 What is kept of an applied play (ansible-runner's artifacts, attached to the stored report)
 has the clear text of every vaulted value the play was given scrubbed first: the store never
@@ -120,11 +120,15 @@ class Runs:
                        artifacts_root=self.artifacts, hosts=hosts, on_task=on_task,
                        vault_password_files=s.vault_password_files)
 
+    @property
+    def hosts(self) -> tuple[str, ...]:
+        """Every host of the plan, in its order."""
+        return tuple(dict.fromkeys(h for run in self.plan.runs for h in run.hosts))
+
     def preview(self, on_task: Callable[[TaskOutcome], None]) -> tuple[list[Step], set[str]]:
         """Check mode on every host; returns the steps and the hosts whose preview passed."""
         steps = self._execute(True, None, on_task)
-        hosts = tuple(dict.fromkeys(h for run in self.plan.runs for h in run.hosts))
-        return steps, hosts_ok(steps, hosts)
+        return steps, hosts_ok(steps, self.hosts)
 
     def apply(self, good: set[str], on_task: Callable[[TaskOutcome], None]) -> list[Step]:
         """For real, on the hosts whose preview passed only."""

@@ -19,6 +19,7 @@ from omni_host.cli.common import (
     emit,
     err,
     exit_code,
+    extra_vars,
     forks,
     inventory_path,
     load_inventory_arg,
@@ -192,13 +193,11 @@ def _audit_live(args: argparse.Namespace) -> tuple[Hosts, tuple[Waiver, ...], Hi
 
 def cmd_collect(args: argparse.Namespace) -> int:
     from omni_host.app.collect import collect_fleet, write_bundles
-    from omni_host.plan.inventory import parse_extra_vars
-
     collected = collect_fleet(plans(args), ssh_options(args), forks=args.forks,
                               probe_timeout_s=args.probe_timeout,
                               host_timeout_s=args.host_timeout, engine=args.engine,
                               inventory=inventory_path(args) if args.engine == "ansible" else None,
-                              extra=parse_extra_vars(args.extra_vars) if args.extra_vars else None)
+                              extra=extra_vars(args))
     for message in collected.failed:
         err(message)
     for line in write_bundles(collected, args.out):

@@ -134,17 +134,21 @@ def plans(args: argparse.Namespace) -> list[HostPlan]:
     return plans_of(args, load_inventory_arg(args))
 
 
+def extra_vars(args: argparse.Namespace) -> dict[str, Any] | None:
+    """The run's ``-e`` values, parsed and checked (None without any)."""
+    if not args.extra_vars:
+        return None
+    from omni_host.plan.inventory import parse_extra_vars
+
+    return parse_extra_vars(args.extra_vars)
+
+
 def plans_of(args: argparse.Namespace, inv: Inventory | None) -> list[HostPlan]:
     """``plans`` with the inventory already loaded."""
     from omni_host.errors import UsageError
     from omni_host.plan.hosts import local_plan, plan_inventory
 
-    extra = None
-    if getattr(args, "extra_vars", None):
-        from omni_host.plan.inventory import parse_extra_vars
-
-        extra = parse_extra_vars(args.extra_vars)
-    limit = getattr(args, "limit", None)
+    extra, limit = extra_vars(args), args.limit
     if inv is None:
         if args.pattern not in (None, "localhost", "all") or limit not in (None, "localhost", "all"):
             raise UsageError(f"host pattern {limit or args.pattern!r} needs an inventory (-i)")

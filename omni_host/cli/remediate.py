@@ -118,10 +118,9 @@ def _preview_and_apply(args: argparse.Namespace, runs):  # noqa: ANN001, ANN202 
             state = f"FAILED at '{failure.task}': {failure.message}" if failure else \
                 f"{would} task(s) would change"
             out(scrub(f"  {step.run.playbook} on {host}: {state}", secrets))
-    hosts = {h for run in runs.plan.runs for h in run.hosts}
     if not args.apply:
         out("Nothing was changed. Run again with --apply to make these changes.")
-        return None, EXIT_OK if good == hosts else EXIT_FAILED
+        return None, EXIT_OK if good == set(runs.hosts) else EXIT_FAILED
     if not good:
         err("no host passed its preview: nothing applied")
         return None, EXIT_FAILED

@@ -212,9 +212,10 @@ def _check_scheduled_audit(extra: list[str]) -> None:
         raise UsageError(f"schedule: the audit it would run fails now: {exc}") from None
 
 
-def _schedule_status(schedule, target, kind: str) -> None:  # noqa: ANN001 (the module)
+def _schedule_status(target, kind: str) -> None:  # noqa: ANN001 (app.schedule.ScheduleTarget)
     import datetime as dt
 
+    from omni_host.app import schedule
     from omni_host.report.history import load_history
     from omni_host.report.store import default_report_dir
 
@@ -280,5 +281,5 @@ def cmd_schedule(args: argparse.Namespace) -> int:
         if not removed:
             sys.stdout.write(f"no {kind} schedule installed\n")
         return EXIT_OK
-    _schedule_status(schedule, target, kind)
+    _schedule_status(target, kind)
     return EXIT_OK

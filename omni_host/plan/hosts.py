@@ -51,6 +51,15 @@ class HostPlan:
 EXTRA_ORIGIN = "extra var (-e)"  # the run's own override, recorded as such in its report
 
 
+def with_extra(values: dict[str, Any], origins: dict[str, str],
+               extra: dict[str, Any] | None) -> tuple[dict[str, Any], dict[str, str]]:
+    """The run's ``-e`` values over a host's, as Ansible's extra vars win, each recorded as
+    the run's own."""
+    if not extra:
+        return values, origins
+    return {**values, **extra}, {**origins, **dict.fromkeys(extra, EXTRA_ORIGIN)}
+
+
 def plan_host(name: str, hv: dict[str, Any], *, origin: str,
               origins: dict[str, str] | None = None,
               memo: dict[str, Any] | None = None,
@@ -60,11 +69,9 @@ def plan_host(name: str, hv: dict[str, Any], *, origin: str,
     validated before, see ``policy_from_vars``; ``extra``: the run's ``-e`` values, which win
     over the inventory's as Ansible's extra vars do)."""
     where = f"{origin}: host {name}"
-    if extra:
-        hv = {**hv, **extra}
-        origins = {**(origins or {}), **dict.fromkeys(extra, EXTRA_ORIGIN)}
+    hv, origins = with_extra(hv, origins or {}, extra)
     policy = policy_from_vars(hv, where, memo)
-    expected = expected_state(hv, origins or {})
+    expected = expected_state(hv, origins)
     conn = connection(name, hv, where)
     return HostPlan(name, policy, conn.become, conn.ssh, conn.python, expected)
 
@@ -74,9 +81,8 @@ REFERENCE_ORIGIN = "built-in reference: inventory/group_vars/inference.yml"
 
 def local_plan(extra: dict[str, Any] | None = None) -> HostPlan:
     """This machine against the built-in reference policy (and the run's ``-e`` values)."""
-    values = {**reference_vars(), **(extra or {})}
-    origins = {**dict.fromkeys(reference_vars(), REFERENCE_ORIGIN),
-               **dict.fromkeys(extra or {}, EXTRA_ORIGIN)}
+    values, origins = with_extra(reference_vars(),
+                                 dict.fromkeys(reference_vars(), REFERENCE_ORIGIN), extra)
     return HostPlan("localhost", policy_from_vars(values, "built-in policy"), False, None,
                     expected=expected_state(values, origins))
 
