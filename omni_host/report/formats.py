@@ -12,13 +12,13 @@ from omni_host.report.text import (
     ENGINE_WORDS,
     GLYPHS,
     ORDER,
-    PERF,
     bench_tests,
     check_ids,
     cold_case_lines,
     engine_why,
     expected_state_line,
     fix_steps,
+    perf_result,
     status_of,
     summary_line,
 )
@@ -190,7 +190,7 @@ def _tokens_gauges(doc: dict[str, Any]) -> list[str]:
     rows: dict[str, list[str]] = {"tokens_per_second": [], "tokens_per_second_cv": [],
                                   "tokens_per_second_ceiling_ratio": []}
     for h in doc["hosts"]:
-        perf = next((r for r in h["results"] if r["id"] == PERF), None)
+        perf = perf_result(h)
         ceilings = ((perf or {}).get("details") or {}).get("ceiling") or {}
         for name, t in bench_tests(h).items():
             labels = f'host="{_label(h["host"])}",test="{_label(name)}",kind="{_label(t["kind"])}"'

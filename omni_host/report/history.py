@@ -27,7 +27,7 @@ from omni_host.model import (
 )
 from omni_host.plan.policy import check_readers
 from omni_host.report.store import audit_dirs
-from omni_host.report.text import PERF, bench_tests
+from omni_host.report.text import bench_tests, perf_result
 from omni_host.resources import TooLarge, read_bounded
 
 BAD = ("fail", "error")
@@ -188,7 +188,7 @@ def last_bench(history: History, host: str) -> LastBench | None:
     """The host's newest stored bench and its tokens/s verdict."""
     for audit, entry in history.for_host(host):
         if audit.doc.get("source") == "bench":
-            perf = next((r for r in entry.get("results", []) if r.get("id") == PERF), None)
+            perf = perf_result(entry)
             if perf is not None:
                 return LastBench(audit.id, audit.started_at, Status(perf["status"]),
                                  perf["summary"])

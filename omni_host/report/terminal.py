@@ -22,7 +22,6 @@ from omni_host.report.text import (
     ENGINE_WORDS,
     GLYPHS,
     ORDER,
-    PERF,
     STYLES,
     check_ids,
     engine_why,
@@ -30,6 +29,7 @@ from omni_host.report.text import (
     fix_steps,
     init_command,
     last_bench_line,
+    perf_result,
     recordable,
     status_of,
     summary_line,
@@ -339,7 +339,7 @@ def _fleet_host(page: _Page, host: dict[str, Any], doc: dict[str, Any]) -> None:
     if not host["reachable"]:
         page.text(f"{host['host']} ({where}): UNREACHABLE: {host['error']}", "bold red", rest="  ")
         return
-    perf = next((r for r in host["results"] if r["id"] == PERF), None)
+    perf = perf_result(host)
     if perf is None and not host.get("last_bench") and not host.get("unconfigured"):
         return  # its row of the matrix says it all
     page.add(_line((f"{host['host']} ({where})", "bold"), (f"  {_counts(host)}", "")))
@@ -394,7 +394,7 @@ def _host(page: _Page, host: dict[str, Any], doc: dict[str, Any], rationale: dic
     shown.sort(key=lambda r: (ORDER.index(status_of(r)), r["severity"] != "critical", r["id"]))
     for r in shown:
         _finding(page, r, host, doc.get("inventory"), rationale)
-    perf = next((r for r in host["results"] if r["id"] == PERF), None)
+    perf = perf_result(host)
     if perf is not None and perf not in shown:  # a bench's number is never folded away
         page.text(f"Tokens/s: {perf['summary']}", STYLES[status_of(perf)], rest="  ")
     if host.get("last_bench"):

@@ -61,11 +61,15 @@ def fix_steps(result: dict[str, Any], inventory: str | None, host: str) -> list[
 PERF = "perf.tokens-per-s"
 
 
+def perf_result(host: dict[str, Any]) -> dict[str, Any] | None:
+    """A host entry's tokens/s result (a bench's), None for an audit's."""
+    return next((r for r in host.get("results", []) if r.get("id") == PERF), None)
+
+
 def bench_tests(host: dict[str, Any]) -> dict[str, dict[str, Any]]:
     """A bench's measured tests (name -> mean_ts, cv, samples...) from its host entry, {} for
     an audit (which never runs a benchmark)."""
-    perf = next((r for r in host.get("results", []) if r["id"] == PERF), None)
-    return ((perf or {}).get("details") or {}).get("tests") or {}
+    return ((perf_result(host) or {}).get("details") or {}).get("tests") or {}
 
 
 def last_bench_line(bench: dict[str, Any], now: float | None) -> str:
