@@ -268,7 +268,10 @@ def report_dir(tmp_path: Path) -> Path:
 @pytest.fixture(scope="session")
 def two_audits(tmp_path_factory: pytest.TempPathFactory, shared_cache: Path) -> Path:
     """A store with two live audits of this machine: the second one adds a failure (swap
-    policy). Shared by the session: a test that changes it works on a copy."""
+    policy: 4 GiB more than the machine has). Shared by the session: a test that changes it
+    works on a copy."""
+    from helpers import active_swap_mib
+
     root = tmp_path_factory.mktemp("store")
     with pytest.MonkeyPatch.context() as mp:
         isolate_home(mp, root / "home", shared_cache)
@@ -280,7 +283,8 @@ def two_audits(tmp_path_factory: pytest.TempPathFactory, shared_cache: Path) -> 
         (inv / "group_vars" / "all.yml").write_text(policy + "0\n")
         reports = root / "reports"
         assert run_cli("audit", "-i", str(inv), "--report-dir", str(reports)).code == 0
-        (inv / "group_vars" / "all.yml").write_text(policy + "4096\n")
+        # more than this machine has, whatever it has (a user's machine has swap)
+        (inv / "group_vars" / "all.yml").write_text(policy + f"{active_swap_mib() + 4096}\n")
         assert run_cli("audit", "-i", str(inv), "--report-dir", str(reports)).code == 1
     return reports
 
@@ -323,3 +327,22 @@ def docker_image() -> str:
             subprocess.run(["docker", "import", str(rootfs), image], check=True,
                            capture_output=True)
     return image
+
+
+LLAMA_CACHE = (Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+               / "omni-host" / "llama-cpp-python-0.3.36")
+
+
+@pytest.fixture(scope="session")
+def llama(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """The CPU-only llama-bench and a 127 MiB random-weight llama with the real vocab."""
+    binary = LLAMA_CACHE / "bin" / "llama-bench"
+    assert binary.exists(), f"no {binary}: run bash tests/llama_bench.sh (tests/setup.sh does)"
+    model = tmp_path_factory.mktemp("model") / "small.gguf"
+    # In a process of its own: numpy's 265 MB of random weights would otherwise stay in this
+    # one, and every process it starts inherits that as its peak RSS (a bound another test
+    # measures).
+    subprocess.run([sys.executable, str(Path(__file__).parent / "random_llama.py"),
+                    str(LLAMA_CACHE / "vocab.gguf"), str(model)], check=True,
+                   capture_output=True)
+    return binary, model

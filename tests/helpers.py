@@ -84,3 +84,10 @@ def model_helper(*args: str) -> str:
     """The stdout of omni-host's real model helper (the model.files probe) run here."""
     return subprocess.run([sys.executable, "-c", MODEL_HELPER.read_text(), *args],
                           capture_output=True, text=True, check=True).stdout
+
+
+def active_swap_mib() -> int:
+    """This machine's active swap now, as omni-host init records it (/proc/swaps' sizes in KiB,
+    summed, in MiB): a user's machine has swap, this VM may not; a test judges what it sees."""
+    lines = Path("/proc/swaps").read_text().splitlines()[1:]
+    return round(sum(int(line.split()[2]) for line in lines if line.strip()) / 1024)

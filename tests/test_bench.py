@@ -32,8 +32,6 @@ from omni_host.report.history import load_history
 
 CAPTURES = Path(__file__).parent / "fixtures" / "captures"
 H100 = CAPTURES / "bench-h100"
-LLAMA_CACHE = (Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-               / "omni-host" / "llama-cpp-python-0.3.36")
 
 
 # -- llama-bench -o json, real captures: our mean and spread are llama-bench's own ----------
@@ -122,7 +120,11 @@ def test_h100_benches_judged_against_their_stored_baseline(tmp_path: Path) -> No
     novmm, _, results = _judged("novmm", store)
     assert results["llamacpp.build"].status is Status.FAIL
     assert "GGML_CUDA_NO_VMM" in results["llamacpp.build"].summary
-    assert novmm.status is Status.PASS, novmm.summary
+    # this run's own generation repetitions spread ±3.2% (918, 892, 878, 930, 932): a drop
+    # of the 5% tolerance cannot be told from that noise, and the verdict says so
+    assert novmm.status is Status.WARN, novmm.summary
+    assert "tg128 2% below baseline" in novmm.summary
+    assert "cannot judge drops below 7% (tolerance 5%)" in novmm.summary
     assert any(c.startswith("llama-bench sha256: ") for c in novmm.details["changed"])
 
 
@@ -140,19 +142,43 @@ def test_a_recorded_baseline_is_the_newest_and_a_failed_run_never_is(tmp_path: P
     ([100.0, 101, 99, 100, 100], [99.0, 100, 98, 99, 99], Status.PASS),   # 1% down, 5% tolerated
     ([100.0, 101, 99, 100, 100], [93.0, 94, 92, 93, 93], Status.WARN),    # 7% down
     ([100.0, 101, 99, 100, 100], [50.0, 51, 49, 50, 50], Status.FAIL),    # halved (S-005)
-    ([100.0, 140, 60, 100, 100], [80.0, 81, 79, 80, 80], Status.PASS),    # within wide noise
     ([100.0, 101, 99, 100, 100], [150.0, 151, 149, 150, 150], Status.PASS),  # faster
+    # the first repetition is llama-bench's warm-up (half speed on the H100): not noise
+    ([37281.0, 75210, 76492, 76047, 76037], [20000.0, 75000, 75800, 76100, 75900], Status.PASS),
 ])
 def test_thresholds_come_from_the_measured_noise(base, now, status) -> None:
     assert judge_test("tg128", base, now, tolerance_pct=5).status is status
 
 
-def test_the_spread_between_healthy_runs_widens_the_threshold() -> None:
-    base, now = [100.0, 100.5, 99.5], [88.0, 88.5, 87.5]  # 12% down, tight repetitions
+def test_noise_too_wide_to_judge_the_tolerance_is_a_warn_never_a_pass() -> None:
+    """A baseline whose repetitions spread ±30% cannot see a 5% drop: the verdict says so
+    (it passed before, and widened its line without bound: a 90% drop passed)."""
+    wide = judge_test("tg128", [100.0, 140, 60, 100, 100], [80.0, 81, 79, 80, 80], 5)
+    assert wide.status is Status.WARN and wide.blind
+    assert "cannot judge drops below 63% (tolerance 5%)" in wide.line()
+    assert "noise ±21.0%" in wide.line()
+    gone = judge_test("pp64", [100.0, 150, 50, 100, 100], [10.0, 10.1, 9.9, 10, 10], 5)
+    assert gone.status is Status.FAIL, gone.line()  # 90% slower: never a pass, now a fail
+
+
+def test_every_verdict_states_the_smallest_drop_it_could_detect() -> None:
+    quiet = judge_test("tg128", [926.0, 927, 933, 926, 925], [920.0, 921, 925, 919, 920], 5)
+    assert quiet.status is Status.PASS
+    # the smallest drop it flags is the operator's 5%: the noise (±0.2%) could see less
+    assert "noise ±0.2%, detects drops past 5%" in quiet.line() and quiet.detectable < 0.01
+    caught = judge_test("tg128", [926.0, 927, 933, 926, 925], [870.0, 871, 875, 869, 870], 5)
+    assert caught.status is Status.WARN and caught.drop == pytest.approx(0.06, abs=0.005)
+
+
+def test_the_spread_between_runs_is_robust_and_widens_honestly() -> None:
+    base, now = [100.0, 100, 100.5, 99.5], [88.0, 88, 88.5, 87.5]  # 12% down, tight repetitions
     assert judge_test("tg", base, now, 5).status is Status.FAIL
     assert judge_test("tg", base, now, 5, [100.0, 93.0]).status is Status.FAIL  # two: unknown
+    # one run far off in either direction does not widen the line (a mean/sd would: 65%)
+    outliers = judge_test("tg", base, now, 5, [100.0, 99.0, 101.0, 100.5, 165.0, 40.0])
+    assert outliers.status is Status.FAIL and outliers.threshold == pytest.approx(0.05)
     wide = judge_test("tg", base, now, 5, [100.0, 93.0, 106.0, 96.0])  # runs spread ±5%
-    assert wide.status is Status.PASS and wide.threshold > 0.12
+    assert wide.status is Status.WARN and wide.blind and wide.threshold > 0.12
 
 
 def test_the_bench_probe_never_splices_inventory_values_into_a_shell() -> None:
@@ -168,7 +194,10 @@ def test_the_bench_probe_never_splices_inventory_values_into_a_shell() -> None:
 @pytest.mark.parametrize("bench, message", [
     ({"llama_bench": "llama-bench", "model": "/m.gguf"}, "must be an absolute path"),
     ({"llama_bench": "/b", "model": "/m.gguf", "args": ["-o", "md"]}, "-o is set by omni-host"),
-    ({"llama_bench": "/b", "model": "/m.gguf", "repetitions": 1}, "must be >= 2"),
+    ({"llama_bench": "/b", "model": "/m.gguf", "repetitions": 1}, "must be a number >= 2"),
+    ({"llama_bench": "/b", "model": "/m.gguf", "tolerance_pct": float("nan")}, "must be a number"),
+    ({"llama_bench": "/b", "model": "/m.gguf", "max_spread_pct": float("inf")}, "must be a number"),
+    ({"llama_bench": "/b", "model": "/m.gguf", "env": {"A B": "1"}}, "not an environment variable"),
     ({"model": "/m.gguf"}, "llama_bench"),
 ])
 def test_bench_policy_is_validated(bench: dict, message: str) -> None:
@@ -179,27 +208,15 @@ def test_bench_policy_is_validated(bench: dict, message: str) -> None:
 
 
 # -- the whole loop, for real -----------------------------------------------------------------
-@pytest.fixture(scope="module")
-def llama(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
-    """The CPU-only llama-bench and a 127 MiB random-weight llama with the real vocab."""
-    binary = LLAMA_CACHE / "bin" / "llama-bench"
-    assert binary.exists(), f"no {binary}: run bash tests/llama_bench.sh (tests/setup.sh does)"
-    model = tmp_path_factory.mktemp("model") / "small.gguf"
-    # In a process of its own: numpy's 265 MB of random weights would otherwise stay in this
-    # one, and every process it starts inherits that as its peak RSS (a bound another test
-    # measures).
-    subprocess.run([sys.executable, str(Path(__file__).parent / "random_llama.py"),
-                    str(LLAMA_CACHE / "vocab.gguf"), str(model)], check=True,
-                   capture_output=True)
-    return binary, model
-
-
 def _inventory(sshd: Sshd, path: Path, binary: Path, model: Path, **bench) -> Path:
-    """This 2-vCPU VM's runs of the small model differ by up to 10% from each other (measured:
-    docs/bench.md), more than their repetitions do: the operator's tolerance says so."""
+    """This 2-vCPU VM's unchanged runs of the small model differ by ±9% (pp128, robust
+    standard deviation of 20 runs' medians: docs/bench.md), more than their repetitions do:
+    the operator's tolerance says so (30%). The suite runs beside other work (and under
+    ../shared/tools/ordinary-machine's busy loop): these tests are not about a baseline's
+    fitness, which tests/test_bench_trust.py tests with the defaults."""
     spec = {"llama_bench": str(binary), "model": str(model),
-            "args": ["-p", "128", "-n", "64", "-t", "2"], "repetitions": 3, "tolerance_pct": 15,
-            **bench}
+            "args": ["-p", "128", "-n", "64", "-t", "2"], "repetitions": 5, "tolerance_pct": 30,
+            "max_other_cpus": 4, "max_spread_pct": 60, **bench}
     return sshd.inventory(path, {"loop": {"omni_bench": spec}})
 
 
@@ -398,7 +415,7 @@ def test_bench_results_in_the_reports(tmp_path: Path) -> None:
     diff = run_cli("report", "diff", *common)
     loaded = parse_bench_run(_bundle("busy-forced").results["bench.llama"].stdout).result
     base = parse_bench_run(_bundle("baseline").results["bench.llama"].stdout).result
-    tg_now, tg_base = loaded.tests[1].mean_ts, base.tests[1].mean_ts
+    tg_now, tg_base = loaded.tests[1].estimate.center_ts, base.tests[1].estimate.center_ts
     assert f"tokens/s: tg128: {tg_base:.1f} -> {tg_now:.1f} ({tg_now / tg_base - 1:+.0%})" \
         in diff.stdout
     prom = run_cli("report", "show", "latest", "--format", "prometheus", *common).stdout

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from omni_host.app.audit import AuditRun, Hosts, finish
@@ -16,7 +17,7 @@ from omni_host.collect.run import collect_host
 from omni_host.collect.transport.base import SshOptions
 from omni_host.errors import TransportError, UsageError
 from omni_host.evaluate.audit import evaluate_bundle, unreachable
-from omni_host.evaluate.bench import CHECK_ID, Baseline, bench_context, judge
+from omni_host.evaluate.bench import CHECK_ID, Baseline, StoredRun, bench_context, judge, read_stored
 from omni_host.evaluate.checks import catalog
 from omni_host.evaluate.facts import facts_from_bundle
 from omni_host.model import CheckResult, HostReport, Status, scrub_host
@@ -37,34 +38,47 @@ class BenchHost:
     report: HostReport
     recorded: bool  # this run is now the host's baseline
     baseline: str | None  # the stored bench compared with
+    warnings: tuple[str, ...] = ()  # stored benches skipped, one line each
+    refused_baseline: str | None = None  # why this run is not the baseline asked for
 
 
-def find_baseline(history: History, host: str) -> Baseline | None:
-    """The host's newest recorded baseline in the store, with the means of the runs that
-    passed against it since (their spread is the noise between runs)."""
-    later: list[dict] = []
+def find_baseline(history: History, host: str, warn: Callable[[str], None] = lambda _: None
+                  ) -> Baseline | None:
+    """The host's newest fit recorded baseline in the store, with the centers of the fit runs
+    of the same state judged against it since (their spread is the noise between runs). A
+    stored bench whose details do not read is skipped with one warning."""
+    later: list[StoredRun] = []
     for audit, entry in history.for_host(host):
         if audit.doc.get("source") != "bench":
             continue
-        perf = next((r for r in entry.get("results", []) if r.get("id") == CHECK_ID), None)
-        details = (perf or {}).get("details") or {}
-        if perf is None or perf.get("status") != Status.PASS.value or "tests" not in details:
+        results = entry.get("results")
+        perf = next((r for r in results if isinstance(r, dict) and r.get("id") == CHECK_ID),
+                    None) if isinstance(results, list) else None
+        if perf is None or perf.get("status") == Status.ERROR.value:
             continue
-        if not details.get("recorded_baseline"):
-            later.append(details)
+        try:
+            stored = read_stored(perf.get("details"))
+        except (ValueError, TypeError, AttributeError) as exc:
+            warn(f"{audit.path / 'report.json'}: {host}'s stored bench is malformed ({exc}): skipped")
             continue
-        tests = {name: list(t["samples_ts"]) for name, t in details["tests"].items()}
-        runs = {name: [t["mean_ts"]] for name, t in details["tests"].items()}
+        if not stored.recorded_baseline:
+            later.append(stored)
+            continue
+        if not stored.fit:  # stored before fitness was checked, and forced: not a baseline
+            continue
+        centers = {name: [c] for name, c in stored.centers().items()}
         for run in later:
-            if (run.get("baseline") or {}).get("audit") == audit.id:
-                for name, t in run["tests"].items():
-                    runs.setdefault(name, []).append(t["mean_ts"])
-        return Baseline(audit.id, audit.started_at, tests, dict(details.get("context", {})), runs)
+            if run.baseline == audit.id and run.fit and not run.changed and \
+                    all(run.keys.get(n, ()) == stored.keys.get(n, ()) for n in run.tests):
+                for name, center in run.centers().items():
+                    centers.setdefault(name, []).append(center)
+        return Baseline(audit.id, audit.started_at, stored.tests, dict(stored.context), centers,
+                        stored.keys)
     return None
 
 
-def bench_result(bundle: Bundle, policy: Policy, history: History, *,
-                 record: bool) -> tuple[CheckResult, str | None]:
+def bench_result(bundle: Bundle, policy: Policy, history: History, *, record: bool,
+                 warn: Callable[[str], None] = lambda _: None) -> tuple[CheckResult, str | None]:
     """perf.tokens-per-s of a collected bundle (live, or recorded) and the stored bench it was
     compared with; raises BenchRefused where the helper refused to run."""
     meta = catalog()[CHECK_ID]
@@ -76,7 +90,7 @@ def bench_result(bundle: Bundle, policy: Policy, history: History, *,
         raise BenchRefused(f"{bundle.host}: bench refused: {run.refused}"
                            + (" (--force runs it anyway)" if run.refused.startswith("busy") else ""))
     assert policy.bench is not None
-    baseline = None if record else find_baseline(history, bundle.host)
+    baseline = None if record else find_baseline(history, bundle.host, warn)
     context = bench_context(facts_from_bundle(bundle, policy), policy, run)
     result = judge(meta, policy.bench, run, context, baseline, record=record)
     return result, baseline.audit if baseline is not None else None
@@ -96,10 +110,15 @@ def bench_host(plan: HostPlan, ssh: SshOptions, history: History, *, record: boo
         return BenchHost(unreachable(plan, str(exc), time.monotonic() - start), False, None)
     report = evaluate_bundle(bundle, plan.policy, address=plan.address,
                              duration_s=time.monotonic() - start, expected=plan.expected)
-    result, compared = bench_result(bundle, plan.policy, history, record=record)
+    warnings: list[str] = []
+    result, compared = bench_result(bundle, plan.policy, history, record=record,
+                                    warn=warnings.append)
     report = dataclasses.replace(report, results=(*report.results, result))
     recorded = bool(result.details.get("recorded_baseline"))
-    return BenchHost(scrub_host(report, plan.secrets), recorded, compared)
+    unfit = result.details.get("unfit") or []
+    refused = "; ".join(unfit) if record and not recorded and unfit else None
+    return BenchHost(scrub_host(report, plan.secrets), recorded, compared, tuple(warnings),
+                     refused)
 
 
 def bench(plans: list[HostPlan], ssh: SshOptions, history: History, *, record: bool,

@@ -10,6 +10,7 @@ from pathlib import Path
 from omni_host.cli.common import (
     EXIT_INTERRUPTED,
     EXIT_TERMINATED,
+    EXIT_USAGE,
     FORMATS,
     add_target_args,
     add_view_args,
@@ -52,6 +53,12 @@ def cmd_bench(args: argparse.Namespace) -> int:
     host_plans = plans(args)
     waivers = audit.read_waivers(args.waivers)
     history = load_history(store_root)
+    if history.unreadable:  # every bench would call itself the host's first
+        err(f"bench refused: {history.unreadable}; no baseline can be found or kept there "
+            "(--report-dir names another store)")
+        return EXIT_USAGE
+    for line in history.warnings:
+        err(line)
     try:
         run, done = bench(host_plans, ssh_options(args), history, record=args.baseline,
                           force=args.force, waivers=waivers,
@@ -66,6 +73,11 @@ def cmd_bench(args: argparse.Namespace) -> int:
         err(f"{host.host}: unreachable: {host.error}")
     emit(run.doc, args.format, args.output, lambda: history, args.verbosity)
     for one in done:
+        for line in one.warnings:
+            err(line)
+        if one.refused_baseline:
+            err(f"{one.report.host}: --baseline refused: {one.refused_baseline}; the run is "
+                "stored as evidence, the baseline is unchanged")
         if one.recorded and args.no_store:
             err(f"{one.report.host}: not stored (--no-store): this run is not a baseline")
         elif one.recorded:
@@ -75,4 +87,4 @@ def cmd_bench(args: argparse.Namespace) -> int:
     if not args.no_store:
         path = audit.keep(run, store_root)
         err(f"bench stored in {path}")
-    return exit_code(run.report)
+    return EXIT_USAGE if any(one.refused_baseline for one in done) else exit_code(run.report)

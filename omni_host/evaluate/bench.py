@@ -32,7 +32,14 @@ from omni_host.evaluate.sentinel import fact_summary
 from omni_host.model import CheckResult, Evidence, Status
 from omni_host.plan.policy import BenchSpec, Policy
 from omni_host.probes.parsers import na
-from omni_host.probes.parsers.bench import BenchRun, BenchTest, spread
+from omni_host.probes.parsers.bench import (
+    SHORT,
+    BenchRun,
+    BenchTest,
+    estimate,
+    rate,
+    robust_spread,
+)
 
 CHECK_ID = "perf.tokens-per-s"
 NUMBER_TOLERANCE = 0.05
@@ -52,8 +59,12 @@ class Baseline:
     recorded_at: float
     tests: dict[str, list[float]]  # test name -> every repetition's tokens/s
     context: dict[str, Any]
-    # test name -> the mean of the baseline and of each run that passed against it since
-    run_means: dict[str, list[float]] = dataclasses.field(default_factory=dict)
+    # test name -> the center of the baseline and of each fit, comparable run since whose host
+    # state did not change: their spread is the noise between runs
+    run_centers: dict[str, list[float]] = dataclasses.field(default_factory=dict)
+    # test name -> what it measured (llama-bench's record less the results): the
+    # comparability key; empty for a baseline stored before keys were recorded
+    keys: dict[str, tuple[tuple[str, str], ...]] = dataclasses.field(default_factory=dict)
 
 
 def _num(value: Any) -> float | None:
@@ -135,7 +146,6 @@ def bench_context(facts: HostFacts, policy: Policy, run: BenchRun) -> dict[str, 
     ctx["NVIDIA driver"] = summary.driver_version
     ctx["CUDA (driver)"] = summary.cuda_version
     ctx["kernel"] = summary.kernel
-    ctx["swap MiB"] = summary.swap_total_mib
     quota = run.context.get("cpu_quota")
     ctx["CPU quota (cgroup)"] = (f"{quota['cpus']:g} CPUs ({quota['cgroup']})"
                                  if isinstance(quota, dict) else "none")
@@ -147,7 +157,11 @@ def bench_context(facts: HostFacts, policy: Policy, run: BenchRun) -> dict[str, 
     if run.result is not None:
         ctx["llama.cpp build"] = f"{run.result.build_commit} ({run.result.build_number})"
         ctx["backends"] = run.result.backends
-    ctx["model bytes"] = (run.context.get("model") or {}).get("size_bytes")
+    model = run.context.get("model") or {}
+    ctx["model bytes"] = model.get("size_bytes")
+    ctx["model fingerprint"] = model.get("fingerprint")
+    for name, value in sorted((run.context.get("env") or {}).items()):
+        ctx[f"env {name}"] = value
     load = (run.during or {}).get("other_cpu_load")
     if load is not None:
         ctx["other CPU load during the run (CPUs)"] = load
@@ -177,8 +191,9 @@ def context_diff(before: dict[str, Any], after: dict[str, Any]) -> tuple[list[st
         if key in before and key in after and _same(key, a, b):
             same.append(key)
         else:
-            changed.append(f"{key}: {_show(a) if key in before else 'not seen'} -> "
-                           f"{_show(b) if key in after else 'not seen'}")
+            gone = "unset" if key.startswith("env ") else "not seen"
+            changed.append(f"{key}: {_show(a) if key in before else gone} -> "
+                           f"{_show(b) if key in after else gone}")
     return changed, same
 
 
@@ -190,31 +205,57 @@ class TestVerdict:
     now_ts: float
     drop: float  # fraction below the baseline (negative: faster)
     threshold: float  # the drop that warns (fraction)
+    noise: float = 0.0  # one run's relative standard deviation, as measured
+    detectable: float = 0.0  # the smallest drop this comparison can tell from noise
+    tolerance: float = 0.0  # the operator's (omni_bench.tolerance_pct), as a fraction
+
+    @property
+    def blind(self) -> bool:
+        """The noise hides a drop of the operator's tolerance: no pass can be claimed."""
+        return self.detectable > self.tolerance
 
     def line(self) -> str:
         where = (f"{abs(self.drop):.0%} {'below' if self.drop > 0 else 'above'} baseline"
                  if abs(self.drop) >= 0.005 else "at baseline")
-        return (f"{self.name} {where} ({self.now_ts:.1f} vs {self.baseline_ts:.1f} t/s, "
-                f"warns past {self.threshold:.0%})")
+        text = (f"{self.name} {where} ({self.now_ts:.1f} vs {self.baseline_ts:.1f} t/s, "
+                f"noise ±{self.noise:.1%}, detects drops past {self.threshold:.0%})")
+        if self.blind and self.drop <= self.threshold:
+            text += (f": cannot judge drops below {self.detectable:.0%} (tolerance "
+                     f"{self.tolerance:.0%}): record a quieter baseline or raise tolerance_pct")
+        return text
 
 
 MIN_RUNS_FOR_SPREAD = 3
+SIGMAS = 3  # a drop past 3 standard deviations of one run is not noise
+HALVED = 0.5  # a significant drop to half fails however noisy the runs (S-005)
 
 
 def judge_test(name: str, base: list[float], now: list[float], tolerance_pct: float,
-               run_means: list[float] = ()) -> TestVerdict:
-    """``base`` and ``now``: each repetition's tokens/s; ``run_means``: the means of the runs
-    known to be healthy (the baseline and those that passed against it), whose spread is the
-    noise between runs once there are at least three."""
-    mean_b, cv_b = spread(base)
-    mean_n, cv_n = spread(now)
-    within = 3 * math.sqrt((cv_b ** 2 + cv_n ** 2) / 2)
-    between = 3 * spread(list(run_means))[1] if len(run_means) >= MIN_RUNS_FOR_SPREAD else 0.0
-    threshold = max(tolerance_pct / 100, within, between)
-    drop = (mean_b - mean_n) / mean_b
-    status = Status.PASS if drop <= threshold else Status.WARN if drop <= 2 * threshold \
-        else Status.FAIL
-    return TestVerdict(name, status, mean_b, mean_n, drop, threshold)
+               run_centers: list[float] | tuple[float, ...] = ()) -> TestVerdict:
+    """``base`` and ``now``: each repetition's tokens/s; ``run_centers``: the centers of the
+    fit, comparable runs of the host's unchanged state (the baseline's and later ones), whose
+    robust spread is the noise between runs once there are at least three.
+
+    The noise of one run is the larger of the repetitions' pooled robust spread and the spread
+    between runs; ``detectable`` = 3 x that. A drop past max(tolerance, detectable) warns; it
+    fails past 1.5 x that line when it is also twice the tolerance, or when it halves tokens/s
+    (S-005: NPS4). Where ``detectable`` exceeds the tolerance the comparison cannot see a drop
+    the operator cares about: a warn that says so, never a pass."""
+    b, n = estimate(base), estimate(now)
+    within = math.sqrt((b.spread ** 2 + n.spread ** 2) / 2)
+    between = robust_spread(list(run_centers)) if len(run_centers) >= MIN_RUNS_FOR_SPREAD else 0.0
+    noise = max(within, between)
+    tolerance = tolerance_pct / 100
+    detectable = SIGMAS * noise
+    threshold = max(tolerance, detectable)
+    drop = (b.center_ts - n.center_ts) / b.center_ts
+    if drop > threshold:
+        fails = drop > 1.5 * threshold and drop > 2 * tolerance or drop >= HALVED
+        status = Status.FAIL if fails else Status.WARN
+    else:
+        status = Status.WARN if detectable > tolerance else Status.PASS
+    return TestVerdict(name, status, b.center_ts, n.center_ts, drop, threshold, noise,
+                       detectable, tolerance)
 
 
 def ceiling(run: BenchRun, test: BenchTest) -> dict[str, Any]:
@@ -252,58 +293,187 @@ def tests_of(run: BenchRun) -> dict[str, list[float]]:
 
 
 def _evidence(run: BenchRun) -> tuple[Evidence, ...]:
-    lines = [f"{t.name}: {t.mean_ts:.2f} t/s ± {t.cv:.1%} over {len(t.samples_ts)} runs "
-             f"({', '.join(f'{s:.2f}' for s in t.samples_ts)})" for t in run.result.tests] \
+    lines = [f"{t.name}: {t.estimate.center_ts:.2f} t/s ±{t.estimate.spread:.1%} (median and "
+             f"robust spread of {t.estimate.used} of {len(t.samples_ts)} repetitions: "
+             f"{', '.join(f'{s:.2f}' for s in t.samples_ts)})" for t in run.result.tests] \
         if run.result else [*run.stderr_tail[-5:]]
     return (Evidence("bench.llama", " ".join(run.argv) or "llama-bench", tuple(lines)),)
 
 
+def unfit_reasons(spec: BenchSpec, run: BenchRun) -> list[str]:
+    """Why this run cannot be a baseline or a sample of the noise between runs: it was forced,
+    something else ran on the GPUs or the CPUs while it ran, or its repetitions spread wider
+    than a baseline may. [] for a fit run."""
+    why = []
+    if run.gate.get("forced"):
+        why.append("run with --force")
+    busy = run.context.get("busy_before") or []
+    if busy:
+        why.append("busy at the start (" + "; ".join(str(b) for b in busy) + ")")
+    during = run.during or {}
+    others = during.get("other_gpu_processes") or []
+    if others:
+        why.append("other processes on the GPUs during the run: " + ", ".join(map(str, others)))
+    load = during.get("other_cpu_load")
+    if not isinstance(load, (int, float)) or isinstance(load, bool):
+        why.append("the CPU load of other processes during the run was not measured")
+    elif load > spec.max_other_cpus:
+        why.append(f"other processes used {load:.2f} CPUs during the run (a baseline allows "
+                   f"{spec.max_other_cpus:g}: omni_bench.max_other_cpus)")
+    for test in run.result.tests if run.result else ():
+        if test.estimate.spread * 100 > spec.max_spread_pct:
+            why.append(f"{test.name}'s repetitions spread ±{test.estimate.spread:.1%} (a baseline "
+                       f"allows ±{spec.max_spread_pct:g}%: omni_bench.max_spread_pct)")
+    return why
+
+
+@dataclass(frozen=True)
+class StoredRun:
+    """A stored bench's perf.tokens-per-s details, validated: what a later bench reads."""
+
+    tests: dict[str, list[float]]
+    keys: dict[str, tuple[tuple[str, str], ...]]
+    context: dict[str, Any]
+    recorded_baseline: bool
+    fit: bool
+    baseline: str | None  # the stored bench it was judged against
+    changed: tuple[str, ...]
+
+    def centers(self) -> dict[str, float]:
+        return {name: estimate(samples).center_ts for name, samples in self.tests.items()}
+
+
+def read_stored(details: Any) -> StoredRun:
+    """The details of a stored perf.tokens-per-s result; ValueError naming what is wrong (a
+    hand-edited or foreign report must cost its host one warning, never its bench)."""
+    if not isinstance(details, dict) or not isinstance(details.get("tests"), dict):
+        raise ValueError("no tests")
+    tests, keys = {}, {}
+    for name, test in details["tests"].items():
+        samples = test.get("samples_ts") if isinstance(test, dict) else None
+        values = [rate(v) for v in samples] if isinstance(samples, list) and samples else [None]
+        if any(v is None for v in values):
+            raise ValueError(f"{name}: samples_ts is not a list of positive numbers")
+        tests[str(name)] = [float(v) for v in values if v is not None]
+        key = test.get("key") or {}
+        if not isinstance(key, dict):
+            raise ValueError(f"{name}: key is not a mapping")
+        keys[str(name)] = tuple(sorted((str(k), str(v)) for k, v in key.items()))
+    if not tests:
+        raise ValueError("no tests")
+    context = details.get("context") or {}
+    if not isinstance(context, dict):
+        raise ValueError("context is not a mapping")
+    base = details.get("baseline")
+    audit = base.get("audit") if isinstance(base, dict) else None
+    changed = details.get("changed") or []
+    if not isinstance(changed, list):
+        raise ValueError("changed is not a list")
+    # a run stored before fitness was recorded: fit unless it was forced
+    fit = details.get("fit", not details.get("forced")) is True
+    return StoredRun(tests, keys, context, details.get("recorded_baseline") is True, fit,
+                     audit if isinstance(audit, str) else None, tuple(map(str, changed)))
+
+
+def _flag(field: str) -> str:
+    return f"-{SHORT[field]}" if field in SHORT else field
+
+
+def key_diff(before: tuple[tuple[str, str], ...], after: tuple[tuple[str, str], ...]) -> list[str]:
+    """What a test measured differently ("-t 2 -> 1"), over the fields both records have."""
+    a, b = dict(before), dict(after)
+    return [f"{_flag(k)} {a[k]} -> {b[k]}" for k in sorted(a.keys() & b.keys()) if a[k] != b[k]]
+
+
+# The order changes are named in: what takes tokens/s away (other work, limits, the binary,
+# the environment, the platform) before what follows from it (clocks and their reasons).
+CAUSE_ORDER = ("other processes on the GPUs", "CPU quota", "CPUs allowed", "env ",
+               "llama-bench sha256", "lib", "llama.cpp build", "backends", "NUMA", "NVIDIA driver",
+               "CUDA", "kernel", "GPU", "other CPU load", "model bytes")
+SYMPTOMS = ("GPU clock event reasons", "SM clock MHz (median")
+
+
+def _rank(change: str) -> tuple[int, int]:
+    symptom = any(word in change for word in SYMPTOMS)
+    place = next((i for i, word in enumerate(CAUSE_ORDER) if change.startswith(word)),
+                 len(CAUSE_ORDER))
+    return int(symptom), place
+
+
+def _test_details(t: BenchTest) -> dict[str, Any]:
+    est = t.estimate
+    return {"kind": t.kind, "samples_ts": list(t.samples_ts), "mean_ts": round(t.mean_ts, 3),
+            "cv": round(t.cv, 4), "center_ts": round(est.center_ts, 3),
+            "spread": round(est.spread, 4), "params": t.params, "key": dict(t.key)}
+
+
 def judge(meta: CheckMeta, spec: BenchSpec, run: BenchRun, context: dict[str, Any],
           baseline: Baseline | None, *, record: bool) -> CheckResult:
-    """The verdict on one run. ``record``: this run becomes the baseline (the host's first
-    bench, or --baseline); the result's details say so, and later benches find it there."""
+    """The verdict on one run. ``record``: this run is asked to become the baseline
+    (--baseline); with no baseline the run becomes one if fit. A run that is not fit is never
+    a baseline: it is judged (when there is a baseline) and kept as evidence, and says why."""
     if run.error or run.result is None:
         return meta.result(Status.ERROR, f"llama-bench failed: {run.error}", evidence=_evidence(run),
                            details={"error": run.error, "stderr_tail": list(run.stderr_tail)})
-    tests = tests_of(run)
+    tests = {t.name: t for t in run.result.tests}
     limits = {t.name: ceiling(run, t) for t in run.result.tests if t.kind == "tg"}
     ceilings = {n: c for n, c in limits.items() if "ceiling_ts" in c}
     no_ceiling = {n: c["why_not"] for n, c in limits.items() if "why_not" in c}
+    unfit = unfit_reasons(spec, run)
     details: dict[str, Any] = {
-        "tests": {t.name: {"kind": t.kind, "samples_ts": list(t.samples_ts),
-                           "mean_ts": round(t.mean_ts, 3), "cv": round(t.cv, 4),
-                           "params": t.params} for t in run.result.tests},
+        "tests": {t.name: _test_details(t) for t in run.result.tests},
         "context": context, "ceiling": ceilings, "no_ceiling": no_ceiling,
-        "recorded_baseline": record, "forced": bool(run.gate.get("forced"))}
+        "recorded_baseline": False, "forced": bool(run.gate.get("forced")),
+        "fit": not unfit, "unfit": unfit}
     ceiling_note = "; ".join(f"{n} at {c['fraction']:.0%} of its {c['ceiling_ts']:g} t/s ceiling"
                              for n, c in ceilings.items())
-    measured = ", ".join(f"{t.name} {t.mean_ts:.1f} t/s ±{t.cv:.1%}" for t in run.result.tests)
+    measured = ", ".join(f"{t.name} {t.estimate.center_ts:.1f} t/s ±{t.estimate.spread:.1%}"
+                         for t in run.result.tests)
     if record or baseline is None:
-        why = "recorded on purpose (--baseline)" if record and baseline else \
-            "the host's first bench"
+        if unfit:
+            ask = "--baseline refused" if record else "no baseline yet"
+            return meta.result(Status.WARN, f"{ask}: this run is not fit to be one ("
+                               f"{'; '.join(unfit)}); run omni-host bench again when the host is "
+                               f"idle: {measured}", actual=measured, evidence=_evidence(run),
+                               details=details)
+        why = "recorded on purpose (--baseline)" if record else "the host's first bench"
         summary = f"baseline recorded ({why}): {measured}"
         details["recorded_baseline"] = True
         return meta.result(Status.PASS, summary + (f"; {ceiling_note}" if ceiling_note else ""),
                            actual=measured, evidence=_evidence(run), details=details)
     details["baseline"] = {"audit": baseline.audit, "recorded_at": baseline.recorded_at}
-    verdicts = [judge_test(n, baseline.tests[n], tests[n], spec.tolerance_pct,
-                           baseline.run_means.get(n, ()))
-                for n in tests if n in baseline.tests]
-    if not verdicts:
-        return meta.result(Status.SKIP, "not comparable: the baseline measured other tests "
-                           f"({', '.join(baseline.tests)}); record one: omni-host bench --baseline",
+    other = [f"model fingerprint {baseline.context['model fingerprint']} -> "
+             f"{context.get('model fingerprint')} (another file at {spec.model})"] \
+        if baseline.context.get("model fingerprint") not in (None, context.get("model fingerprint")) \
+        else []
+    differ = {n: key_diff(baseline.keys.get(n, ()), t.key) for n, t in tests.items()}
+    comparable = [n for n in tests if n in baseline.tests and not differ[n] and not other]
+    details["not_comparable"] = sorted({*other, *(d for n in tests for d in differ[n])})
+    if not comparable:
+        why = "; ".join(details["not_comparable"]) or \
+            f"the baseline measured other tests ({', '.join(baseline.tests)})"
+        return meta.result(Status.WARN, f"not comparable with baseline {baseline.audit}: {why}; "
+                           "record a new baseline: omni-host bench --baseline",
                            actual=measured, evidence=_evidence(run), details=details)
+    verdicts = [judge_test(n, baseline.tests[n], list(tests[n].samples_ts), spec.tolerance_pct,
+                           baseline.run_centers.get(n, ())) for n in comparable]
     changed, same = context_diff(baseline.context, context)
+    changed.sort(key=_rank)
     details["verdicts"] = {v.name: {"status": v.status.value, "drop": round(v.drop, 4),
-                                    "threshold": round(v.threshold, 4)} for v in verdicts}
+                                    "threshold": round(v.threshold, 4),
+                                    "noise": round(v.noise, 4),
+                                    "detectable": round(v.detectable, 4)} for v in verdicts}
     details["changed"], details["unchanged"] = changed, same
     worst = max(verdicts, key=lambda v: (RANK[v.status], v.drop))
     status = worst.status
     text = "; ".join(v.line() for v in sorted(verdicts, key=lambda v: -v.drop))
-    if status is not Status.PASS:
+    dropped = any(v.drop > v.threshold for v in verdicts)
+    if dropped:
         text += "; since the baseline: " + ("; ".join(changed) if changed else
                                             "no change in the recorded host state")
-    elif ceiling_note:
+    elif status is Status.PASS and ceiling_note:
         text += f"; {ceiling_note}"
+    if unfit:
+        text += f"; not used to learn the noise ({'; '.join(unfit)})"
     return meta.result(status, text, expected=f"within the noise of baseline {baseline.audit}",
                        actual=measured, evidence=_evidence(run), details=details)

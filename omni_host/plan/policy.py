@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import re
 from dataclasses import dataclass
 from functools import lru_cache
@@ -74,6 +75,9 @@ class BenchSpec:
     tolerance_pct: float = 5.0
     budget_s: float = 900.0
     max_busy_pct: float = 10.0
+    max_spread_pct: float = 10.0  # a baseline's repetitions spread at most this much
+    max_other_cpus: float = 0.5  # other processes' CPU load during a baseline, at most (CPUs)
+    env: tuple[tuple[str, str], ...] = ()  # llama-bench's environment as served (GLIBC_TUNABLES)
 
 
 # llama-bench options omni-host sets itself (the model, JSON output, the repetitions).
@@ -313,9 +317,13 @@ def _bench_rules(origin: str, bench: dict[str, Any] | None) -> None:
         raise _fail(origin, "omni_bench.args", f"{own[0]} is set by omni-host (-m from model, "
                     "-o json, -r from repetitions)")
     for key, low in (("repetitions", 2), ("budget_s", 1), ("tolerance_pct", 0),
-                     ("max_busy_pct", 0)):
-        if key in bench and bench[key] < low:
-            raise _fail(origin, f"omni_bench.{key}", f"must be >= {low}, got {bench[key]!r}")
+                     ("max_busy_pct", 0), ("max_spread_pct", 0), ("max_other_cpus", 0)):
+        if key in bench and not (math.isfinite(bench[key]) and bench[key] >= low):
+            raise _fail(origin, f"omni_bench.{key}", f"must be a number >= {low}, "
+                        f"got {bench[key]!r}")
+    for name in bench.get("env") or {}:
+        if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
+            raise _fail(origin, "omni_bench.env", f"{name!r} is not an environment variable name")
 
 
 def _bench_spec(bench: dict[str, Any] | None) -> BenchSpec | None:
@@ -323,7 +331,9 @@ def _bench_spec(bench: dict[str, Any] | None) -> BenchSpec | None:
         return None
     return BenchSpec(bench["llama_bench"], bench["model"], tuple(bench.get("args") or ()),
                      int(bench.get("repetitions", 5)), float(bench.get("tolerance_pct", 5)),
-                     float(bench.get("budget_s", 900)), float(bench.get("max_busy_pct", 10)))
+                     float(bench.get("budget_s", 900)), float(bench.get("max_busy_pct", 10)),
+                     float(bench.get("max_spread_pct", 10)), float(bench.get("max_other_cpus", 0.5)),
+                     tuple(sorted((str(k), str(v)) for k, v in (bench.get("env") or {}).items())))
 
 
 def policy_from_vars(values: dict[str, Any], origin: str,

@@ -10,6 +10,7 @@ runs the collector on the host, so psutil, pynvml and py-cpuinfo are found where
 from __future__ import annotations
 
 import dataclasses
+import json
 import shlex
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -210,7 +211,8 @@ def bench_probe(spec: BenchSpec, *, force: bool = False) -> Probe:
     """The bench probe for a policy's omni_bench: its values travel as argv."""
     argv = ("--llama-bench", spec.llama_bench, "--model", spec.model,
             "--repetitions", str(spec.repetitions), "--budget-s", f"{spec.budget_s:g}",
-            "--max-busy-pct", f"{spec.max_busy_pct:g}", *(("--force",) if force else ()),
+            "--max-busy-pct", f"{spec.max_busy_pct:g}", "--env-json", json.dumps(dict(spec.env)),
+            *(("--force",) if force else ()),
             "--", *spec.args)
     return dataclasses.replace(BENCH, argv=(*BENCH.argv, resources_text("remote/bench.py"), *argv),
                                timeout_s=spec.budget_s + 60)

@@ -19,6 +19,8 @@ llama-bench is this process's child, in the process group the collector kills at
 or when the controller goes away: it never outlives the run. Standard library only, Python 3.6.
 """
 
+import errno
+import fcntl
 import hashlib
 import json
 import os
@@ -41,6 +43,15 @@ GPU_FIELDS_OLD = ("index,name,uuid,pci.bus_id,pcie.link.gen.current,pcie.link.ge
                   "pcie.link.width.current,pcie.link.width.max,power.limit,clocks.max.sm,"
                   "clocks.max.mem,clocks.sm,clocks.mem,power.draw,utilization.gpu,memory.used")
 SAMPLE_FIELDS = "index,clocks.sm,clocks.mem,power.draw,temperature.gpu,utilization.gpu"
+# One bench at a time on a host: two would measure each other (and both call themselves the
+# first). Every user's helper takes this lock; the one that finds it held names its holder.
+LOCK_PATH = "/tmp/omni-host-bench.lock"
+FINGERPRINT_BYTES = 1 << 20
+# The environment that changes what llama.cpp does (F-010's GLIBC_TUNABLES among them); a name
+# that looks like a secret is never recorded.
+ENV_PREFIXES = ("GGML_", "LLAMA_", "OMP_", "GOMP_", "KMP_", "MKL_", "OPENBLAS_", "CUDA_")
+ENV_NAMES = ("GLIBC_TUNABLES", "LD_PRELOAD", "LD_LIBRARY_PATH")
+SECRET_WORDS = ("KEY", "TOKEN", "SECRET", "PASS", "AUTH")
 
 
 def _args(argv):
@@ -274,6 +285,72 @@ class _Sampler(object):
                 "other_gpu_processes": sorted("%s %s" % kv for kv in self.others.items())}
 
 
+def _lock_holder(fd):
+    """The pid (and command) holding the flock on ``fd``'s file, from /proc/locks."""
+    st = os.fstat(fd)
+    want = "%02x:%02x:%d" % (os.major(st.st_dev), os.minor(st.st_dev), st.st_ino)
+    for line in (_read("/proc/locks") or "").splitlines():
+        fields = line.split()
+        if "FLOCK" in fields and len(fields) > 5 and fields[5] == want:
+            pid = fields[4]
+            args = (_read("/proc/%s/cmdline" % pid) or "").split("\0")
+            if "--llama-bench" in args[:-1]:  # this helper: python3 -c <its source> ...
+                what = "omni-host bench of %s" % args[args.index("--llama-bench") + 1]
+            else:
+                what = " ".join(args).strip()[:80]
+            return "pid %s%s" % (pid, " (%s)" % what if what else "")
+    return "another process"
+
+
+def take_lock(path=LOCK_PATH):
+    """(fd, None) holding the host's bench lock, or (None, why not)."""
+    fd = None
+    for _ in range(3):
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+            break
+        except OSError as exc:
+            if exc.errno != errno.ENOENT:
+                return None, "cannot open the bench lock %s: %s" % (path, exc.strerror)
+        try:  # created readable by all: every user's bench takes the one lock
+            fd = os.open(path, os.O_RDONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+            break
+        except OSError as exc:
+            if exc.errno != errno.EEXIST:
+                return None, "cannot create the bench lock %s: %s" % (path, exc.strerror)
+    if fd is None:
+        return None, "cannot open the bench lock %s" % path
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        holder = _lock_holder(fd)
+        os.close(fd)
+        return None, "another bench is running on this host: %s holds %s" % (holder, path)
+    return fd, None
+
+
+def model_identity(path):
+    """The model's size and a fingerprint: sha256 of its size, first and last MiB (its GGUF
+    header, metadata and tensor table, and the end of its weights) - not its path, and not
+    hours of hashing a 400 GB file."""
+    try:
+        size = os.path.getsize(path)
+        digest = hashlib.sha256(str(size).encode())
+        with open(path, "rb") as fh:
+            digest.update(fh.read(FINGERPRINT_BYTES))
+            fh.seek(max(0, size - FINGERPRINT_BYTES))
+            digest.update(fh.read(FINGERPRINT_BYTES))
+    except (IOError, OSError) as exc:
+        return {"path": path, "size_bytes": None, "error": str(exc.strerror or exc)}
+    return {"path": path, "size_bytes": size, "fingerprint": digest.hexdigest()[:16]}
+
+
+def bench_env(env):
+    return dict((k, v[:200]) for k, v in sorted(env.items())
+                if (k.startswith(ENV_PREFIXES) or k in ENV_NAMES)
+                and not any(word in k.upper() for word in SECRET_WORDS))
+
+
 def _reader(pipe, sink, cap):
     size = 0
     for chunk in iter(lambda: pipe.read(65536), b""):
@@ -282,12 +359,12 @@ def _reader(pipe, sink, cap):
             size += len(chunk)
 
 
-def run_bench(argv, budget_s, with_gpus):
+def run_bench(argv, budget_s, with_gpus, env):
     start = time.monotonic()
     busy0 = _cpu_busy_s()
     try:
         proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE)
+                                stderr=subprocess.PIPE, env=env)
     except OSError as exc:
         return {"argv": argv, "exit_code": None, "error": "%s: %s" % (argv[0], exc.strerror or exc)}, None
     children0 = os.times()
@@ -331,6 +408,13 @@ def main(argv):
     opts = _args(argv)
     binary, model = opts["llama_bench"], opts["model"]
     doc = {"helper": 1, "refused": None}
+    env = dict(os.environ)
+    env.update(json.loads(opts.get("env_json") or "{}"))  # omni_bench.env: as served
+    lock, why = take_lock()
+    if lock is None:
+        doc.update({"refused": why, "gate": {}, "context": {}})
+        sys.stdout.write(json.dumps(doc) + "\n")
+        return
     gpus = gpu_state()
     apps = compute_apps() if gpus is not None else None
     doc["gate"] = {"compute_apps": apps, "max_busy_pct": float(opts["max_busy_pct"]),
@@ -342,11 +426,9 @@ def main(argv):
         util = row.get("utilization.gpu [%]", "").replace("%", "").strip()
         if util.isdigit() and int(util) > float(opts["max_busy_pct"]):
             busy.append("GPU %s %s%% busy" % (row.get("index"), util))
-    try:
-        model_size = os.path.getsize(model)
-    except OSError as exc:
-        model_size = None
-        doc["refused"] = "model %s: %s" % (model, exc.strerror or exc)
+    model_id = model_identity(model)
+    if model_id.get("error"):
+        doc["refused"] = "model %s: %s" % (model, model_id["error"])
     if not os.access(binary, os.X_OK):
         doc["refused"] = "llama-bench %s: %s" % (
             binary, "not executable" if os.path.exists(binary) else "no such file")
@@ -359,14 +441,15 @@ def main(argv):
     doc["context"] = {
         "cpus_allowed": affinity, "cpu_quota": cpu_quota(),
         "loadavg": (_read("/proc/loadavg") or "").split()[:3],
-        "model": {"path": model, "size_bytes": model_size},
+        "model": model_id, "env": bench_env(env),
         "gpus": gpus, "nvml": nvml_memory() if gpus is not None else [],
         "busy_before": busy,
     }
     if doc["refused"] is None:
         doc["context"]["binary"] = binary_identity(binary)
         command = [binary, "-m", model, "-o", "json", "-r", opts["repetitions"]] + opts["extra"]
-        doc["run"], doc["during"] = run_bench(command, float(opts["budget_s"]), gpus is not None)
+        doc["run"], doc["during"] = run_bench(command, float(opts["budget_s"]), gpus is not None,
+                                               env)
     sys.stdout.write(json.dumps(doc) + "\n")
 
 

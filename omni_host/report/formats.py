@@ -21,6 +21,7 @@ from omni_host.report.text import (
     perf_result,
     status_of,
     summary_line,
+    test_rate,
 )
 from omni_host.safe_text import each_string, xml_safe
 
@@ -185,7 +186,8 @@ def render_prometheus(doc: dict[str, Any]) -> str:
 
 
 def _tokens_gauges(doc: dict[str, Any]) -> list[str]:
-    """A bench's tokens/s per test (the mean of its repetitions, their relative spread) and,
+    """A bench's tokens/s per test (as judged: the median after the warm-up repetition; the
+    relative spread of all its repetitions) and,
     for generation, the fraction of the bandwidth ceiling reached."""
     rows: dict[str, list[str]] = {"tokens_per_second": [], "tokens_per_second_cv": [],
                                   "tokens_per_second_ceiling_ratio": []}
@@ -193,8 +195,10 @@ def _tokens_gauges(doc: dict[str, Any]) -> list[str]:
         perf = perf_result(h)
         ceilings = ((perf or {}).get("details") or {}).get("ceiling") or {}
         for name, t in bench_tests(h).items():
+            if (rate := test_rate(t)) is None:
+                continue
             labels = f'host="{_label(h["host"])}",test="{_label(name)}",kind="{_label(t["kind"])}"'
-            rows["tokens_per_second"].append(f"omni_host_tokens_per_second{{{labels}}} {t['mean_ts']}")
+            rows["tokens_per_second"].append(f"omni_host_tokens_per_second{{{labels}}} {rate}")
             rows["tokens_per_second_cv"].append(f"omni_host_tokens_per_second_cv{{{labels}}} {t['cv']}")
             if name in ceilings:
                 rows["tokens_per_second_ceiling_ratio"].append(

@@ -27,7 +27,7 @@ from omni_host.model import (
 )
 from omni_host.plan.policy import check_readers
 from omni_host.report.store import audit_dirs
-from omni_host.report.text import bench_tests, perf_result
+from omni_host.report.text import bench_tests, perf_result, test_rate
 from omni_host.resources import TooLarge, read_bounded
 
 BAD = ("fail", "error")
@@ -56,6 +56,7 @@ class StoredAudit:
 class History:
     audits: list[StoredAudit]  # newest first
     warnings: list[str] = field(default_factory=list)
+    unreadable: str | None = None  # why the whole store was not read (another user can write it)
 
     def resolve(self, ref: str) -> StoredAudit:
         from omni_host.errors import UsageError
@@ -85,7 +86,8 @@ def load_history(root: Path) -> History:
     audits, warnings = [], []
     foreign = _foreign(root)
     if foreign:
-        return History([], [f"{root}: {foreign}: the report store is not read"])
+        why = f"{root}: {foreign}: the report store is not read"
+        return History([], [why], why)
     for directory in audit_dirs(root):
         foreign = _foreign(directory)
         if foreign:
@@ -169,10 +171,11 @@ def moved_with(policy: dict[str, Change]) -> frozenset[str]:
 
 
 def tokens_changes(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Change]:
-    """Each test both entries measured (two benches): its mean tokens/s then and now."""
-    before, after = bench_tests(old), bench_tests(new)
-    return {name: Change(before[name]["mean_ts"], after[name]["mean_ts"])
-            for name in after if name in before}
+    """Each test both entries measured (two benches): its tokens/s then and now."""
+    before = {n: test_rate(t) for n, t in bench_tests(old).items()}
+    after = {n: test_rate(t) for n, t in bench_tests(new).items()}
+    return {name: Change(before[name], rate) for name, rate in after.items()
+            if rate is not None and before.get(name) is not None}
 
 
 def policy_changes(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Change]:
@@ -260,7 +263,8 @@ def tokens_trends(history: History, doc: dict[str, Any]) -> dict[str, dict[str, 
         per_test: dict[str, list[tuple[str, float]]] = {}
         for started, entry in _entries(history, doc, host):
             for name, test in bench_tests(entry).items():
-                per_test.setdefault(name, []).append((_when(started), float(test["mean_ts"])))
+                if (rate := test_rate(test)) is not None:
+                    per_test.setdefault(name, []).append((_when(started), rate))
         if per_test:
             out[host["host"]] = per_test
     return out

@@ -72,6 +72,17 @@ def bench_tests(host: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return ((perf_result(host) or {}).get("details") or {}).get("tests") or {}
 
 
+def test_rate(test: Any) -> float | None:
+    """A stored test's tokens/s as judged (the median after the warm-up repetition; the mean
+    in benches stored before that), None where the stored value is not a rate."""
+    if not isinstance(test, dict):
+        return None
+    value = test.get("center_ts", test.get("mean_ts"))
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return float(value) if 0 < value < float("inf") else None
+
+
 def last_bench_line(bench: dict[str, Any], now: float | None) -> str:
     """An audit's line on the host's newest bench: its verdict, age and summary."""
     hours = max(0.0, (float(now or 0) - float(bench["at"])) / 3600)

@@ -26,6 +26,45 @@ SHORT = {"n_threads": "t", "n_gpu_layers": "ngl", "split_mode": "sm", "tensor_sp
          "n_cpu_moe": "ncmoe", "main_gpu": "mg", "no_kv_offload": "nkvo"}
 
 
+# llama-bench's record fields that are not what was measured: the results, when, where the
+# model file lies (its identity is the helper's fingerprint) and what the binary and hardware
+# are (those are attributed changes: a rebuild is F-003, not "not comparable"). Every other
+# field (threads, layers, split, batch, types, devices, the model's type/size/parameters, and
+# any field a newer llama-bench adds) is part of the comparability key.
+NOT_KEY = frozenset({"build_commit", "build_number", "cpu_info", "gpu_info", "backends",
+                     "model_filename", "test_time", "avg_ns", "stddev_ns", "avg_ts", "stddev_ts",
+                     "samples_ns", "samples_ts"})
+MAX_TS = 1e9  # tokens/s past this is not a measurement (samples_ts of 1e308 overflowed the mean)
+WARM_UP = 1  # repetitions dropped first: llama-bench's first is slow on both machines measured
+MAD_TO_SD = 1.4826  # a normal distribution's standard deviation from its median absolute deviation
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """A test's tokens/s as judged: the median of the repetitions after the warm-up one, and
+    their spread (1.4826 x the median absolute deviation, relative: a standard deviation that
+    one outlier cannot widen). Chosen on real runs (docs/bench.md, "The estimator")."""
+
+    center_ts: float
+    spread: float  # relative
+    used: int  # repetitions it stands on
+
+
+def estimate(samples: tuple[float, ...] | list[float]) -> Estimate:
+    values = sorted(samples[WARM_UP:] if len(samples) >= 2 + WARM_UP else samples)
+    center = statistics.median(values)
+    if len(values) < 2 or center <= 0:
+        return Estimate(center, 0.0, len(values))
+    mad = statistics.median(abs(v - center) for v in values)
+    return Estimate(center, MAD_TO_SD * mad / center, len(values))
+
+
+def robust_spread(centers: list[float]) -> float:
+    """The relative spread of several runs' centers (1.4826 x MAD / median)."""
+    mid = statistics.median(centers)
+    return MAD_TO_SD * statistics.median(abs(c - mid) for c in centers) / mid if mid > 0 else 0.0
+
+
 @dataclass(frozen=True)
 class BenchTest:
     """One llama-bench test: its name, every repetition's tokens/s, and what it ran on."""
@@ -34,6 +73,7 @@ class BenchTest:
     kind: str  # "pp" (prompt processing), "tg" (generation) or "pg" (both)
     samples_ts: tuple[float, ...]
     params: dict[str, Any]
+    key: tuple[tuple[str, str], ...] = ()  # what was measured: (field, JSON value), sorted
 
     @property
     def mean_ts(self) -> float:
@@ -49,12 +89,24 @@ class BenchTest:
         """Relative spread of the repetitions (stdev / mean)."""
         return spread(self.samples_ts)[1]
 
+    @property
+    def estimate(self) -> Estimate:
+        return estimate(self.samples_ts)
+
 
 def spread(samples: list[float] | tuple[float, ...]) -> tuple[float, float]:
-    """(mean, relative standard deviation) of tokens/s samples: the one noise measure."""
+    """(mean, relative standard deviation) of tokens/s samples, as llama-bench reports them."""
     mean = statistics.fmean(samples)
     sd = statistics.stdev(samples) if len(samples) > 1 else 0.0
     return mean, sd / mean if mean else 0.0
+
+
+def rate(value: Any) -> float | None:
+    """A tokens/s value, or None where it is not one (a bool, NaN, infinite, <= 0, absurd)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    number = float(value)
+    return number if math.isfinite(number) and 0 < number < MAX_TS else None
 
 
 @dataclass(frozen=True)
@@ -70,8 +122,15 @@ class LlamaBench:
     gpu_info: str | None
 
 
+def _count(rec: dict[str, Any], key: str) -> int:
+    value = rec.get(key) or 0
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ParseError(f"llama-bench's {key} is not a count: {excerpt(str(value), 40)!r}")
+    return value
+
+
 def _name(rec: dict[str, Any]) -> tuple[str, str]:
-    n_prompt, n_gen = int(rec.get("n_prompt") or 0), int(rec.get("n_gen") or 0)
+    n_prompt, n_gen = _count(rec, "n_prompt"), _count(rec, "n_gen")
     if n_prompt and n_gen:
         kind, name = "pg", f"pp{n_prompt}+tg{n_gen}"
     elif n_gen:
@@ -80,28 +139,35 @@ def _name(rec: dict[str, Any]) -> tuple[str, str]:
         kind, name = "pp", f"pp{n_prompt}"
     else:
         raise ParseError("a llama-bench record with neither n_prompt nor n_gen")
-    depth = int(rec.get("n_depth") or 0)
+    depth = _count(rec, "n_depth")
     return kind, name + (f"@d{depth}" if depth else "")
 
 
 def _samples(rec: dict[str, Any]) -> tuple[float, ...]:
+    """Every repetition's tokens/s, each a finite positive number below MAX_TS (checked here,
+    at the boundary: a 0 baseline divided every later bench by zero)."""
     samples = rec.get("samples_ts")
     if not isinstance(samples, list) or not samples:
-        if isinstance(rec.get("avg_ts"), (int, float)):
-            return (float(rec["avg_ts"]),)
-        raise ParseError("a llama-bench record without samples_ts or avg_ts")
-    values = tuple(float(s) for s in samples if isinstance(s, (int, float)))
-    if len(values) != len(samples) or any(not math.isfinite(v) or v <= 0 for v in values):
-        raise ParseError(f"samples_ts holds something other than positive numbers: "
-                         f"{excerpt(json.dumps(samples), 80)}")
+        if "avg_ts" not in rec:
+            raise ParseError("a llama-bench record without samples_ts or avg_ts")
+        samples = [rec["avg_ts"]]
+    values = tuple(v for v in (rate(s) for s in samples) if v is not None)
+    if len(values) != len(samples):
+        raise ParseError(f"tokens/s holds something other than positive numbers: "
+                         f"{excerpt(json.dumps(samples, default=str), 80)}")
     return values
+
+
+def _key(rec: dict[str, Any]) -> tuple[tuple[str, str], ...]:
+    return tuple(sorted((k, json.dumps(v, sort_keys=True, default=str))
+                        for k, v in rec.items() if k not in NOT_KEY))
 
 
 def parse_llama_bench_json(text: str) -> LlamaBench:
     """``llama-bench -o json``: a JSON array of records (one per test and parameter set)."""
     try:
         records = json.loads(text)
-    except ValueError as exc:
+    except (ValueError, RecursionError) as exc:
         raise ParseError(f"llama-bench output is not JSON ({exc}): {excerpt(text, 120)!r}") from exc
     if not isinstance(records, list) or not records or not all(isinstance(r, dict) for r in records):
         raise ParseError(f"llama-bench JSON is not a list of records: {excerpt(text, 120)!r}")
@@ -112,7 +178,7 @@ def parse_llama_bench_json(text: str) -> LlamaBench:
         if varying:
             name += " " + " ".join(f"{SHORT[k]}={rec.get(k)}" for k in varying)
         params = {k: rec.get(k) for k in VARYING if k in rec}
-        tests.append(BenchTest(name, kind, _samples(rec), params))
+        tests.append(BenchTest(name, kind, _samples(rec), params, _key(rec)))
     first = records[0]
 
     def text_of(key: str) -> str | None:
@@ -121,7 +187,7 @@ def parse_llama_bench_json(text: str) -> LlamaBench:
 
     def int_of(key: str) -> int | None:
         value = first.get(key)
-        return int(value) if isinstance(value, (int, float)) else None
+        return value if isinstance(value, int) and not isinstance(value, bool) else None
 
     return LlamaBench(tuple(tests), text_of("build_commit"), int_of("build_number"),
                       text_of("backends"), text_of("model_type"), int_of("model_size"),

@@ -1,0 +1,218 @@
+"""A tokens/s verdict that can be trusted (issue 32): a baseline only from a fit run, noise
+that cannot blind the verdict, only comparable runs compared, and bad numbers that never cost
+a host its bench history. Replayed from the lent H100's real bundles where a GPU is needed;
+the rest for real on this machine (a real llama-bench, real CPU load, the real lock)."""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from conftest import run_cli
+from test_bench import _judged
+
+from omni_host.app.bench import find_baseline
+from omni_host.errors import ParseError
+from omni_host.model import Status
+from omni_host.probes.parsers.bench import parse_llama_bench_json
+from omni_host.report.history import load_history
+
+CAPTURE = Path(__file__).parent / "fixtures" / "captures" / "llama-bench" / \
+    "llama-bench-json_vm-epyc-2cpu_tiny-f16_r3.json"
+
+
+# -- bad numbers are refused where they enter ------------------------------------------------
+def _record(**change) -> str:
+    """The VM's real llama-bench record, with one field changed as a broken build might."""
+    records = json.loads(CAPTURE.read_text())
+    records[0].update(change)
+    return json.dumps(records)
+
+
+@pytest.mark.parametrize("change", [
+    {"samples_ts": None, "avg_ts": 0},             # the fallback: 0 divided every later bench
+    {"samples_ts": [], "avg_ts": float("nan")},    # NaN was stored as invalid JSON
+    {"samples_ts": None, "avg_ts": True},          # a boolean read as 1.0 t/s
+    {"samples_ts": [True, 5000.0, 4000.0]},
+    {"samples_ts": [1e308, 1e308, 1e308]},         # overflowed the mean: nothing stored, any host
+    {"samples_ts": [float("inf"), 1.0, 1.0]},
+    {"n_prompt": "64"},
+    {"n_depth": -1},
+])
+def test_bad_numbers_from_llama_bench_are_a_parse_error(change: dict) -> None:
+    with pytest.raises(ParseError):
+        parse_llama_bench_json(_record(**change))
+
+
+def test_the_real_capture_still_reads() -> None:
+    parsed = parse_llama_bench_json(_record())
+    assert [t.name for t in parsed.tests] == ["pp64", "tg32"]
+    key = dict(parsed.tests[0].key)
+    assert key["n_threads"] == "2" and "samples_ts" not in key and "model_filename" not in key
+
+
+def _stored_reports(store: Path) -> list[Path]:
+    return sorted(store.glob("*/report.json"))
+
+
+@pytest.mark.parametrize("damage", [
+    lambda d: d.update(tests=["pp512"]),
+    lambda d: d["tests"]["tg128"].update(samples_ts=["fast", 1]),
+    lambda d: d["tests"]["tg128"].update(samples_ts=[0, 0]),
+    lambda d: d.update(context="none"),
+    lambda d: d.pop("tests"),
+])
+def test_a_malformed_stored_bench_is_skipped_with_one_warning(tmp_path: Path, damage) -> None:
+    """A hand-edited stored bench crashed every later bench of its host (TypeError,
+    KeyError): now it is skipped, once, by name, and the older baseline is used."""
+    store = tmp_path / "store"
+    _judged("baseline", store, record=True)
+    _judged("unchanged", store, record=True)  # the newer baseline, then damaged
+    newest = _stored_reports(store)[-1]
+    doc = json.loads(newest.read_text())
+    perf = next(r for r in doc["hosts"][0]["results"] if r["id"] == "perf.tokens-per-s")
+    damage(perf["details"])
+    newest.write_text(json.dumps(doc))
+    warnings: list[str] = []
+    found = find_baseline(load_history(store), doc["hosts"][0]["host"], warnings.append)
+    assert found is not None and found.audit == load_history(store).audits[-1].id
+    assert len(warnings) == 1 and "stored bench is malformed" in warnings[0]
+    assert str(newest) in warnings[0]
+    result, _, _ = _judged("busy-forced", store)  # and the next bench is judged
+    assert result.status is Status.FAIL
+
+
+# -- a baseline only from a fit run -----------------------------------------------------------
+def test_a_forced_first_run_is_never_the_baseline(tmp_path: Path) -> None:
+    """The H100's run beside a competing GPU load (--force, 61 t/s): it was silently the
+    baseline, and every later run then passed at +1370%."""
+    store = tmp_path / "store"
+    forced, _, _ = _judged("busy-forced", store)
+    assert forced.status is Status.WARN
+    assert forced.summary.startswith("no baseline yet: this run is not fit to be one (run with "
+                                     "--force; busy at the start (process 5632 (python3) on a GPU")
+    assert forced.details["recorded_baseline"] is False and forced.details["fit"] is False
+    host = json.loads(_stored_reports(store)[0].read_text())["hosts"][0]["host"]
+    assert find_baseline(load_history(store), host) is None
+    base, _, _ = _judged("baseline", store)  # the next idle run is the first baseline
+    assert base.status is Status.PASS and base.details["recorded_baseline"] is True
+    again, _, _ = _judged("busy-forced", store)
+    assert again.status is Status.FAIL  # and the load is caught against it
+    assert again.details["verdicts"]["pp512"]["status"] == "fail"  # prompt processing too
+    assert again.details["changed"][0] == "other processes on the GPUs: none -> 5632 python3"
+
+
+def test_baseline_asked_of_an_unfit_run_is_refused(tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    _judged("baseline", store, record=True)
+    refused, _, _ = _judged("busy-forced", store, record=True)
+    assert refused.status is Status.WARN
+    assert refused.summary.startswith("--baseline refused: this run is not fit to be one")
+    host = json.loads(_stored_reports(store)[0].read_text())["hosts"][0]["host"]
+    assert find_baseline(load_history(store), host).audit == load_history(store).audits[-1].id
+
+
+def _local_inventory(path: Path, binary: Path, model: Path, **bench) -> Path:
+    spec = {"llama_bench": str(binary), "model": str(model),
+            "args": ["-p", "64", "-n", "16", "-t", "2"], "repetitions": 3, **bench}
+    path.write_text(json.dumps({"all": {"hosts": {"box": {
+        "ansible_connection": "local", "omni_build_packages": [], "omni_bench": spec}}}}))
+    return path
+
+
+def _perf(result) -> dict:
+    doc = json.loads(result.stdout)
+    return next(r for r in doc["hosts"][0]["results"] if r["id"] == "perf.tokens-per-s")
+
+
+@pytest.mark.system  # a real llama-bench beside a real busy loop
+def test_a_run_busy_during_the_run_is_not_a_baseline(llama, tmp_path: Path) -> None:
+    """Idle at the gate, busy while it ran: two busy loops start with the bench. The run's
+    own context measures the other CPU load; it is kept as evidence, never the baseline."""
+    binary, model = llama
+    inv = _local_inventory(tmp_path / "hosts.yml", binary, model)
+    hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(2)]
+    try:
+        result = run_cli("bench", "-i", str(inv), "box", "--report-dir", str(tmp_path / "s"),
+                         "--format", "json", timeout=300)
+    finally:
+        for hog in hogs:
+            hog.kill()
+            hog.wait()
+    perf = _perf(result)
+    assert perf["status"] == "warn", perf["summary"]
+    assert perf["details"]["recorded_baseline"] is False
+    load = perf["details"]["context"]["other CPU load during the run (CPUs)"]
+    assert load > 0.5
+    assert f"other processes used {load:.2f} CPUs during the run" in perf["summary"]
+    assert find_baseline(load_history(tmp_path / "s"), "box") is None
+
+
+@pytest.mark.system
+def test_a_second_bench_of_the_host_is_refused_naming_the_first(llama, tmp_path: Path) -> None:
+    """Two benches of one host at once measured each other and both called themselves the
+    host's first. The helper's host-side lock refuses the second, naming the first."""
+    binary, model = llama
+    inv = _local_inventory(tmp_path / "hosts.yml", binary, model, repetitions=200)
+    first = subprocess.Popen([sys.executable, "-m", "omni_host", "bench", "-i", str(inv), "box",
+                              "--report-dir", str(tmp_path / "s1")],
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 60
+        while not subprocess.run(["pgrep", "-f", f"{binary} -m {model}"],
+                                 capture_output=True).stdout and time.monotonic() < deadline:
+            time.sleep(0.2)
+        bench_pid = subprocess.run(["pgrep", "-f", f"{binary} -m {model}"], capture_output=True,
+                                   text=True).stdout.split()[0]
+        helper = Path(f"/proc/{bench_pid}/stat").read_text().rsplit(")", 1)[1].split()[1]
+        second = run_cli("bench", "-i", str(inv), "box", "--report-dir", str(tmp_path / "s2"))
+    finally:
+        first.terminate()
+        first.wait(30)
+    assert second.code == 2, second.stderr
+    line = second.stderr.strip().splitlines()[-1]
+    assert line.startswith("omni-host: box: bench refused: another bench is running on this "
+                           "host: pid ")
+    assert f"pid {helper} (omni-host bench of {binary}) holds /tmp/omni-host-bench.lock" in line
+    assert not (tmp_path / "s2").exists()
+
+
+def test_the_lock_of_another_process_refuses_and_names_it(tmp_path: Path) -> None:
+    """The lock itself: held by this test process, a bench refuses before it measures."""
+    from omni_host.remote import bench as helper
+
+    lock = tmp_path / "bench.lock"
+    fd = os.open(lock, os.O_RDONLY | os.O_CREAT, 0o644)
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    try:
+        got, why = helper.take_lock(str(lock))
+    finally:
+        os.close(fd)
+    assert got is None and why.startswith(f"another bench is running on this host: pid {os.getpid()}")
+    got, why = helper.take_lock(str(lock))  # released: taken
+    assert got is not None and why is None
+    os.close(got)
+    link = tmp_path / "link.lock"
+    link.symlink_to(tmp_path / "elsewhere")
+    got, why = helper.take_lock(str(link))  # a planted symlink is never followed
+    assert got is None and "cannot" in why and not (tmp_path / "elsewhere").exists()
+
+
+def test_a_store_others_can_write_refuses_the_bench(tmp_path: Path) -> None:
+    """Not read (correctly), but every bench then said "the host's first bench" and stored
+    a new baseline there: now refused before anything runs or is claimed."""
+    store = tmp_path / "store"
+    store.mkdir()
+    store.chmod(0o777)
+    inv = _local_inventory(tmp_path / "hosts.yml", Path("/bin/true"), Path("/etc/hostname"))
+    result = run_cli("bench", "-i", str(inv), "box", "--report-dir", str(store))
+    assert result.code == 2
+    assert f"bench refused: {store}: " in result.stderr
+    assert "no baseline can be found or kept there" in result.stderr
+    assert list(store.iterdir()) == []
