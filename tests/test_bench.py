@@ -296,12 +296,13 @@ def test_bench_loop_baseline_unchanged_quota_and_back(sshd: Sshd, llama, tmp_pat
     assert "this run is the host's baseline from now on" in first.stderr
     assert perf["details"]["context"]["CPU quota (cgroup)"] == "none"
     again, perf = _bench(sshd, inv, store)
-    assert again.code == 0, perf["summary"]
-    # An unchanged rerun never fails. On this shared 2-vCPU VM a noisy moment can make it
-    # warn (pp128 -34% against a 32% warning line was seen once in a fresh clone with nothing
-    # else running); the verdict then still blames nothing: no state of the host changed (the
-    # load other processes put on the CPUs is measured, not state).
-    assert perf["status"] in ("pass", "warn"), perf["summary"]
+    # An unchanged rerun never fails for nothing. On this shared 2-vCPU VM a noisy moment can
+    # make it warn, and other work on the machine (another test suite, a build) can really
+    # slow it: pp128 -87% was seen with 0.83 CPUs of other load. It then fails naming that
+    # load first, the measured cause; no state of the host is blamed either way.
+    assert perf["status"] in ("pass", "warn") or \
+        perf["details"]["changed"][0].startswith("other CPU load during the run"), perf["summary"]
+    assert again.code == (1 if perf["status"] == "fail" else 0), again.stderr
     assert [c for c in perf["details"]["changed"] if not c.startswith("other CPU load")] == []
     assert perf["details"]["baseline"]["audit"] in first.stderr
     quota = CpuQuota(sshd.proc.pid, 0.3)

@@ -225,11 +225,65 @@ def _sha256(path):
     return digest.hexdigest()
 
 
+def _hash_cache_path():
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(base, "omni-host", "bench-sha256.json")
+
+
+def _stat_key(path):
+    st = os.stat(path)
+    return [st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns]
+
+
+def cached_sha256(paths, cache_path=None):
+    """path -> sha256 of each file, read again only where its device, inode, size, mtime or
+    ctime moved since this user's last bench (a CUDA llama-bench is hundreds of MB: hashing
+    it every run was most of the bench's fixed cost). ctime cannot be set back by a user, so
+    a rewritten file is always read again. The cache is the user's own (0600)."""
+    cache_path = cache_path or _hash_cache_path()
+    try:
+        with open(cache_path) as fh:
+            cache = json.load(fh)
+        if not isinstance(cache, dict):
+            cache = {}
+    except (IOError, OSError, ValueError):
+        cache = {}
+    out, changed = {}, False
+    for path in paths:
+        try:
+            key = _stat_key(path)
+        except OSError as exc:
+            out[path] = "unreadable: %s" % (exc.strerror or exc)
+            continue
+        entry = cache.get(path)
+        if isinstance(entry, dict) and entry.get("stat") == key and entry.get("sha256"):
+            out[path] = entry["sha256"]
+            continue
+        out[path] = _sha256(path)
+        if not out[path].startswith("unreadable"):
+            cache[path] = {"stat": key, "sha256": out[path]}
+            changed = True
+    if changed:
+        try:
+            folder = os.path.dirname(cache_path)
+            if not os.path.isdir(folder):
+                os.makedirs(folder, 0o700)
+            keep = dict(list(cache.items())[-64:])
+            tmp = "%s.%d.tmp" % (cache_path, os.getpid())
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+            with os.fdopen(fd, "w") as fh:
+                json.dump(keep, fh)
+            os.rename(tmp, cache_path)
+        except (IOError, OSError):
+            pass  # a cache that cannot be written costs time, never a result
+    return out
+
+
 def binary_identity(path):
     """The binary's sha256 and that of the ggml/llama libraries beside it or in ../lib (a
     shared build reads its kernels from those)."""
     here = os.path.dirname(os.path.abspath(path))
-    libs = {}
+    libs = []
     for folder in (here, os.path.join(os.path.dirname(here), "lib")):
         try:
             names = sorted(os.listdir(folder))
@@ -239,8 +293,10 @@ def binary_identity(path):
             if name.startswith(("libggml", "libllama")) and ".so" in name:
                 full = os.path.join(folder, name)
                 if not os.path.islink(full):
-                    libs[name] = _sha256(full)
-    return {"path": path, "sha256": _sha256(path), "libs": libs}
+                    libs.append((name, full))
+    digests = cached_sha256([path] + [full for _, full in libs])
+    return {"path": path, "sha256": digests[path],
+            "libs": dict((name, digests[full]) for name, full in libs)}
 
 
 def _cpu_busy_s():
@@ -264,6 +320,7 @@ class _Sampler(object):
         self.samples = []
         self.others = {}
         self.reasons = set()
+        self.lock = threading.Lock()
         self.thread = threading.Thread(target=self.loop)
         self.thread.daemon = True
 
@@ -272,17 +329,21 @@ class _Sampler(object):
             code, out, _ = _smi(["--query-gpu=" + SAMPLE_FIELDS, "--format=csv,noheader,nounits"], 10)
             if code != 0:
                 return
-            self.samples.append([line.split(", ") for line in out.splitlines() if line.strip()])
+            rows = [line.split(", ") for line in out.splitlines() if line.strip()]
             code, out, _ = _smi(["--query-gpu=clocks_event_reasons.active", "--format=csv,noheader"], 10)
-            if code == 0:
-                self.reasons.update(v.strip() for v in out.splitlines() if v.strip())
-            for app in compute_apps() or []:
-                if app.get("pid") != self.own_pid:
-                    self.others[app.get("pid")] = app.get("process_name")
+            reasons = [v.strip() for v in out.splitlines() if v.strip()] if code == 0 else []
+            apps = compute_apps() or []
+            with self.lock:
+                self.samples.append(rows)
+                self.reasons.update(reasons)
+                for app in apps:
+                    if app.get("pid") != self.own_pid:
+                        self.others[app.get("pid")] = app.get("process_name")
 
     def result(self):
-        return {"samples": self.samples[:600], "event_reasons": sorted(self.reasons),
-                "other_gpu_processes": sorted("%s %s" % kv for kv in self.others.items())}
+        with self.lock:
+            return {"samples": self.samples[:600], "event_reasons": sorted(self.reasons),
+                    "other_gpu_processes": sorted("%s %s" % kv for kv in self.others.items())}
 
 
 def _lock_holder(fd):
@@ -387,9 +448,9 @@ def run_bench(argv, budget_s, with_gpus, env):
     for reader in readers:
         reader.join(5)
     wall = time.monotonic() - start
-    if sampler:
+    if sampler:  # its nvidia-smi in flight (up to 0.3 s) is not waited for: the samples so far
         sampler.stop.set()
-        sampler.thread.join(15)
+        sampler.thread.join(0.05)
     children = os.times()
     own = (children[2] - children0[2]) + (children[3] - children0[3])
     busy1 = _cpu_busy_s()
@@ -404,6 +465,26 @@ def run_bench(argv, budget_s, with_gpus, env):
     return run, during
 
 
+def _together(**calls):
+    """Each call in a thread of its own (nvidia-smi, NVML and hashing wait on different
+    things): name -> its result, None where it raised."""
+    found = {}
+
+    def one(name, call):
+        try:
+            found[name] = call()
+        except Exception:  # noqa: BLE001 - one probe's failure is that probe's None
+            found[name] = None
+
+    threads = [threading.Thread(target=one, args=item) for item in calls.items()]
+    for thread in threads:
+        thread.daemon = True
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return found
+
+
 def main(argv):
     opts = _args(argv)
     binary, model = opts["llama_bench"], opts["model"]
@@ -415,8 +496,11 @@ def main(argv):
         doc.update({"refused": why, "gate": {}, "context": {}})
         sys.stdout.write(json.dumps(doc) + "\n")
         return
-    gpus = gpu_state()
-    apps = compute_apps() if gpus is not None else None
+    started = time.monotonic()
+    found = _together(gpu=gpu_state, apps=compute_apps, nvml=nvml_memory,
+                      binary=lambda: binary_identity(binary), model=lambda: model_identity(model))
+    gpus = found["gpu"]
+    apps = found["apps"] if gpus is not None else None
     doc["gate"] = {"compute_apps": apps, "max_busy_pct": float(opts["max_busy_pct"]),
                    "forced": opts["force"]}
     busy = []
@@ -426,7 +510,7 @@ def main(argv):
         util = row.get("utilization.gpu [%]", "").replace("%", "").strip()
         if util.isdigit() and int(util) > float(opts["max_busy_pct"]):
             busy.append("GPU %s %s%% busy" % (row.get("index"), util))
-    model_id = model_identity(model)
+    model_id = found["model"]
     if model_id.get("error"):
         doc["refused"] = "model %s: %s" % (model, model_id["error"])
     if not os.access(binary, os.X_OK):
@@ -442,14 +526,16 @@ def main(argv):
         "cpus_allowed": affinity, "cpu_quota": cpu_quota(),
         "loadavg": (_read("/proc/loadavg") or "").split()[:3],
         "model": model_id, "env": bench_env(env),
-        "gpus": gpus, "nvml": nvml_memory() if gpus is not None else [],
+        "gpus": gpus, "nvml": (found["nvml"] or []) if gpus is not None else [],
         "busy_before": busy,
     }
+    doc["timing"] = {"before_s": round(time.monotonic() - started, 3)}
     if doc["refused"] is None:
-        doc["context"]["binary"] = binary_identity(binary)
+        doc["context"]["binary"] = found["binary"]
         command = [binary, "-m", model, "-o", "json", "-r", opts["repetitions"]] + opts["extra"]
         doc["run"], doc["during"] = run_bench(command, float(opts["budget_s"]), gpus is not None,
                                                env)
+        doc["timing"]["total_s"] = round(time.monotonic() - started, 3)
     sys.stdout.write(json.dumps(doc) + "\n")
 
 

@@ -1,0 +1,134 @@
+#!/bin/bash
+# The trustworthy tokens/s verdict on a lent GPU machine (issue 32), as an operator runs it, in
+# one call: llama-bench built with CUDA from the llama-cpp-python 0.3.36 sdist's sources, a
+# 1.7 GB random-weight F16 llama, the documented config (-p 512 -n 128 -ngl 99 -fa 1 -r 5).
+# Carried in .devcarry/ (the machine reaches no registry): whl/, llama-src.tar.gz, vocab.gguf.
+#   overhead: omni-host bench against the same llama-bench by hand, interleaved, 7 pairs;
+#   series:   baseline, unchanged runs, a competing GPU load started after the gate, the gate
+#             refusing under load, --force under load, --baseline refused under load, after;
+#   offload:  partial offload (-ngl 7 of 14 layers), then the CPUs allowed narrowed to 2.
+# Usage: bash benchmarks/bench_trust_gpu.sh OUTDIR   (everything lands in OUTDIR/trust.tar.gz)
+set -u
+final=$1 out=/tmp/trust
+mkdir -p "$out" "$final"
+python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .devcarry/whl/*.whl \
+  > "$out/pip.log" 2>&1 || { echo "wheels did not install"; tail -5 "$out/pip.log"; }
+export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1
+ll=/tmp/llama.cpp bin=/tmp/llama.cpp/build/bin/llama-bench model=/tmp/model.gguf
+nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.mem --format=csv
+t0=$(date +%s)
+mkdir -p "$ll" && tar xzf .devcarry/llama-src.tar.gz -C "$ll"
+( cmake -S "$ll" -B "$ll/build" -DGGML_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 -DBUILD_SHARED_LIBS=OFF \
+    -DLLAMA_CURL=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=OFF \
+    -DCMAKE_BUILD_TYPE=Release && cmake --build "$ll/build" --target llama-bench -j "$(nproc)" ) \
+  > "$out/build.log" 2>&1 &
+build=$!
+python3 tests/random_llama.py .devcarry/vocab.gguf "$model" --embd 2048 --layers 14 --ff 5632 \
+  --heads 16 > "$out/model.log" 2>&1
+wait $build; echo "build exit $? after $(( $(date +%s) - t0 )) s; $(ls -la $bin 2>&1)"
+[ -x "$bin" ] || { tail -20 "$out/build.log"; exit 1; }
+
+inventory() {  # inventory FILE ARGS-JSON
+  cat > "$1" <<YML
+all:
+  hosts:
+    gpu:
+      ansible_connection: local
+      omni_build_packages: []
+      omni_swap_size_mib: 0
+      omni_bench:
+        llama_bench: "$bin"
+        model: "$model"
+        args: $2
+        repetitions: 5
+YML
+}
+DOC='["-p", "512", "-n", "128", "-ngl", "99", "-fa", "1"]'
+inventory /tmp/inv.yml "$DOC"
+inventory /tmp/inv-offload.yml '["-p", "512", "-n", "128", "-ngl", "7", "-fa", "1", "-t", "16"]'
+bench() {  # bench NAME INVENTORY STORE [flags]: JSON report, exit code and its lines
+  local name=$1 inv=$2 store=$3; shift 3
+  python3 -m omni_host bench -i "$inv" gpu --report-dir "$store" --format json "$@" \
+    > "$out/$name.json" 2> "$out/$name.err"
+  echo "== $name: exit $?; $(grep -v '^omni-host: bench stored' "$out/$name.err" | tr '\n' ' ' | cut -c1-400)"
+  python3 - "$out/$name.json" <<'PY'
+import json, sys
+try:
+    doc = json.load(open(sys.argv[1]))
+except ValueError:
+    sys.exit()
+for h in doc["hosts"]:
+    for r in h["results"]:
+        if r["id"] == "perf.tokens-per-s":
+            print("  ", r["status"], r["summary"][:900])
+            print("   changed:", r["details"].get("changed"), "unfit:", r["details"].get("unfit"))
+PY
+}
+
+# -- overhead: interleaved pairs, medians ------------------------------------------------------
+python3 - "$bin" "$model" "$out" <<'PY'
+import json, statistics, subprocess, sys, time
+binary, model, out = sys.argv[1:4]
+by_hand = [binary, "-m", model, "-o", "json", "-r", "5", "-p", "512", "-n", "128", "-ngl", "99",
+           "-fa", "1"]
+ours = [sys.executable, "-m", "omni_host", "bench", "-i", "/tmp/inv.yml", "gpu", "--report-dir",
+        "/tmp/store-overhead", "--format", "json"]
+subprocess.run(by_hand, capture_output=True)  # page cache and GPU warm for both
+times = {"by_hand": [], "omni_host": []}
+helper = []
+for i in range(7):
+    for name, argv in (("by_hand", by_hand), ("omni_host", ours))[:: 1 if i % 2 == 0 else -1]:
+        t = time.monotonic()
+        proc = subprocess.run(argv, capture_output=True, text=True)
+        times[name].append(time.monotonic() - t)
+        if name == "omni_host":
+            doc = json.loads(proc.stdout)
+            r = next(r for r in doc["hosts"][0]["results"] if r["id"] == "perf.tokens-per-s")
+            helper.append(r["status"])
+med = {k: statistics.median(v) for k, v in times.items()}
+result = {"times_s": times, "median_s": med, "fixed_s": med["omni_host"] - med["by_hand"],
+          "ratio": med["omni_host"] / med["by_hand"], "statuses": helper}
+print("overhead:", json.dumps({k: result[k] for k in ("median_s", "fixed_s", "ratio", "statuses")}))
+json.dump(result, open(f"{out}/overhead.json", "w"), indent=1)
+PY
+# -- the series -------------------------------------------------------------------------------
+S=/tmp/store
+bench 01-baseline /tmp/inv.yml $S
+for i in 02 03 04; do bench "$i-unchanged" /tmp/inv.yml $S; done
+cat > /tmp/load.py <<'PY'
+import os, sys, time
+import torch
+trigger = sys.argv[1]
+while trigger != "now" and not os.path.exists(trigger):
+    time.sleep(0.01)
+a = torch.randn(8192, 8192, device="cuda", dtype=torch.bfloat16)
+end = time.time() + float(sys.argv[2])
+while time.time() < end:
+    for _ in range(20):
+        a @ a
+    torch.cuda.synchronize()
+PY
+rm -f /tmp/go
+python3 /tmp/load.py /tmp/go 25 & load=$!
+( for _ in $(seq 1 3000); do pgrep -f "$bin -m" >/dev/null && { touch /tmp/go; break; }; sleep 0.01; done ) &
+bench 05-load-after-gate /tmp/inv.yml $S
+wait $load
+python3 /tmp/load.py now 60 & load=$!
+sleep 6
+nvidia-smi --query-compute-apps=pid,process_name,used_memory --format=csv > "$out/compute-apps.csv"
+bench 06-busy-refused /tmp/inv.yml $S
+bench 07-busy-forced /tmp/inv.yml $S --force
+bench 08-baseline-forced-refused /tmp/inv.yml $S --force --baseline
+kill $load; wait $load 2>/dev/null
+sleep 2
+bench 09-after-load /tmp/inv.yml $S
+
+# -- partial offload, then fewer CPUs ---------------------------------------------------------
+S2=/tmp/store-offload
+bench 10-offload-baseline /tmp/inv-offload.yml $S2
+bench 11-offload-unchanged /tmp/inv-offload.yml $S2
+taskset -c 0,1 bash -c "$(declare -f bench); out=$out; bench 12-offload-2cpus /tmp/inv-offload.yml $S2"
+echo "all done after $(( $(date +%s) - t0 )) s"
+tar czf "$out/stores.tar.gz" -C /tmp store store-offload store-overhead 2>/dev/null
+tar czf "$final/trust.tar.gz" -C "$out" --exclude=stores.tar.gz . && cp "$out/stores.tar.gz" "$final/"
+ls -la "$final"
