@@ -82,8 +82,9 @@ def test_bench_helper_document_from_the_h100() -> None:
 def _judged(name: str, store: Path, *, record: bool = False):
     bundle = _bundle(name)
     policy = policy_from_vars(bundle.policy["values"], "recorded policy")
-    result, compared = bench_result(bundle, policy, load_history(store), record=record)
     report = evaluate_bundle(bundle, policy, address="bundle")
+    result, compared = bench_result(bundle, policy, report.facts, load_history(store),
+                                    record=record)
     report = dataclasses.replace(report, results=(*report.results, result))
     keep(finish(Hosts([report], "bench", time.time()), inventory=None, waivers=(), history=None),
          store)

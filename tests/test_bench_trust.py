@@ -216,3 +216,23 @@ def test_a_store_others_can_write_refuses_the_bench(tmp_path: Path) -> None:
     assert f"bench refused: {store}: " in result.stderr
     assert "no baseline can be found or kept there" in result.stderr
     assert list(store.iterdir()) == []
+
+
+def test_hashes_are_cached_by_stat_and_a_rewritten_binary_is_read_again(tmp_path: Path) -> None:
+    """Hashing a CUDA llama-bench (83 MB on the H100) every run was part of the bench's fixed
+    cost; the cache must never hide a rebuild."""
+    from omni_host.remote import bench as helper
+
+    binary, cache = tmp_path / "llama-bench", tmp_path / "cache" / "sha.json"
+    binary.write_bytes(b"first build")
+    first = helper.cached_sha256([str(binary)], str(cache))[str(binary)]
+    assert first == helper._sha256(str(binary)) and oct(cache.stat().st_mode)[-3:] == "600"
+    doc = json.loads(cache.read_text())
+    doc[str(binary)]["sha256"] = "from-the-cache"
+    cache.write_text(json.dumps(doc))
+    assert helper.cached_sha256([str(binary)], str(cache))[str(binary)] == "from-the-cache"
+    binary.write_bytes(b"other build")  # rewritten: size, mtime and ctime move
+    again = helper.cached_sha256([str(binary)], str(cache))[str(binary)]
+    assert again == helper._sha256(str(binary)) != first
+    cache.write_text("{not json")  # a broken cache costs time, never a result
+    assert helper.cached_sha256([str(binary)], str(cache))[str(binary)] == again

@@ -19,8 +19,7 @@ from omni_host.errors import TransportError, UsageError
 from omni_host.evaluate.audit import evaluate_bundle, unreachable
 from omni_host.evaluate.bench import CHECK_ID, Baseline, StoredRun, bench_context, judge, read_stored
 from omni_host.evaluate.checks import catalog
-from omni_host.evaluate.facts import facts_from_bundle
-from omni_host.model import CheckResult, HostReport, Status, scrub_host
+from omni_host.model import CheckResult, FactSummary, HostReport, Status, scrub_host
 from omni_host.plan.hosts import HostPlan
 from omni_host.plan.policy import Policy
 from omni_host.plan.waivers import Waiver
@@ -77,10 +76,12 @@ def find_baseline(history: History, host: str, warn: Callable[[str], None] = lam
     return None
 
 
-def bench_result(bundle: Bundle, policy: Policy, history: History, *, record: bool,
-                 warn: Callable[[str], None] = lambda _: None) -> tuple[CheckResult, str | None]:
+def bench_result(bundle: Bundle, policy: Policy, summary: FactSummary | None, history: History, *,
+                 record: bool, warn: Callable[[str], None] = lambda _: None
+                 ) -> tuple[CheckResult, str | None]:
     """perf.tokens-per-s of a collected bundle (live, or recorded) and the stored bench it was
-    compared with; raises BenchRefused where the helper refused to run."""
+    compared with; ``summary``: the audit's fact summary of the same bundle. Raises
+    BenchRefused where the helper refused to run."""
     meta = catalog()[CHECK_ID]
     probe = evaluate(BENCH, bundle.results.get(BENCH.id))
     if not probe.ok:
@@ -91,7 +92,7 @@ def bench_result(bundle: Bundle, policy: Policy, history: History, *, record: bo
                            + (" (--force runs it anyway)" if run.refused.startswith("busy") else ""))
     assert policy.bench is not None
     baseline = None if record else find_baseline(history, bundle.host, warn)
-    context = bench_context(facts_from_bundle(bundle, policy), policy, run)
+    context = bench_context(summary or FactSummary(), run)
     result = judge(meta, policy.bench, run, context, baseline, record=record)
     return result, baseline.audit if baseline is not None else None
 
@@ -111,7 +112,7 @@ def bench_host(plan: HostPlan, ssh: SshOptions, history: History, *, record: boo
     report = evaluate_bundle(bundle, plan.policy, address=plan.address,
                              duration_s=time.monotonic() - start, expected=plan.expected)
     warnings: list[str] = []
-    result, compared = bench_result(bundle, plan.policy, history, record=record,
+    result, compared = bench_result(bundle, plan.policy, report.facts, history, record=record,
                                     warn=warnings.append)
     report = dataclasses.replace(report, results=(*report.results, result))
     recorded = bool(result.details.get("recorded_baseline"))

@@ -27,10 +27,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from omni_host.evaluate.checks import CheckMeta
-from omni_host.evaluate.facts import HostFacts
-from omni_host.evaluate.sentinel import fact_summary
-from omni_host.model import CheckResult, Evidence, Status
-from omni_host.plan.policy import BenchSpec, Policy
+from omni_host.model import CheckResult, Evidence, FactSummary, Status
+from omni_host.plan.policy import BenchSpec
 from omni_host.probes.parsers import na
 from omni_host.probes.parsers.bench import (
     SHORT,
@@ -137,9 +135,9 @@ def _sm_medians(samples: list[list[list[str]]]) -> dict[str, float]:
     return {i: sorted(v)[len(v) // 2] for i, v in per.items() if v}
 
 
-def bench_context(facts: HostFacts, policy: Policy, run: BenchRun) -> dict[str, Any]:
-    """The host state a bench ran under, by name: what a drop is explained by."""
-    summary = fact_summary(facts, policy)
+def bench_context(summary: FactSummary, run: BenchRun) -> dict[str, Any]:
+    """The host state a bench ran under, by name: what a drop is explained by (the audit's
+    fact summary of the same bundle: it is evaluated once)."""
     ctx: dict[str, Any] = {}
     if summary.numa_nodes and summary.sockets:
         ctx["NUMA nodes per socket"] = summary.numa_nodes / summary.sockets

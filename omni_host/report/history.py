@@ -8,6 +8,7 @@ not fit is skipped with a warning naming the file and the field.
 
 from __future__ import annotations
 
+import contextlib
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,7 +29,7 @@ from omni_host.model import (
 from omni_host.plan.policy import check_readers
 from omni_host.report.store import audit_dirs
 from omni_host.report.text import bench_tests, perf_result, test_rate
-from omni_host.resources import TooLarge, read_bounded
+from omni_host.resources import TooLarge, atomic_write, read_bounded
 
 BAD = ("fail", "error")
 COMPARED_FACTS = ("numa_nodes", "sockets", "driver_version", "cuda_version", "gpus", "swap_total_mib",
@@ -88,6 +89,8 @@ def load_history(root: Path) -> History:
     if foreign:
         why = f"{root}: {foreign}: the report store is not read"
         return History([], [why], why)
+    checked = _checked(root)
+    known = dict(checked)
     for directory in audit_dirs(root):
         foreign = _foreign(directory)
         if foreign:
@@ -110,13 +113,61 @@ def load_history(root: Path) -> History:
             warnings.append(f"{path}: report schema {version!r} is newer than this omni-host "
                             f"reads ({REPORT_SCHEMA}): skipped; upgrade omni-host to read it")
             continue
-        try:
-            Report.from_dict(doc)  # the stored form, checked field by field
-        except FormatError as exc:
-            warnings.append(f"{path}: not a report omni-host wrote, skipped ({exc})")
-            continue
+        stamp = _stamp(path)
+        if checked.get(directory.name) != stamp:
+            try:
+                Report.from_dict(doc)  # the stored form, checked field by field
+            except FormatError as exc:
+                warnings.append(f"{path}: not a report omni-host wrote, skipped ({exc})")
+                continue
+            checked[directory.name] = stamp
         audits.append(StoredAudit(doc.get("id") or directory.name, directory, doc))
+    if checked != known:
+        _keep_checked(root, checked)
     return History(audits, warnings)
+
+
+def _checked_path(root: Path) -> Path:
+    """Where this user's record of the store's checked reports lies: the user's cache (the
+    store's layout stays one directory per audit)."""
+    import hashlib
+    import os
+
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    key = hashlib.sha256(str(root.resolve()).encode()).hexdigest()[:16]
+    return cache / "omni-host" / f"checked-{key}.json"
+
+
+def _stamp(path: Path) -> list[int]:
+    """What any change to a file moves: inode, size, mtime and ctime (which no user can set
+    back), so a report edited since it was checked is checked again."""
+    try:
+        st = path.stat()
+    except OSError:
+        return []
+    return [st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns]
+
+
+def _checked(root: Path) -> dict[str, list[int]]:
+    """The store's own record of checked reports (checking every stored report on every run
+    cost a bench 10 ms a report); {} where it is missing, foreign or unreadable."""
+    path = _checked_path(root)
+    if _foreign(path):
+        return {}
+    try:
+        doc = json.loads(read_bounded(path, 16 * 1024 * 1024))
+    except (OSError, ValueError, TooLarge):
+        return {}
+    if not isinstance(doc, dict):
+        return {}
+    return {k: v for k, v in doc.items() if isinstance(v, list)}
+
+
+def _keep_checked(root: Path, checked: dict[str, list[int]]) -> None:
+    path = _checked_path(root)
+    with contextlib.suppress(OSError):  # costs the next run its time, never a result
+        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        atomic_write(path, json.dumps(checked), mode=0o600)
 
 
 def _foreign(path: Path) -> str | None:
