@@ -64,8 +64,8 @@ def test_llama_bench_json_garbage_is_a_parse_error(text: str, message: str) -> N
         parse_llama_bench_json(text)
 
 
-def _bundle(name: str):
-    (bundle,) = read_bundles(H100 / f"{name}.bundle.tar.gz")
+def _bundle(name: str, where: Path = H100):
+    (bundle,) = read_bundles(where / f"{name}.bundle.tar.gz")
     return bundle
 
 
@@ -79,8 +79,8 @@ def test_bench_helper_document_from_the_h100() -> None:
     assert [t.name for t in run.result.tests] == ["pp512", "tg128"]
 
 
-def _judged(name: str, store: Path, *, record: bool = False):
-    bundle = _bundle(name)
+def _judged(name: str, store: Path, *, record: bool = False, where: Path = H100):
+    bundle = _bundle(name, where)
     policy = policy_from_vars(bundle.policy["values"], "recorded policy")
     report = evaluate_bundle(bundle, policy, address="bundle")
     result, compared = bench_result(bundle, policy, report.facts, load_history(store),
@@ -188,8 +188,8 @@ def test_the_bench_probe_never_splices_inventory_values_into_a_shell() -> None:
     spec = policy_from_vars({"omni_bench": {"llama_bench": "/opt/x; rm -rf /", "model": "/m $(id)",
                                             "args": ["-p", "512"]}}, "t").bench
     probe = bench_probe(spec)
-    assert probe.argv[:2] == ("{python}", "-c") and probe.last
-    assert probe.argv[3:7] == ("--llama-bench", "/opt/x; rm -rf /", "--model", "/m $(id)")
+    assert probe.argv[:3] == ("{python}", "-S", "-c") and probe.last
+    assert probe.argv[4:8] == ("--llama-bench", "/opt/x; rm -rf /", "--model", "/m $(id)")
 
 
 @pytest.mark.parametrize("bench, message", [

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 from conftest import run_cli
-from test_bench import _judged
+from test_bench import _bundle, _judged
 
 from omni_host.app.bench import find_baseline
 from omni_host.errors import ParseError
@@ -236,3 +236,51 @@ def test_hashes_are_cached_by_stat_and_a_rewritten_binary_is_read_again(tmp_path
     assert again == helper._sha256(str(binary)) != first
     cache.write_text("{not json")  # a broken cache costs time, never a result
     assert helper.cached_sha256([str(binary)], str(cache))[str(binary)] == again
+
+
+TRUST = Path(__file__).parent / "fixtures" / "captures" / "bench-h100-trust"
+
+
+def _helper_doc(name: str) -> dict:
+    return json.loads(_bundle(name, TRUST).results["bench.llama"].stdout)
+
+
+def test_the_h100_series_replayed(tmp_path: Path) -> None:
+    """The lent H100's series (2026-11-24, the documented config): unchanged runs never fail
+    and blame nothing; a GPU load that started after the gate makes the run a warn that
+    names it first and is never learned from; the same load throughout fails prompt and
+    generation alike; --baseline under it is refused; the partial offload's CPUs narrowed
+    to two fails generation and names exactly that."""
+    store = tmp_path / "store"
+    base, _, _ = _judged("baseline", store, where=TRUST)
+    assert base.details["recorded_baseline"] is True and base.details["fit"] is True
+    for name in ("unchanged-1", "unchanged-2", "unchanged-3"):
+        same, _, _ = _judged(name, store, where=TRUST)
+        assert same.status in (Status.PASS, Status.WARN) and same.details["changed"] == [], name
+    others = _helper_doc("load-after-gate")["during"]["other_gpu_processes"]
+    assert _helper_doc("load-after-gate")["gate"]["compute_apps"] == []  # idle at the gate
+    late, _, _ = _judged("load-after-gate", store, where=TRUST)
+    assert late.status is Status.WARN and late.details["fit"] is False
+    assert late.details["changed"][0] == f"other processes on the GPUs: none -> {others[0]}"
+    assert "not used to learn the noise (other processes on the GPUs during the run" in late.summary
+    host = json.loads(sorted(store.glob("*/report.json"))[0].read_text())["hosts"][0]["host"]
+    learned = find_baseline(load_history(store), host).run_centers["tg128"]
+    assert len(learned) == 4  # the baseline and three unchanged runs, not the disturbed one
+    busy, _, _ = _judged("busy-forced", store, where=TRUST)
+    assert busy.status is Status.FAIL
+    assert {v["status"] for v in busy.details["verdicts"].values()} == {"fail"}  # pp and tg
+    apps = _helper_doc("busy-forced")["gate"]["compute_apps"][0]
+    assert busy.details["changed"][0] == \
+        f"other processes on the GPUs: none -> {apps['pid']} {apps['process_name']}"
+    refused, _, _ = _judged("busy-forced-baseline", store, record=True, where=TRUST)
+    assert refused.summary.startswith("--baseline refused: this run is not fit to be one")
+    after, _, _ = _judged("after-load", store, where=TRUST)
+    assert after.status is not Status.FAIL and after.details["changed"] == []
+
+    offload = tmp_path / "offload"
+    first, _, _ = _judged("offload-baseline", offload, where=TRUST)
+    assert first.details["recorded_baseline"] is True
+    _judged("offload-unchanged", offload, where=TRUST)
+    narrow, _, _ = _judged("offload-2cpus", offload, where=TRUST)
+    assert narrow.status is Status.FAIL and narrow.details["verdicts"]["tg128"]["status"] == "fail"
+    assert narrow.details["changed"] == ["CPUs allowed: 16 -> 2"]

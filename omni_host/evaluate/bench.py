@@ -471,7 +471,8 @@ def judge(meta: CheckMeta, spec: BenchSpec, run: BenchRun, context: dict[str, An
                                             "no change in the recorded host state")
     elif status is Status.PASS and ceiling_note:
         text += f"; {ceiling_note}"
-    if unfit:
+    if unfit:  # a disturbed run never passes: what it measured is not the host alone
+        status = Status.WARN if status is Status.PASS else status
         text += f"; not used to learn the noise ({'; '.join(unfit)})"
     return meta.result(status, text, expected=f"within the noise of baseline {baseline.audit}",
                        actual=measured, evidence=_evidence(run), details=details)

@@ -200,7 +200,9 @@ DYNAMIC: tuple[Probe, ...] = (
 # helper's docstring). Its deadline is the policy's budget plus a minute for the gate, the
 # hashes and the samples around the run. The helper's source is read only then: an audit's
 # start-up never pays for it.
-BENCH = Probe("bench.llama", ("{python}", "-c"), bench.parse_bench_run,
+# -S: the helper is standard library only; a GPU box's site-packages (.pth hooks) cost its
+# start-up 70 ms on the lent H100, every bench.
+BENCH = Probe("bench.llama", ("{python}", "-S", "-c"), bench.parse_bench_run,
               label="llama-bench -o json <omni_bench> (bench helper: idle gate, context)",
               last=True)
 
