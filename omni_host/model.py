@@ -373,6 +373,7 @@ class HostDiff:
     tokens_per_s: dict[str, Change] = field(default_factory=dict)  # test -> mean t/s, 2 benches
     # checks whose verdict moved with the expected state (a variable they read changed)
     expected_state_changed: tuple[str, ...] = ()
+    new_warnings: tuple[str, ...] = ()  # warn now, neither warn nor failing before
 
 
 @dataclass(frozen=True)

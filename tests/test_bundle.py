@@ -222,3 +222,12 @@ def test_lent_gpu_machines_audited_there_replay_here_under_their_recorded_policy
     summaries = {r["id"]: r["summary"] for r in host["results"]}
     assert "1 socket (/proc/cpuinfo physical id), 1 NUMA node per socket" in summaries["numa.nps1"]
     assert "no uncorrectable ECC error" in summaries["gpu.health"]
+
+
+def test_collect_out_archive_in_a_new_directory(tmp_path: Path) -> None:
+    """`--out new/sub/x.tar.gz` failed after collecting (a `--out DIR` is created): now made."""
+    inv = _local_inventory(tmp_path / "inv", ["bash"])
+    out = tmp_path / "new" / "sub" / "x.tar.gz"
+    collected = run_cli("collect", "-i", str(inv), "--out", str(out))
+    assert collected.code == 0, collected.stderr
+    assert read_bundles(out)[0].host and f"1 bundle(s) written to {out}" in collected.stderr

@@ -194,6 +194,12 @@ def test_the_wheel_installs_the_collection_where_ansible_finds_it(tmp_path: Path
                          capture_output=True, text=True, env=env, check=False, cwd=tmp_path)
     assert doc.returncode == 0, doc.stderr
     assert str(site) in doc.stdout  # found in the installed wheel, not in this checkout
+    # as docs/awx.md tells AWX users to read it: the text view validates the types (-j does
+    # not): an unquoted ": " made a description a mapping, "Expected string in description"
+    text = subprocess.run([str(BIN / "ansible-doc"), "omni.host.audit"], capture_output=True,
+                          text=True, env=env, check=False, cwd=tmp_path)
+    assert text.returncode == 0, text.stderr
+    assert "A waivers file (omni-host's format): accepted findings" in " ".join(text.stdout.split())
     where = subprocess.run([sys.executable, "-c", "from omni_host.resources import "
                             "collection_path, data_path; print(collection_path()); "
                             "print(data_path('checks'))"], capture_output=True, text=True,

@@ -65,6 +65,7 @@ def write_bundles(collected: Collected, out: Path) -> list[str]:
     """An archive when ``out`` ends in .tar.gz/.tgz, else a directory per host; returns one
     line per thing written."""
     if out.name.endswith((".tar.gz", ".tgz")):
+        out.parent.mkdir(parents=True, exist_ok=True)  # as a --out DIR is made
         write_archive(collected.bundles, out)
         return [f"{len(collected.bundles)} bundle(s) written to {out}"]
     return [f"{b.host}: bundle written to {write_bundle_dir(b, out)}" for b in collected.bundles]

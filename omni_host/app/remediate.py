@@ -80,20 +80,23 @@ def known_check(check_id: str) -> None:
 
 
 def plan_fixes(host_plans: list[HostPlan], ssh: SshOptions, *, forks: int, only: frozenset[str],
-               allow_reboot: bool, apply: bool, started: float, settings: Settings,
-               waivers: tuple[Waiver, ...] = ()) -> Planned:
+               allow_reboot: bool, waivers: tuple[Waiver, ...] = ()) -> Planned:
     """Each host audited now, its waivers applied (a waived finding is not fixed unless
-    named with ``--check``); a preview changes nothing, so it stores nothing (the next
-    report diff compares real audits); an apply keeps the state it starts from."""
+    named with ``--check``). Nothing is stored: a preview, a declined apply or one with
+    nothing to do changes nothing (the next report diff compares real audits)."""
     findings = current_findings(host_plans, ssh=ssh, forks=forks)
     if waivers:
         findings, _ = apply_waivers(findings, waivers, dt.date.today())
-    pre = store_report(make_report(findings, started_at=started, source="pre-remediation",
-                                   inventory=str(settings.inventory)), settings.store_root) \
-        if apply else None
     plan = make_plan([h for h in findings if h.reachable], only=only, allow_reboot=allow_reboot,
                      available=available_playbooks())
-    return Planned(findings, plan, pre)
+    return Planned(findings, plan, None)
+
+
+def keep_pre(planned: Planned, *, started: float, settings: Settings) -> Planned:
+    """The state a confirmed apply starts from, stored before anything changes."""
+    pre = store_report(make_report(planned.findings, started_at=started, source="pre-remediation",
+                                   inventory=str(settings.inventory)), settings.store_root)
+    return dataclasses.replace(planned, pre=pre)
 
 
 def site_plan(host_plans: list[HostPlan]) -> Plan:

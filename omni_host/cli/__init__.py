@@ -16,7 +16,7 @@ import argparse
 
 from omni_host import __version__
 from omni_host.cli import audit, bench, catalog, completion, remediate, report
-from omni_host.cli.common import EXIT_INTERRUPTED, EXIT_TERMINATED, EXIT_USAGE, err
+from omni_host.cli.common import EXIT_INTERRUPTED, EXIT_PIPE, EXIT_TERMINATED, EXIT_USAGE, err
 
 GROUPS = {"audit": audit, "collect": audit, "bench": bench, "remediate": remediate, "bootstrap": remediate,
           "report": report, "schedule": report, "payload": catalog, "checks": catalog,
@@ -104,6 +104,11 @@ def main(argv: list[str] | None = None) -> int:
     except OmniHostError as exc:
         err(str(exc))
         return EXIT_USAGE
+    except BrokenPipeError:  # `report list | head`: the reader had what it wanted
+        import os
+
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit
+        return EXIT_PIPE
     except OSError as exc:
         err(f"{exc.filename or ''}: {exc.strerror or exc}".lstrip(": "))
         return EXIT_USAGE

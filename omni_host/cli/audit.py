@@ -26,6 +26,7 @@ from omni_host.cli.common import (
     plans,
     plans_of,
     ssh_options,
+    terminal_console,
 )
 
 if TYPE_CHECKING:
@@ -75,10 +76,9 @@ class Progress:
         self.finished = 0
         self.lock = threading.Lock()
         if self.enabled and sys.stderr.isatty():
-            from rich.console import Console
             from rich.live import Live
 
-            self.live = Live(self._table(), console=Console(stderr=True), transient=True,
+            self.live = Live(self._table(), console=terminal_console(stderr=True), transient=True,
                              refresh_per_second=8)
             self.live.start()
 

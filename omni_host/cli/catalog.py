@@ -52,14 +52,18 @@ def cmd_init(args: argparse.Namespace) -> int:
     """Collect one host, derive its omni_* variables, show the diff, write host_vars."""
     from omni_host.app import init
     from omni_host.errors import TransportError, UsageError
+    from omni_host.report.text import LOCAL_INVENTORY
 
-    if inventory_path(args) is None or not args.inventory.is_dir() or not args.pattern:
-        raise UsageError("init needs an inventory directory (-i DIR) and one HOST")
+    inventory = inventory_path(args)
+    if inventory is None or not args.pattern:
+        raise UsageError("init needs an inventory (-i FILE or DIR) and one HOST; for this "
+                         f"machine: {LOCAL_INVENTORY}omni-host init -i hosts.ini localhost")
     host_plans = plans(args)
     if len(host_plans) != 1:
         raise UsageError(f"init records one host; {args.pattern!r} matches {len(host_plans)}")
     plan = host_plans[0]
-    target = init.host_vars_file(args.inventory, plan.name)
+    # host_vars/ beside an inventory file, or in an inventory directory: where Ansible reads it
+    target = init.host_vars_file(inventory if inventory.is_dir() else inventory.parent, plan.name)
     try:
         recorded = init.observe(plan, ssh_options(args), args.probe_timeout, target)
     except TransportError as exc:

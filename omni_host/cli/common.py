@@ -12,6 +12,8 @@ from typing import TYPE_CHECKING, Any
 from omni_host.report.views import VIEWS
 
 if TYPE_CHECKING:
+    from rich.console import Console
+
     from omni_host.collect.transport.base import SshOptions
     from omni_host.model import Report
     from omni_host.plan.hosts import HostPlan
@@ -21,6 +23,7 @@ if TYPE_CHECKING:
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_UNREACHABLE, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 EXIT_NO_POLICY = 4  # nothing failed, but a host had no expected state at all
 EXIT_TERMINATED = 143  # SIGTERM: 128 + 15, as a shell reports it
+EXIT_PIPE = 141  # SIGPIPE: 128 + 13, the reader of stdout went away (`| head`)
 FORMATS = tuple(VIEWS)  # every view of the registry
 
 
@@ -188,6 +191,17 @@ def add_view_args(parser: argparse.ArgumentParser) -> None:
                        help="only failures and the summary line (for timers and CI)")
 
 
+def terminal_console(*, stderr: bool = False) -> Console:
+    """The live terminal: its width, colour and styles, none of either where NO_COLOR is set
+    (no-color.org: present and not empty; rich alone kept bold and dim)."""
+    import os
+
+    from rich.console import Console
+
+    plain = bool(os.environ.get("NO_COLOR"))
+    return Console(stderr=stderr, color_system=None) if plain else Console(stderr=stderr)
+
+
 def emit(doc: dict[str, Any], fmt: str, output: Path | None,
          history: Callable[[], History], verbosity: int = 0) -> None:
     """Render a report (its JSON form) through the view registry. ``history`` is read only by
@@ -195,9 +209,7 @@ def emit(doc: dict[str, Any], fmt: str, output: Path | None,
     from omni_host.report.views import context, render, show_table
 
     if fmt == "table" and output is None:
-        from rich.console import Console
-
-        console = Console()  # the live terminal: its width, colour unless NO_COLOR
+        console = terminal_console()
         show_table(doc, context(fmt, doc, history, width=console.width, verbosity=verbosity),
                    console)
         return

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from omni_host.cli.common import (
@@ -75,12 +76,42 @@ def _confirm(args: argparse.Namespace) -> bool:
 
 
 def _inventory(args: argparse.Namespace) -> Path:
+    """``-i`` (or Ansible's configured inventory); without one, for this machine (as
+    ``omni-host audit`` without one judges it): an inventory of localhost over Ansible's local
+    connection holding the built-in reference policy, so that the playbooks read the expected
+    state the audit judged against. Made once per run, private, removed at exit."""
     from omni_host.errors import UsageError
 
     path = inventory_path(args)
-    if path is None:
-        raise UsageError(f"{args.command} needs an inventory (-i): the playbooks read it too")
-    return path
+    if path is not None:
+        return path
+    if args.pattern not in (None, "localhost") or args.limit not in (None, "localhost"):
+        raise UsageError(f"{args.command} needs an inventory (-i) for {args.pattern!r}: the "
+                         "playbooks read it too (without one, only this machine: localhost)")
+    args.inventory, args.pattern = _local_inventory(), "localhost"
+    return args.inventory
+
+
+def _local_inventory() -> Path:
+    import atexit
+    import shutil
+    import tempfile
+
+    import yaml
+
+    from omni_host.plan.policy import reference_vars
+
+    root = Path(tempfile.mkdtemp(prefix="omni-host-local-"))
+    atexit.register(shutil.rmtree, root, True)
+    (root / "group_vars").mkdir()
+    # the controller's own Python for modules on localhost, as Ansible's docs advise for the
+    # local connection (a discovered pyenv shim failed here: "python3.13: command not found")
+    (root / "hosts.ini").write_text("localhost ansible_connection=local "
+                                    "ansible_python_interpreter='{{ ansible_playbook_python }}'\n")
+    (root / "group_vars" / "all.yml").write_text(
+        "# the built-in reference policy, as omni-host audit judges this machine without -i\n"
+        + yaml.safe_dump(reference_vars(), sort_keys=False))
+    return root
 
 
 def _vault_files(args: argparse.Namespace) -> tuple[Path, ...]:
@@ -102,9 +133,11 @@ def _settings(args: argparse.Namespace, store_root: Path, host_plans: list):  # 
                     store_root, tuple(s for p in host_plans for s in p.secrets))
 
 
-def _preview_and_apply(args: argparse.Namespace, runs):  # noqa: ANN001, ANN202 (app.Runs)
-    """The preview shown; on --apply and confirmation, the hosts whose preview passed are
-    applied to. Returns (apply steps or None when nothing was applied, exit code)."""
+def _preview_and_apply(args: argparse.Namespace, runs,  # noqa: ANN001, ANN202 (app.Runs)
+                       before_apply: Callable[[], None] = lambda: None):
+    """The preview shown; on --apply and confirmation, ``before_apply`` (the state kept),
+    then the hosts whose preview passed are applied to. Returns (apply steps or None when
+    nothing was applied, exit code)."""
     from omni_host.model import scrub
 
     secrets = runs.settings.secrets
@@ -125,7 +158,9 @@ def _preview_and_apply(args: argparse.Namespace, runs):  # noqa: ANN001, ANN202 
         err("no host passed its preview: nothing applied")
         return None, EXIT_FAILED
     if not _confirm(args):
-        return None, EXIT_USAGE
+        out("Not applied (declined): nothing was changed, nothing stored.")
+        return None, EXIT_FAILED
+    before_apply()
     out("Applying:")
     return runs.apply(good, show_task), EXIT_OK
 
@@ -158,11 +193,8 @@ def cmd_remediate(args: argparse.Namespace) -> int:
     from omni_host.app.audit import read_waivers
 
     planned = remediate.plan_fixes(host_plans, ssh, forks=args.forks, only=frozenset(args.only),
-                                   allow_reboot=args.allow_reboot, apply=args.apply,
-                                   started=started, settings=settings,
+                                   allow_reboot=args.allow_reboot,
                                    waivers=read_waivers(args.waivers))
-    if planned.pre is not None:
-        err(f"pre-remediation audit stored in {planned.pre}")
     for host in planned.findings:
         if not host.reachable:
             err(f"{host.host}: unreachable: {host.error}")
@@ -182,7 +214,13 @@ def cmd_remediate(args: argparse.Namespace) -> int:
     for run in plan.runs:
         out(f"PLAN {run.playbook}: {', '.join(run.hosts)} ({', '.join(run.checks)})")
     runs = remediate.Runs(plan, settings)
-    applied, code = _preview_and_apply(args, runs)
+
+    def keep_pre() -> None:
+        nonlocal planned
+        planned = remediate.keep_pre(planned, started=started, settings=settings)
+        err(f"pre-remediation audit stored in {planned.pre}")
+
+    applied, code = _preview_and_apply(args, runs, keep_pre)
     if applied is None:
         runs.discard()
         return EXIT_UNREACHABLE if planned.unreachable and code == EXIT_OK else code

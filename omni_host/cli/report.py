@@ -148,10 +148,11 @@ def _diff_text(diffs: list[dict[str, Any]]) -> str:
             lines.append(f"{d['host']}: {d['note']}")
             continue
         lines.append(f"{d['host']}: {d['previous']} -> {d['latest']}")
-        for key, title in (("new_failures", "new failures"), ("fixed", "fixed"),
+        for key, title in (("new_failures", "new failures"), ("new_warnings", "new warnings"),
+                           ("fixed", "fixed"),
                            ("still_failing", "still failing"), ("resurrected", "resurrected"),
                            ("resurrected_engines", "engines worth re-evaluating")):
-            if d[key]:
+            if d.get(key):
                 lines.append(f"  {title}: {', '.join(d[key])}")
         for var, change in d.get("policy_changed", {}).items():
             lines.append(f"  policy changed: {var}: {change['before']} -> {change['after']}")
@@ -163,8 +164,9 @@ def _diff_text(diffs: list[dict[str, Any]]) -> str:
         for test, change in d.get("tokens_per_s", {}).items():
             lines.append(f"  tokens/s: {test}: {change['before']:.1f} -> {change['after']:.1f} "
                          f"({change['after'] / change['before'] - 1:+.0%})")
-        if not any(d.get(k) for k in ("new_failures", "fixed", "still_failing", "resurrected",
-                                      "resurrected_engines", "changed_facts", "policy_changed")):
+        if not any(d.get(k) for k in ("new_failures", "new_warnings", "fixed", "still_failing",
+                                      "resurrected", "resurrected_engines", "changed_facts",
+                                      "policy_changed")):
             lines.append("  no change in verdicts, state or policy")
     return "\n".join(lines) + "\n"
 

@@ -69,6 +69,8 @@ def plan_host(name: str, hv: dict[str, Any], *, origin: str,
     validated before, see ``policy_from_vars``; ``extra``: the run's ``-e`` values, which win
     over the inventory's as Ansible's extra vars do)."""
     where = f"{origin}: host {name}"
+    if extra:  # a bad -e value is the command line's, not the inventory's
+        policy_from_vars(extra, f"{EXTRA_ORIGIN}: host {name}", memo)
     hv, origins = with_extra(hv, origins or {}, extra)
     policy = policy_from_vars(hv, where, memo)
     expected = expected_state(hv, origins)
@@ -81,6 +83,8 @@ REFERENCE_ORIGIN = "built-in reference: inventory/group_vars/inference.yml"
 
 def local_plan(extra: dict[str, Any] | None = None) -> HostPlan:
     """This machine against the built-in reference policy (and the run's ``-e`` values)."""
+    if extra:
+        policy_from_vars(extra, EXTRA_ORIGIN)
     values, origins = with_extra(reference_vars(),
                                  dict.fromkeys(reference_vars(), REFERENCE_ORIGIN), extra)
     return HostPlan("localhost", policy_from_vars(values, "built-in policy"), False, None,

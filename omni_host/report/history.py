@@ -199,6 +199,8 @@ def diff_hosts(old: dict[str, Any], new: dict[str, Any],
     new_failures = sorted(c for c, s in after.items() if s in BAD and before.get(c) not in BAD)
     fixed = sorted(c for c, s in after.items() if s == "pass" and before.get(c) in BAD)
     still = sorted(c for c, s in after.items() if s in BAD and before.get(c) in BAD)
+    warned = sorted(c for c, s in after.items() if s == "warn" and before.get(c) not in
+                    ("warn", *BAD))
     old_facts, new_facts = old.get("facts") or {}, new.get("facts") or {}
     facts = {k: Change(old_facts.get(k), new_facts.get(k)) for k in COMPARED_FACTS
              if old_facts.get(k) != new_facts.get(k) and (k in old_facts or k in new_facts)}
@@ -212,7 +214,8 @@ def diff_hosts(old: dict[str, Any], new: dict[str, Any],
     unblocked = sorted(e["engine"] for e in new.get("strategic", [])
                        if e.get("status") == "re-evaluate" and e["engine"] in blocked_then)
     return HostDiff(tuple(new_failures), tuple(fixed), tuple(still), policy, facts,
-                    tuple(resurrected), tuple(unblocked), tokens_changes(old, new), tuple(moved))
+                    tuple(resurrected), tuple(unblocked), tokens_changes(old, new), tuple(moved),
+                    tuple(warned))
 
 
 def moved_with(policy: dict[str, Change]) -> frozenset[str]:

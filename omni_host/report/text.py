@@ -34,10 +34,17 @@ def check_ids(doc: dict[str, Any]) -> list[str]:
     return checks
 
 
+# The inventory of this machine that a hint makes first when the audit had none (the local
+# audit of the README's first command): Ansible's local connection.
+LOCAL_INVENTORY = "printf 'localhost ansible_connection=local\\n' > hosts.ini && "
+
+
 def init_command(host: str, inventory: str | None) -> str:
-    """The command that records a host's expected state, quoted for a shell."""
-    inv = shlex.quote(inventory) if inventory else "INVENTORY"
-    return f"omni-host init -i {inv} {shlex.quote(host)}"
+    """The command that records a host's expected state, quoted for a shell (without an
+    inventory, one of this machine is made first: init writes host_vars beside it)."""
+    if inventory:
+        return f"omni-host init -i {shlex.quote(inventory)} {shlex.quote(host)}"
+    return f"{LOCAL_INVENTORY}omni-host init -i hosts.ini {shlex.quote(host)}"
 
 
 def waiver_line(waiver: dict[str, Any]) -> str:
@@ -52,8 +59,9 @@ def fix_steps(result: dict[str, Any], inventory: str | None, host: str) -> list[
     if not fix:
         return []
     if fix["kind"] == "playbook":
-        inv = shlex.quote(inventory) if inventory else "INVENTORY"
-        return [f"omni-host remediate -i {inv} {shlex.quote(host)} (preview; add --apply to run "
+        # without an inventory (this machine, the built-in policy) remediate makes its own
+        target = f"-i {shlex.quote(inventory)} " if inventory else ""
+        return [f"omni-host remediate {target}{shlex.quote(host)} (preview; add --apply to run "
                 f"playbook {fix['playbook']}, then it re-audits)"]
     return list(fix.get("steps") or ["manual"])
 

@@ -30,7 +30,7 @@ options:
     type: path
   waivers:
     description:
-      - A waivers file (omni-host's format): accepted findings are marked and fail no host.
+      - "A waivers file (omni-host's format): accepted findings are marked and fail no host."
     type: path
   probe_timeout:
     description:

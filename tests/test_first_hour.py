@@ -1,0 +1,183 @@
+"""The first hour of a new operator (issue 33): every hint the program prints is a command
+that works when pasted, and the small habits of a Unix tool hold (NO_COLOR, a closed pipe,
+one line per failure). Each test follows a line literally, as a new user did."""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import REPO, run_cli
+
+
+def _lines_with(text: str, word: str) -> list[str]:
+    return [line for line in text.splitlines() if word in line]
+
+
+@pytest.mark.system  # a pseudo-terminal (script), the real console entry point
+def test_no_color_leaves_no_escape_code_on_a_terminal(tmp_path: Path) -> None:
+    """NO_COLOR=1 removed colours, but bold and dim codes stayed on a terminal."""
+    cmd = f"{shlex.quote(sys.executable)} -m omni_host audit --no-store"
+    seen = subprocess.run(["script", "-qec", cmd, "/dev/null"], capture_output=True,
+                          env={**os.environ, "NO_COLOR": "1", "TERM": "xterm-256color"},
+                          timeout=120, cwd=tmp_path, text=True).stdout
+    assert "1 host(s), 0 unreachable" in seen  # the table was printed
+    assert "\x1b[" not in seen
+    coloured = subprocess.run(["script", "-qec", cmd, "/dev/null"], capture_output=True,
+                              env={k: v for k, v in os.environ.items() if k != "NO_COLOR"} |
+                              {"TERM": "xterm-256color"}, timeout=120, cwd=tmp_path,
+                              text=True).stdout
+    assert "\x1b[" in coloured  # the same command does style a terminal without it
+
+
+def test_a_closed_pipe_ends_quietly(tmp_path: Path, two_audits: Path) -> None:
+    """`report list | head` printed `omni-host: Broken pipe`: the reader going away is not an
+    error to report; the exit status is the shell's for SIGPIPE (141)."""
+    proc = subprocess.Popen([sys.executable, "-m", "omni_host", "report", "list", "--report-dir",
+                             str(two_audits)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            cwd=tmp_path)
+    proc.stdout.close()  # before it writes: its first write meets a closed pipe
+    stderr = proc.stderr.read().decode()
+    assert proc.wait(60) == 141
+    assert stderr == ""
+
+
+def test_an_extra_var_type_error_names_the_extra_var_not_the_inventory(tmp_path: Path) -> None:
+    inv = tmp_path / "hosts.yml"
+    inv.write_text("all:\n  hosts:\n    box:\n      ansible_connection: local\n")
+    result = run_cli("audit", "-i", str(inv), "box", "--no-store", "-e",
+                     "omni_swap_size_mib=abc")
+    assert result.code == 2
+    (line,) = result.stderr.strip().splitlines()
+    assert "-e" in line and "omni_swap_size_mib" in line and str(inv) not in line
+    assert "hosts.yml" not in line
+
+
+def test_the_init_hint_of_an_inventory_file_works_as_printed(tmp_path: Path) -> None:
+    """`audit -i inv.yml box` said `record one with omni-host init -i inv.yml box`, and init
+    then said it needs an inventory directory. Ansible reads host_vars/ beside an inventory
+    file: init writes there, and the next audit reads it."""
+    inv = tmp_path / "inv.yml"
+    inv.write_text("all:\n  hosts:\n    box:\n      ansible_connection: local\n")
+    audit = run_cli("audit", "-i", str(inv), "box", "--no-store")
+    (hint,) = _lines_with(audit.stderr, "omni-host init")
+    assert hint.endswith(f"(record one with omni-host init -i {inv} box)")
+    command = hint[hint.index("omni-host init"):].rstrip(")")
+    argv = shlex.split(command)[1:]
+    assert argv[:3] == ["init", "-i", str(inv)], command
+    done = run_cli(*argv)
+    assert done.code == 0, done.stderr
+    assert (tmp_path / "host_vars" / "box.yml").is_file()
+    again = run_cli("audit", "-i", str(inv), "box", "--no-store", "--format", "json")
+    assert json.loads(again.stdout)["hosts"][0]["unconfigured"] is False
+
+
+@pytest.mark.system  # ansible-playbook's check mode over the local connection
+def test_the_local_audit_remediate_hint_works_as_printed(tmp_path: Path) -> None:
+    """The README's first command audits this machine with the built-in policy; its fix line
+    said `omni-host remediate -i INVENTORY localhost`, and remediate then only said it needs
+    an inventory. Now remediate without -i does for this machine what audit without -i does
+    (the built-in policy, Ansible's local connection), and the printed hint, pasted into a
+    shell, previews the fix of what the audit found (nothing is changed)."""
+    audit = run_cli("audit", "--no-store", "--format", "markdown")
+    hints = [line[line.index("omni-host remediate"):line.index(" (preview")]
+             for line in _lines_with(audit.stdout, "omni-host remediate")]
+    assert "omni-host remediate localhost" in hints, audit.stdout[-2000:]
+    assert not any("INVENTORY" in line for line in audit.stdout.splitlines())
+    shim = tmp_path / "bin"
+    shim.mkdir()
+    (shim / "omni-host").write_text(f"#!/bin/sh\nexec {sys.executable} -m omni_host \"$@\"\n")
+    (shim / "omni-host").chmod(0o755)
+    done = subprocess.run(["sh", "-c", "omni-host remediate localhost --check swap.capacity"],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=600,
+                          env={**os.environ, "PATH": f"{shim}:{os.environ['PATH']}"})
+    assert done.returncode in (0, 1), (done.stdout[-1500:], done.stderr[-1500:])
+    assert "Preview (ansible check mode, nothing is changed):" in done.stdout
+    assert "swap.yml on localhost: " in done.stdout and "FAILED" not in done.stdout
+    assert "Nothing was changed." in done.stdout
+    other = run_cli("remediate", "somebox")
+    assert other.code == 2 and "needs an inventory (-i) for 'somebox'" in other.stderr
+
+
+def test_the_module_documentation_reads_as_yaml_strings() -> None:
+    """Every description of the audit module is text (an unquoted ': ' made one a mapping,
+    and `ansible-doc omni.host.audit` failed for every AWX user)."""
+    import re
+
+    import yaml
+
+    source = (REPO / "ansible_collections" / "omni" / "host" / "plugins" / "modules" /
+              "audit.py").read_text()
+    doc = yaml.safe_load(re.search(r'DOCUMENTATION = r?"""(.*?)"""', source, re.S).group(1))
+    bad = []
+
+    def walk(node: object, path: str) -> None:
+        if isinstance(node, dict):
+            for key, value in node.items():
+                if key == "description":
+                    items = value if isinstance(value, list) else [value]
+                    bad.extend(f"{path}.{i}" for i, v in enumerate(items) if not isinstance(v, str))
+                walk(value, f"{path}.{key}")
+        elif isinstance(node, list):
+            for i, item in enumerate(node):
+                walk(item, f"{path}[{i}]")
+
+    walk(doc, "DOCUMENTATION")
+    assert bad == []
+
+
+def test_report_diff_names_a_verdict_that_became_a_warn(tmp_path: Path) -> None:
+    """A bench that went from pass to warn printed its tokens/s and then `no change in
+    verdicts, state or policy`. Replayed from the H100's series: the baseline, then the run
+    whose prompt-processing noise was too wide to judge 5% (a warn)."""
+    from test_bench_trust import TRUST, _judged
+
+    store = tmp_path / "store"
+    _judged("baseline", store, where=TRUST)
+    warned, _, _ = _judged("unchanged-2", store, where=TRUST)
+    assert warned.status.value == "warn"
+    diff = run_cli("report", "diff", "--report-dir", str(store))
+    assert "  new warnings: perf.tokens-per-s" in diff.stdout
+    assert "no change in verdicts" not in diff.stdout
+    assert "  tokens/s: pp512: " in diff.stdout
+
+
+def _swap_inventory(tmp_path: Path, size_mib: int) -> Path:
+    inv = tmp_path / "hosts.yml"
+    where = {"omni_swap_path": str(tmp_path / "swapfile")} if size_mib else {}
+    inv.write_text(json.dumps({"all": {"hosts": {"box": {
+        "ansible_connection": "local", "ansible_python_interpreter": sys.executable,
+        "omni_build_packages": [], "omni_swap_size_mib": size_mib, **where}}}}))
+    return inv
+
+
+@pytest.mark.system  # a pseudo-terminal to answer on, ansible-playbook's check mode
+def test_declining_the_apply_says_so_and_stores_nothing(tmp_path: Path) -> None:
+    """Answering `n` printed nothing after the prompt, exited 2 and stored a pre-remediation
+    audit of a remediation that never ran."""
+    inv = _swap_inventory(tmp_path, 1 << 20)  # a TiB of swap: fails on any machine
+    store = tmp_path / "store"
+    cmd = (f"{shlex.quote(sys.executable)} -m omni_host remediate -i {shlex.quote(str(inv))} "
+           f"box --apply --report-dir {shlex.quote(str(store))}")
+    done = subprocess.run(["script", "-qec", cmd, "/dev/null"], input="n\n", text=True,
+                          capture_output=True, timeout=600, cwd=tmp_path)
+    assert "Apply these changes? [y/N]" in done.stdout, done.stdout[-2000:]
+    assert "Not applied (declined): nothing was changed, nothing stored." in done.stdout
+    assert done.returncode == 1
+    assert not store.exists() or not any(store.iterdir())
+    assert not (tmp_path / "swapfile").exists()
+
+
+@pytest.mark.system  # the pre-remediation audit over the local connection
+def test_an_apply_with_nothing_to_do_stores_nothing(tmp_path: Path) -> None:
+    inv = _swap_inventory(tmp_path, 0)
+    store = tmp_path / "store"
+    done = run_cli("remediate", "-i", str(inv), "box", "--apply", "--yes", "--report-dir",
+                   str(store))
+    assert done.code == 0 and "Nothing to remediate with a playbook." in done.stdout
+    assert not store.exists() or not any(store.iterdir())
