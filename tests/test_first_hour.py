@@ -181,3 +181,48 @@ def test_an_apply_with_nothing_to_do_stores_nothing(tmp_path: Path) -> None:
                    str(store))
     assert done.code == 0 and "Nothing to remediate with a playbook." in done.stdout
     assert not store.exists() or not any(store.iterdir())
+
+
+@pytest.mark.parametrize("size, text", [
+    (133_407_776, "127 MiB"),        # the tests' random llama: it read "0 GiB"
+    (1_701_027_840, "1.6 GiB"),      # the H100's 1.7 GB model (llama-bench's model_size)
+    (642_000_000_000, "598 GiB"),    # the registry's 642 GB DeepSeek files
+])
+def test_sizes_read_as_an_operator_reads_them(size: int, text: str) -> None:
+    from omni_host.evaluate.checks.models import size_text
+
+    assert size_text(size) == text
+
+
+def test_an_unreachable_reason_is_said_once(tmp_path: Path) -> None:
+    """The fleet's progress lines and the run's end both printed each unreachable reason."""
+    from conftest import free_port
+
+    inv = tmp_path / "hosts.yml"
+    inv.write_text(json.dumps({"all": {"hosts": {
+        name: {"ansible_host": "127.0.0.1", "ansible_port": free_port()}
+        for name in ("gone1", "gone2")}}}))
+    result = run_cli("audit", "-i", str(inv), "all", "--no-store")
+    assert result.code == 3
+    for name in ("gone1", "gone2"):
+        assert result.stderr.count("Connection refused") == 2
+        assert len(_lines_with(result.stderr, f"{name}: unreachable")) == 2  # progress, reason
+        assert len([line for line in _lines_with(result.stderr, f"{name}: unreachable")
+                    if "Connection refused" in line]) == 1
+
+
+@pytest.mark.parametrize("columns", [60, 80])
+def test_narrow_terminals_cut_text_never_the_hints(tmp_path: Path, columns: int,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """At 80 columns the cuts ate the hints themselves (`(-v lists t…`)."""
+    monkeypatch.chdir(tmp_path)
+    inv = "inv.yml"
+    (tmp_path / inv).write_text("all:\n  hosts:\n    box:\n      ansible_connection: local\n"
+                                "      omni_build_packages: []\n")
+    shown = run_cli("audit", "-i", inv, "box", "--no-store", env={"COLUMNS": str(columns)})
+    lines = shown.stdout.splitlines()
+    assert max(len(line) for line in lines) <= columns
+    assert any(line.endswith(" (-v lists them)") for line in lines), shown.stdout
+    assert any(line.endswith(" (-v: why)") for line in lines), shown.stdout
+    joined = " ".join(line.strip() for line in lines)
+    assert f"record it: omni-host init -i {inv} box" in joined

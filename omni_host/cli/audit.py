@@ -105,8 +105,8 @@ class Progress:
         self._set(plan.name, "auditing...", line=False)
 
     def done(self, plan, host) -> None:  # noqa: ANN001 (HostPlan, HostReport)
-        if not host.reachable:
-            state = f"unreachable ({host.duration_s:.1f}s): {host.error}"
+        if not host.reachable:  # the reason: once, in the run's own line at the end
+            state = f"unreachable ({host.duration_s:.1f}s)"
         else:
             counts = host.counts()
             state = f"done ({host.duration_s:.1f}s): " + ", ".join(

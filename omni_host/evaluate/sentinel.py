@@ -8,6 +8,7 @@ from functools import lru_cache
 from typing import Any
 
 from omni_host.evaluate.checks.gpu import ASYMMETRY_RATIO  # one rule: gpu.topology's
+from omni_host.evaluate.checks.models import size_text
 from omni_host.evaluate.facts import HostFacts
 from omni_host.model import (
     EngineStatus,
@@ -19,8 +20,6 @@ from omni_host.model import (
 )
 from omni_host.plan.policy import Policy
 from omni_host.resources import data_path, read_yaml
-
-GIB = 1024 ** 3
 
 
 def _models(facts: HostFacts, policy: Policy | None) -> tuple[ModelSummary, ...] | None:
@@ -118,8 +117,8 @@ def _model_over_memory(summary: FactSummary) -> tuple[bool | None, str]:
     if mem is None or swap is None:
         return None, "memory facts unavailable"
     budget = (mem + swap) * 1024 ** 2
-    room = f"RAM+swap {budget / GIB:,.0f} GiB"
-    over = [f"{m.path} {m.size_bytes / GIB:,.0f} GiB" for m in models
+    room = f"RAM+swap {size_text(budget)}"
+    over = [f"{m.path} {size_text(m.size_bytes)}" for m in models
             if m.size_bytes is not None and m.size_bytes > budget]
     if over:
         return True, f"{'; '.join(over)} > {room}"
@@ -127,7 +126,7 @@ def _model_over_memory(summary: FactSummary) -> tuple[bool | None, str]:
     if unsized:
         return None, f"size of {', '.join(unsized)} not examined"
     largest = max(m.size_bytes or 0 for m in models)
-    return False, f"largest model {largest / GIB:,.0f} GiB <= {room}"
+    return False, f"largest model {size_text(largest)} <= {room}"
 
 
 def _model_architecture(summary: FactSummary, names: set[str]) -> tuple[bool | None, str]:

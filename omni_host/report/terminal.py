@@ -61,8 +61,10 @@ def _fit(text: str, width: int) -> str:
 
 
 def _wrap(text: str, width: int, first: str, rest: str) -> list[str]:
+    # a word longer than the line (a path in a command) overflows rather than breaks: a
+    # command must still paste whole
     return textwrap.wrap(text, width=width, initial_indent=first, subsequent_indent=rest,
-                         break_on_hyphens=False) or [first.rstrip()]
+                         break_on_hyphens=False, break_long_words=False) or [first.rstrip()]
 
 
 class _Page:
@@ -92,12 +94,13 @@ class _Page:
         if line:
             self.add(_plain(line, style))
 
-    def one(self, text: str, style: str = "") -> None:
-        """One line, cut to the width unless verbose (then wrapped)."""
+    def one(self, text: str, style: str = "", hint: str = "") -> None:
+        """One line, cut to the width unless verbose (then wrapped); ``hint`` (how to see
+        more) is never cut."""
         if self.verbose:
-            self.text(text, style, rest="    ")
+            self.text(text + hint, style, rest="    ")
         else:
-            self.add(_plain(_fit(text, self.width), style))
+            self.add(_plain(_fit(text, self.width - len(hint)) + hint, style))
 
     def labelled(self, label: str, lines: list[str], style: str = "") -> None:
         pad = " " * LABEL
@@ -215,9 +218,11 @@ def _collapsed(page: _Page, host: dict[str, Any], inventory: str | None) -> None
                 why = f"waived {waiver_line(r['waiver'])}" if r.get("waiver") else r["summary"]
                 page.text(f"{r['id']}: {why}", first="  ", rest="      ")
             continue
-        if status == "skip":
+        if status == "skip":  # the counts may be cut, never the hint that says how to see them
             kinds = Counter(_skip_kind(r) for r in results)
-            body = ", ".join(f"{n} {k}" for k, n in kinds.most_common()) + " (-v lists them)"
+            hint = " (-v lists them)"
+            body = _fit(", ".join(f"{n} {k}" for k, n in kinds.most_common()),
+                        page.width - len(label) - len(hint)) + hint
         elif status == "waived":
             body = ", ".join(f"{r['id']} (waived by {r['waiver']['approver']} until "
                              f"{r['waiver']['expires']})" for r in results)
@@ -227,9 +232,9 @@ def _collapsed(page: _Page, host: dict[str, Any], inventory: str | None) -> None
     unset = expected_state_line(host, inventory)
     if unset and (page.verbose or host.get("unconfigured")):
         page.text(unset, "bold yellow" if host.get("unconfigured") else "yellow")
-    elif unset and recordable(host):
-        page.add(_plain(_fit(f"{' ' * 11}record it: {init_command(host['host'], inventory)}",
-                             page.width), "yellow"))
+    elif unset and recordable(host):  # a command: wrapped, never cut
+        page.text(f"record it: {init_command(host['host'], inventory)}", "yellow",
+                  first=" " * 11, rest=" " * 13)
     missing = unobserved(host)
     if missing and page.verbose:
         page.text("Not observed: " + "; ".join(missing), "dim")
@@ -252,8 +257,8 @@ def _strategic(page: _Page, host: dict[str, Any]) -> None:
         for status in ("re-evaluate", "unknown"):
             names = [e["engine"] for e in engines if e["status"] == status]
             if names:
-                page.one(f"  {ENGINE_WORDS[status]}: {', '.join(names)}"
-                         + (" (-v: why)" if status == "unknown" else ""), "dim")
+                page.one(f"  {ENGINE_WORDS[status]}: {', '.join(names)}", "dim",
+                         hint=" (-v: why)" if status == "unknown" else "")
 
 
 def _cold_case(page: _Page, host: dict[str, Any]) -> None:

@@ -12,8 +12,15 @@ from omni_host.probes.parsers.host import ModelFacts, ModelFile
 GIB = 1024 ** 3
 
 
-def _gib(n: float) -> str:
-    return f"{n / GIB:,.0f} GiB"
+def size_text(n: float) -> str:
+    """A size as an operator reads it: 127 MiB, 1.7 GiB, 404 GiB (a 127 MiB model was
+    "0 GiB")."""
+    if n < GIB:
+        return f"{n / 1024 ** 2:,.0f} MiB"
+    return f"{n / GIB:,.1f} GiB" if n < 10 * GIB else f"{n / GIB:,.0f} GiB"
+
+
+
 
 
 def _models(facts: HostFacts, policy: Policy, meta: CheckMeta) -> ModelFacts | CheckResult:
@@ -26,7 +33,7 @@ def _models(facts: HostFacts, policy: Policy, meta: CheckMeta) -> ModelFacts | C
 def _line(m: ModelFile) -> str:
     if m.error:
         return f"{m.path}: {m.error}"
-    return f"{m.path}: {_gib(m.size_bytes)} in {m.files} file(s), architecture {m.architecture}"
+    return f"{m.path}: {size_text(m.size_bytes)} in {m.files} file(s), architecture {m.architecture}"
 
 
 @check("model.fit")
@@ -51,20 +58,20 @@ def model_fit(facts: HostFacts, policy: Policy, meta: CheckMeta) -> CheckResult:
             continue
         lines.append(_line(m))
         if m.size_bytes > budget[want.loader]:
-            text = (f"{want.path} is {_gib(m.size_bytes)}, more than RAM+swap "
-                    f"({_gib(ram)} + {_gib(swap)})")
+            text = (f"{want.path} is {size_text(m.size_bytes)}, more than RAM+swap "
+                    f"({size_text(ram)} + {size_text(swap)})")
             (bad if want.loader == "full" else warn).append(
                 text + (" and a full loader holds it all in memory (F-022)" if want.loader == "full"
-                        else f" + VRAM {_gib(vram)}: mmap streaming will thrash"))
+                        else f" + VRAM {size_text(vram)}: mmap streaming will thrash"))
     evidence = (Evidence("model.files", "model helper (sizes, GGUF headers)", tuple(lines)),
-                Evidence(mem.probe_id, mem.command, (f"RAM {_gib(ram)}, swap {_gib(swap)}",)))
+                Evidence(mem.probe_id, mem.command, (f"RAM {size_text(ram)}, swap {size_text(swap)}",)))
     actual = {"ram_bytes": ram, "swap_bytes": swap, "vram_bytes": vram, "models": lines}
     if bad:
         return meta.result(Status.FAIL, "; ".join(bad), actual=actual, evidence=evidence)
     if warn:
         return meta.result(Status.WARN, "; ".join(warn), actual=actual, evidence=evidence)
     return meta.result(Status.PASS, f"{len(lines)} model(s) fit their loaders' memory "
-                       f"(RAM+swap {_gib(ram + swap)})", actual=actual, evidence=evidence)
+                       f"(RAM+swap {size_text(ram + swap)})", actual=actual, evidence=evidence)
 
 
 @check("model.architecture")
