@@ -110,7 +110,9 @@ def test_a_forced_first_run_is_never_the_baseline(tmp_path: Path) -> None:
 
 def test_baseline_asked_of_an_unfit_run_is_refused(tmp_path: Path) -> None:
     store = tmp_path / "store"
-    _judged("baseline", store, record=True)
+    first, _, _ = _judged("baseline", store, record=True)
+    # asked for: said so (it read "the host's first bench" whatever the store held)
+    assert first.summary.startswith("baseline recorded (recorded on purpose (--baseline)): ")
     refused, _, _ = _judged("busy-forced", store, record=True)
     assert refused.status is Status.WARN
     assert refused.summary.startswith("--baseline refused: this run is not fit to be one")

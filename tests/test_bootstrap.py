@@ -85,6 +85,13 @@ def cli(box: Sshd, *args: str, report_dir: Path):
                    str(box.workdir / "none"), "--report-dir", str(report_dir))
 
 
+def installed(name: str) -> set[str]:
+    out = subprocess.run(["docker", "exec", name, "dpkg-query", "-W", "-f",
+                          "${Package} ${db:Status-Status}\\n"], capture_output=True, text=True,
+                         check=True).stdout
+    return {line.split()[0] for line in out.splitlines() if line.endswith(" installed")}
+
+
 def dpkg_status(name: str) -> str:
     out = subprocess.run(["docker", "exec", name, "cat", "/var/lib/dpkg/status"],
                          capture_output=True, check=True).stdout
@@ -108,11 +115,20 @@ def test_a_fresh_debian_box_is_bootstrapped_and_proven_by_the_audit(
     assert preview.code == 0, preview.stdout + preview.stderr
     assert ("CHANGED: Package plan without Python's apt bindings: apt install numactl "
             "pkg-config libhwloc-dev python3-apt") in preview.stdout, preview.stdout
+    # and what apt itself will install with them: the preview said 4 and the apply put 91
+    would = [line for line in preview.stdout.splitlines() if "apt would install" in line]
+    assert len(would) == 1, preview.stdout
+    would = would[0]
+    named = set(would.split("recommends included: ", 1)[1].split())
+    assert int(would.split("CHANGED: What apt would install: ")[1].split()[0]) == len(named)
+    assert {"numactl", "pkg-config", "libhwloc-dev", "python3-apt"} <= named
     assert dpkg_status(name) == before
+    packages_before = installed(name)
 
     applied = cli(box, "bootstrap", "-i", str(inv), "fresh", "--apply", "--yes",
                   report_dir=report_dir)
     assert "baseline audit stored in" in applied.stderr, applied.stdout + applied.stderr
+    assert installed(name) - packages_before == named  # the preview told the whole truth
     stored = [p for p in report_dir.iterdir() if p.is_dir() and not p.name.startswith(".")]
     (report,) = [d for d in (json.loads((p / "report.json").read_text()) for p in stored)
                  if d["source"] == "bootstrap"]

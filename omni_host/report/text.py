@@ -35,8 +35,11 @@ def check_ids(doc: dict[str, Any]) -> list[str]:
 
 
 # The inventory of this machine that a hint makes first when the audit had none (the local
-# audit of the README's first command): Ansible's local connection.
-LOCAL_INVENTORY = "printf 'localhost ansible_connection=local\\n' > hosts.ini && "
+# audit of the README's first command): Ansible's local connection, and the python3 of PATH
+# for its modules, as omni-host's collector uses (Ansible's discovery picked a pyenv shim of a
+# version that was not installed: "python3.13: command not found").
+LOCAL_INVENTORY = ("printf 'localhost ansible_connection=local ansible_python_interpreter=python3"
+                   "\\n' > hosts.ini && ")
 
 
 def init_command(host: str, inventory: str | None) -> str:
