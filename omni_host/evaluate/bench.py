@@ -34,6 +34,7 @@ from omni_host.probes.parsers.bench import (
     SHORT,
     BenchRun,
     BenchTest,
+    Estimate,
     estimate,
     rate,
     robust_spread,
@@ -224,6 +225,12 @@ class TestVerdict:
 
 
 MIN_RUNS_FOR_SPREAD = 3
+MEDIAN_SE = 1.2533  # the standard error of a median, in standard deviations / sqrt(n) (normal)
+
+
+def _standard_error(est: Estimate) -> float:
+    return MEDIAN_SE * est.spread / math.sqrt(est.used) if est.used else 0.0
+
 SIGMAS = 3  # a drop past 3 standard deviations of one run is not noise
 HALVED = 0.5  # a significant drop to half fails however noisy the runs (S-005)
 
@@ -234,15 +241,21 @@ def judge_test(name: str, base: list[float], now: list[float], tolerance_pct: fl
     fit, comparable runs of the host's unchanged state (the baseline's and later ones), whose
     robust spread is the noise between runs once there are at least three.
 
-    The noise of one run is the larger of the repetitions' pooled robust spread and the spread
-    between runs; ``detectable`` = 3 x that. A drop past max(tolerance, detectable) warns; it
-    fails past 1.5 x that line when it is also twice the tolerance, or when it halves tokens/s
-    (S-005: NPS4). Where ``detectable`` exceeds the tolerance the comparison cannot see a drop
-    the operator cares about: a warn that says so, never a pass."""
+    The noise of the comparison: until the spread between runs is measured (three fit runs),
+    the repetitions' pooled robust spread stands in for it (runs differ more from each other
+    than repetitions do: measured, docs/bench.md); once measured, the larger of that spread
+    between runs and the standard error of the two medians (1.2533 x spread / sqrt(n) each:
+    a run whose repetitions scatter is judged by how well its median is known, not by its
+    scatter alone). ``detectable`` = 3 x the noise. A drop past max(tolerance, detectable)
+    warns; it fails past 1.5 x that line when it is also twice the tolerance, or when it
+    halves tokens/s (S-005: NPS4). Where ``detectable`` exceeds the tolerance the comparison
+    cannot see a drop the operator cares about: a warn that says so, never a pass."""
     b, n = estimate(base), estimate(now)
-    within = math.sqrt((b.spread ** 2 + n.spread ** 2) / 2)
-    between = robust_spread(list(run_centers)) if len(run_centers) >= MIN_RUNS_FOR_SPREAD else 0.0
-    noise = max(within, between)
+    if len(run_centers) >= MIN_RUNS_FOR_SPREAD:
+        within = math.hypot(_standard_error(b), _standard_error(n))
+        noise = max(within, robust_spread(list(run_centers)))
+    else:
+        noise = math.sqrt((b.spread ** 2 + n.spread ** 2) / 2)
     tolerance = tolerance_pct / 100
     detectable = SIGMAS * noise
     threshold = max(tolerance, detectable)
@@ -373,6 +386,17 @@ def read_stored(details: Any) -> StoredRun:
                      audit if isinstance(audit, str) else None, tuple(map(str, changed)))
 
 
+def disturbed(spec: BenchSpec, run: BenchRun) -> bool:
+    """Something else ran while it measured (forced past a busy gate, other processes on the
+    GPUs, other CPU load past max_other_cpus): such a run never passes. A run that is only
+    noisy is judged with its noise."""
+    during = run.during or {}
+    load = during.get("other_cpu_load")
+    return bool(run.gate.get("forced") or run.context.get("busy_before")
+                or during.get("other_gpu_processes")
+                or isinstance(load, (int, float)) and load > spec.max_other_cpus)
+
+
 def _flag(field: str) -> str:
     return f"-{SHORT[field]}" if field in SHORT else field
 
@@ -471,8 +495,9 @@ def judge(meta: CheckMeta, spec: BenchSpec, run: BenchRun, context: dict[str, An
                                             "no change in the recorded host state")
     elif status is Status.PASS and ceiling_note:
         text += f"; {ceiling_note}"
-    if unfit:  # a disturbed run never passes: what it measured is not the host alone
-        status = Status.WARN if status is Status.PASS else status
+    if unfit:
         text += f"; not used to learn the noise ({'; '.join(unfit)})"
+    if disturbed(spec, run) and status is Status.PASS:  # it measured the host and something else
+        status = Status.WARN
     return meta.result(status, text, expected=f"within the noise of baseline {baseline.audit}",
                        actual=measured, evidence=_evidence(run), details=details)
