@@ -286,3 +286,16 @@ def test_the_h100_series_replayed(tmp_path: Path) -> None:
     narrow, _, _ = _judged("offload-2cpus", offload, where=TRUST)
     assert narrow.status is Status.FAIL and narrow.details["verdicts"]["tg128"]["status"] == "fail"
     assert narrow.details["changed"] == ["CPUs allowed: 16 -> 2"]
+
+
+@pytest.mark.parametrize("name, expected", [
+    ("baseline", False), ("unchanged-2", False),  # its pp512 scatter is noise, not a disturbance
+    ("load-after-gate", True), ("busy-forced", True), ("offload-2cpus", False),
+])
+def test_only_a_disturbed_run_is_kept_from_passing(name: str, expected: bool) -> None:
+    from omni_host.evaluate.bench import disturbed
+    from omni_host.plan.policy import BenchSpec
+    from omni_host.probes.parsers.bench import parse_bench_run
+
+    run = parse_bench_run(_bundle(name, TRUST).results["bench.llama"].stdout)
+    assert disturbed(BenchSpec("/b", "/m"), run) is expected
