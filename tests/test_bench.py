@@ -199,6 +199,11 @@ def test_the_bench_probe_never_splices_inventory_values_into_a_shell() -> None:
     ({"llama_bench": "/b", "model": "/m.gguf", "tolerance_pct": float("nan")}, "must be a number"),
     ({"llama_bench": "/b", "model": "/m.gguf", "max_spread_pct": float("inf")}, "must be a number"),
     ({"llama_bench": "/b", "model": "/m.gguf", "env": {"A B": "1"}}, "not an environment variable"),
+    ({"llama_bench": "/b", "model": "/m.gguf", "budget_s": float("nan")}, "must be a number"),
+    ({"llama_bench": "/b", "model": "/m.gguf", "max_busy_pct": float("inf")}, "must be a number"),
+    ({"llama_bench": "/b", "model": "/m.gguf", "args": ["--output_err", "md"]}, "--output_err is set"),
+    ({"llama_bench": "/b", "model": "/m.gguf", "args": ["-hf", "org/model"]}, "-hf is set"),
+    ({"llama_bench": "/b", "model": "/m.gguf", "args": ["-p", "1"] * 150000}, "at most 256 arg"),
     ({"model": "/m.gguf"}, "llama_bench"),
 ])
 def test_bench_policy_is_validated(bench: dict, message: str) -> None:

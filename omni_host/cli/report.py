@@ -80,6 +80,8 @@ def _history(args: argparse.Namespace):  # noqa: ANN202
 
 
 def cmd_report(args: argparse.Namespace) -> int:
+    from omni_host.report.store import default_report_dir
+
     if args.report_command == "schema":
         from omni_host.report.schema import SCHEMA_FILE
 
@@ -102,6 +104,11 @@ def cmd_report(args: argparse.Namespace) -> int:
              args.verbosity)
         return EXIT_OK
     if args.report_command == "diff":
+        if history.unreadable or not history.audits:  # it printed nothing and exited 0
+            store = args.report_dir or default_report_dir()
+            err(f"report diff: {history.unreadable or f'{store} holds no stored audit'}: "
+                "nothing to compare")
+            return EXIT_USAGE
         return _diff(args, history)
     return _recheck(args, history)
 

@@ -31,6 +31,9 @@ BUNDLE_SCHEMA = 1
 _SAFE = re.compile(r"[^A-Za-z0-9._-]")
 
 
+MAX_TIMESTAMP = 253402300800.0  # 10000-01-01T00:00:00Z
+
+
 def safe_name(name: str) -> str:
     """A host or probe name made safe as one path component, one to one: a name that had to
     change carries a digest of the original, so ``lab one`` and ``lab_one`` (both names
@@ -160,7 +163,9 @@ def _from_files(read: Any, origin: str) -> Bundle:
         collected_at = float(manifest.get("collected_at"))
     except (TypeError, ValueError):
         raise BundleError(f"{origin}: manifest's collected_at is not a time") from None
-    if not math.isfinite(collected_at):  # NaN or infinity: the report's JSON would be invalid
+    # NaN or infinity made the report's JSON invalid; 1e300 or -1e12 is no date a renderer
+    # can print (an OverflowError in the JUnit view): years 1970 to 9999 only
+    if not math.isfinite(collected_at) or not 0 <= collected_at < MAX_TIMESTAMP:
         raise BundleError(f"{origin}: manifest's collected_at is not a time")
     results = {}
     try:

@@ -389,6 +389,9 @@ def parse_extra_vars(items: list[str]) -> dict[str, Any]:
         except (yaml.YAMLError, ValueError) as exc:  # UnicodeDecodeError is a ValueError
             raise InventoryError(f"-e {item[:60]}: not name=value, a mapping or @file "
                                  f"({str(exc).splitlines()[0]})") from None
+        except RecursionError:  # YAML's composer recurses once per level
+            raise InventoryError(f"-e {item[:60]}: nested too deeply to be omni_* values") \
+                from None
         if not isinstance(values, dict) or "_raw_params" in values:
             raise InventoryError(f"-e {item[:60]}: not name=value, a mapping or @file")
         for name in values:

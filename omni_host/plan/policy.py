@@ -80,9 +80,14 @@ class BenchSpec:
     env: tuple[tuple[str, str], ...] = ()  # llama-bench's environment as served (GLIBC_TUNABLES)
 
 
-# llama-bench options omni-host sets itself (the model, JSON output, the repetitions).
-BENCH_OWN_ARGS = frozenset({"-m", "--model", "-o", "--output", "-oe", "--output-err", "-r",
-                            "--repetitions"})
+# llama-bench options omni-host sets itself (the model, JSON output, the repetitions), in
+# every spelling llama-bench accepts, and those that fetch another model than omni_bench.model
+# (a Hugging Face repository or a URL).
+BENCH_OWN_ARGS = frozenset({"-m", "--model", "-o", "--output", "-oe", "--output-err",
+                            "--output_err", "-r", "--repetitions", "-hf", "-hfr", "--hf-repo",
+                            "--hf_repo", "-hff", "--hf-file", "--hf_file", "-mu", "--model-url",
+                            "--model_url"})
+MAX_BENCH_ARGS, MAX_BENCH_ARG_CHARS = 256, 4096  # 300,000 arguments ran 220 s into E2BIG
 
 
 @dataclass(frozen=True)
@@ -311,11 +316,14 @@ def _bench_rules(origin: str, bench: dict[str, Any] | None) -> None:
         return
     for key in ("llama_bench", "model"):
         _absolute(origin, f"omni_bench.{key}", bench[key])
-    own = sorted(a.split("=", 1)[0] for a in bench.get("args") or ()
-                 if a.split("=", 1)[0] in BENCH_OWN_ARGS)
+    args = bench.get("args") or ()
+    if len(args) > MAX_BENCH_ARGS or any(len(str(a)) > MAX_BENCH_ARG_CHARS for a in args):
+        raise _fail(origin, "omni_bench.args", f"at most {MAX_BENCH_ARGS} arguments of "
+                    f"{MAX_BENCH_ARG_CHARS} characters each (got {len(args)})")
+    own = sorted(a.split("=", 1)[0] for a in args if a.split("=", 1)[0] in BENCH_OWN_ARGS)
     if own:
         raise _fail(origin, "omni_bench.args", f"{own[0]} is set by omni-host (-m from model, "
-                    "-o json, -r from repetitions)")
+                    "-o json, -r from repetitions; no other model is fetched)")
     for key, low in (("repetitions", 2), ("budget_s", 1), ("tolerance_pct", 0),
                      ("max_busy_pct", 0), ("max_spread_pct", 0), ("max_other_cpus", 0)):
         if key in bench and not (math.isfinite(bench[key]) and bench[key] >= low):

@@ -51,15 +51,23 @@ def _trend_rows(per_test: dict[str, list[tuple[str, float]]]) -> list[dict[str, 
             for name, points in per_test.items()]
 
 
+def _utc(ts: float | None) -> dt.datetime | None:
+    """A stored time as a date, None where it is none a calendar has (1e300, -1e12, NaN in a
+    hand-edited report: an OverflowError in the JUnit view)."""
+    try:
+        return dt.datetime.fromtimestamp(float(ts or 0), dt.timezone.utc)
+    except (OverflowError, OSError, ValueError, TypeError):
+        return None
+
+
 def _when(ts: float | None) -> str:
-    if not ts:
-        return "?"
-    return dt.datetime.fromtimestamp(ts, dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    when = _utc(ts) if ts else None
+    return when.strftime("%Y-%m-%d %H:%M UTC") if when else "?"
 
 
 def _junit_time(ts: float | None) -> str:
     """ISO 8601 in UTC, in the form the JUnit (Ant) schema allows: no zone designator."""
-    return dt.datetime.fromtimestamp(ts or 0, dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S")
+    return (_utc(ts) or _utc(0)).strftime("%Y-%m-%dT%H:%M:%S")  # type: ignore[union-attr]
 
 
 def _finding(r: dict[str, Any], layer: str, timeline: list[tuple[str, str]],
