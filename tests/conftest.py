@@ -43,15 +43,24 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def wait_port(port: int, timeout_s: float = 10.0) -> None:
+def wait_port(port: int, timeout_s: float = 10.0, banner: bytes = b"") -> None:
+    """Until something accepts on the port, and (``banner``) says it: Docker's port proxy
+    accepts before the container's server listens, then closes (paramiko read "Error reading
+    SSH protocol banner" in a fresh clone's first run)."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         try:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
-                return
+            with socket.create_connection(("127.0.0.1", port), timeout=0.5) as sock:
+                if not banner:
+                    return
+                sock.settimeout(2)
+                if sock.recv(64).startswith(banner):
+                    return
         except OSError:
-            time.sleep(0.05)
-    raise RuntimeError(f"nothing listens on 127.0.0.1:{port}")
+            pass
+        time.sleep(0.05)
+    raise RuntimeError(f"nothing listens on 127.0.0.1:{port}" +
+                       (f" that says {banner!r}" if banner else ""))
 
 
 def keygen(path: Path) -> str:

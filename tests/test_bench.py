@@ -236,6 +236,21 @@ def _bench(sshd: Sshd, inv: Path, store: Path, *extra: str):
     return result, perf
 
 
+def _baseline(sshd: Sshd, inv: Path, store: Path, tries: int = 3):
+    """The first bench of a host, as the operator runs it: a first run that is not fit to be
+    the baseline (its repetitions scattered by whatever else ran on this 2-vCPU machine) says
+    so and why, and is run again, as its verdict says to."""
+    seen = []
+    for _ in range(tries):
+        result, perf = _bench(sshd, inv, store)
+        if perf is not None and perf["details"].get("recorded_baseline"):
+            return result, perf
+        assert perf is not None and perf["summary"].startswith("no baseline yet: this run is "
+                                                               "not fit to be one"), result.stderr
+        seen.append(perf["details"]["unfit"])
+    raise AssertionError(f"no fit run in {tries}: {seen}")
+
+
 def _cpu_cgroup() -> tuple[Path, str]:
     """Where this machine's CPU controller is mounted: (path, "v1" or "v2")."""
     for line in Path("/proc/self/mountinfo").read_text().splitlines():
@@ -296,10 +311,11 @@ def test_bench_loop_baseline_unchanged_quota_and_back(sshd: Sshd, llama, tmp_pat
     binary, model = llama
     inv = _inventory(sshd, tmp_path / "inv", binary, model)
     store = tmp_path / "store"
-    first, perf = _bench(sshd, inv, store)
+    first, perf = _baseline(sshd, inv, store)
     assert first.code == 0, first.stderr
     assert perf["status"] == "pass" and perf["details"]["recorded_baseline"] is True
     assert "this run is the host's baseline from now on" in first.stderr
+    kept = len(load_history(store).audits)  # the baseline (and any unfit first try before it)
     assert perf["details"]["context"]["CPU quota (cgroup)"] == "none"
     again, perf = _bench(sshd, inv, store)
     # An unchanged rerun never fails for nothing. On this shared 2-vCPU VM a noisy moment can
@@ -325,7 +341,8 @@ def test_bench_loop_baseline_unchanged_quota_and_back(sshd: Sshd, llama, tmp_pat
     assert f"CPU quota (cgroup): none -> 0.3 CPUs (/{quota.path.name})" in perf["summary"]
     back, perf = _bench(sshd, inv, store)
     assert back.code == 0 and perf["status"] in ("pass", "warn"), perf["summary"]  # as above
-    assert len(load_history(store).audits) == 4  # every run stored, the baseline still first
+    assert len(load_history(store).audits) == kept + 3  # every run stored
+    assert find_baseline(load_history(store), "loop").audit in first.stderr  # still the baseline
 
 
 def test_a_run_past_its_budget_is_killed_and_never_a_baseline(sshd: Sshd, llama,

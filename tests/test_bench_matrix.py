@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import yaml
 from conftest import Sshd
-from test_bench import CpuQuota, _bench, _inventory
+from test_bench import CpuQuota, _baseline, _bench, _inventory
 
 pytestmark = pytest.mark.system
 
@@ -41,7 +41,7 @@ def loop(sshd: Sshd, llama, tmp_path: Path):
     shutil.copy2(model, own_model)
     inv = _inventory(sshd, tmp_path / "inv", own_binary, own_model)
     store = tmp_path / "store"
-    first, perf = _bench(sshd, inv, store)
+    first, perf = _baseline(sshd, inv, store)
     assert first.code == 0 and perf["details"]["recorded_baseline"] is True, first.stderr
     return inv, store, own_binary, own_model
 

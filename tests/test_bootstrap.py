@@ -64,7 +64,7 @@ def fresh_box(fresh_image: str, tmp_path: Path) -> Iterator[tuple[Sshd, str]]:
                     "-e", f"KEY={client_pub}", fresh_image, "sh", "-c", START],
                    check=True, capture_output=True)
     try:
-        wait_port(port)
+        wait_port(port, timeout_s=60, banner=b"SSH-")
         host_pub = ""
         for _ in range(50):
             got = subprocess.run(["docker", "exec", name, "cat",

@@ -15,6 +15,8 @@ GIB = 1024 ** 3
 def size_text(n: float) -> str:
     """A size as an operator reads it: 127 MiB, 1.7 GiB, 404 GiB (a 127 MiB model was
     "0 GiB")."""
+    if n < 1024 ** 2:
+        return f"{n / 1024:,.0f} KiB" if n >= 1024 else f"{n:,.0f} bytes"
     if n < GIB:
         return f"{n / 1024 ** 2:,.0f} MiB"
     return f"{n / GIB:,.1f} GiB" if n < 10 * GIB else f"{n / GIB:,.0f} GiB"
