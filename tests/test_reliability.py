@@ -83,3 +83,61 @@ def test_report_diff_of_an_empty_or_refused_store_says_so(tmp_path: Path) -> Non
     refused = run_cli("report", "diff", "--report-dir", str(shared))
     assert refused.code == 2
     assert "writable by others: the report store is not read: nothing to compare" in refused.stderr
+
+
+def _lab(path: Path) -> Path:
+    path.mkdir(parents=True)
+    (path / "hosts.yml").write_text("all:\n  hosts:\n    box:\n      ansible_connection: local\n"
+                                    "      omni_numa_nps: 1\n      omni_build_packages: []\n")
+    return path
+
+
+def _install(tmp_path: Path, **env: str):
+    root = tmp_path / "root"
+    inventory = _lab(tmp_path / "inv")
+    result = run_cli("schedule", "install", "--quarterly", "--root", str(root), "--cron", "--",
+                     "-i", str(inventory), "all", env=env)
+    return result, root / "etc" / "cron.d" / "omni-host-audit"
+
+
+@pytest.mark.parametrize("name", ["XDG_STATE_HOME", "LOGNAME"])
+def test_a_newline_from_the_environment_writes_no_cron_line(tmp_path: Path, name: str) -> None:
+    """A newline in XDG_STATE_HOME or LOGNAME wrote a second cron line into cron.d."""
+    value = "/state\n* * * * * root touch /tmp/owned" if name == "XDG_STATE_HOME" else \
+        "root\n* * * * * root touch /tmp/owned"
+    result, cron = _install(tmp_path, **{name: value, "USER": value} if name == "LOGNAME"
+                            else {name: value})
+    assert result.code == 2, result.stderr
+    assert "control character" in result.stderr or "is not a user name" in result.stderr
+    assert not cron.exists()
+
+
+def test_a_relative_state_home_is_ignored_as_the_spec_says(tmp_path: Path) -> None:
+    result, cron = _install(tmp_path, XDG_STATE_HOME="relative/state")
+    assert result.code == 0, result.stderr
+    assert "relative/state" not in cron.read_text()
+
+
+def test_status_never_follows_a_log_link_to_another_file(tmp_path: Path) -> None:
+    """`schedule status` followed a log symlinked to /etc/shadow and printed its last lines."""
+    result, _ = _install(tmp_path, XDG_STATE_HOME="/state")
+    assert result.code == 0, result.stderr
+    log = tmp_path / "root" / "state" / "omni-host" / "schedule.log"
+    secret = tmp_path / "secret"
+    secret.write_text("root:$6$not-for-you:19000:0:99999:7:::\n")
+    log.unlink(missing_ok=True)
+    log.symlink_to(secret)
+    status = run_cli("schedule", "status", "--root", str(tmp_path / "root"), "--cron",
+                     env={"XDG_STATE_HOME": "/state"})
+    assert "not-for-you" not in status.stdout + status.stderr
+
+
+def test_a_log_directory_of_another_user_is_refused(tmp_path: Path) -> None:
+    import os
+
+    folder = tmp_path / "root" / "state" / "omni-host"
+    folder.mkdir(parents=True)
+    os.chown(folder, 65534, 65534)  # nobody: it could swap the log for a link
+    result, cron = _install(tmp_path, XDG_STATE_HOME="/state")
+    assert result.code == 2 and "belongs to uid 65534" in result.stderr
+    assert not cron.exists()

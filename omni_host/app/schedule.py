@@ -27,7 +27,7 @@ class ScheduleTarget:
 
     def directory(self) -> Path:
         if self.kind == "systemd-user":
-            home = Path(os.environ.get("XDG_CONFIG_HOME") or Path.home() / ".config")
+            home = _xdg("XDG_CONFIG_HOME", Path.home() / ".config")
             return self.root / home.relative_to("/") / "systemd" / "user"
         if self.kind == "systemd-system":
             return self.root / "etc" / "systemd" / "system"
@@ -41,17 +41,32 @@ class ScheduleTarget:
 
     def log(self) -> Path:
         """Where a cron run's output goes (systemd keeps it in the journal)."""
-        state = Path(os.environ.get("XDG_STATE_HOME") or Path.home() / ".local" / "state")
+        state = _xdg("XDG_STATE_HOME", Path.home() / ".local" / "state")
         return self.root / state.relative_to("/") / "omni-host" / "schedule.log"
+
+
+def _xdg(name: str, default: Path) -> Path:
+    """An XDG base directory: a relative one is ignored, as the spec says (it was a
+    traceback); one with a control character is refused (a newline in it wrote a second cron
+    line)."""
+    value = os.environ.get(name) or ""
+    plain_text(value, name)
+    return Path(value) if value.startswith("/") else default
+
+
+def plain_text(value: str, what: str) -> str:
+    """``value`` for a generated cron line or unit: no control character, no backslash."""
+    if any(ord(c) < 0x20 or c == "\x7f" or c == "\\" for c in value):
+        raise UsageError(f"schedule: {what} {value!r} has a control character or a backslash: "
+                         "refused (it would change the generated file)")
+    return value
 
 
 def audit_command(executable: str, audit_args: list[str]) -> str:
     """The audit's command line; an argument with a control character (a newline would start
     a second cron job or unit line) or a backslash is refused before anything is written."""
     for arg in (executable, *audit_args):
-        if any(ord(c) < 0x20 or c == "\x7f" or c == "\\" for c in arg):
-            raise UsageError(f"schedule: argument {arg!r} has a control character or a "
-                             "backslash: refused (it would change the generated file)")
+        plain_text(arg, "argument")
     return shlex.join([executable, "audit", *audit_args])
 
 
@@ -96,6 +111,10 @@ def cron_entry(command: str, user: str, log: Path) -> str:
     """The run's output is appended to ``log`` (``schedule status`` reads it); an audit that
     exits non-zero (a failing check, an unreachable host) prints one line, which cron mails to
     the owner (MAILTO)."""
+    if not user or any(c.isspace() for c in user):
+        raise UsageError(f"schedule: user {user!r} is not a user name for a cron line")
+    plain_text(user, "user")
+    plain_text(str(log), "log path")
     logged = shlex.quote(str(log))
     tell = shlex.quote(f"omni-host scheduled audit exited with a non-zero code (see {log}): ")
     return (f"# omni-host quarterly Sentinel audit (lesson S-013)\n"
@@ -117,9 +136,17 @@ def next_run(now: dt.datetime) -> dt.datetime:
 
 
 def last_log_lines(log: Path, n: int = 3) -> tuple[float, list[str]] | None:
-    """The log's time and its last non-empty lines (read from its end: bounded)."""
+    """The log's time and its last non-empty lines (read from its end: bounded), from this
+    user's own file only: a log symlinked to /etc/shadow printed its last lines."""
     try:
-        with log.open("rb") as handle:
+        fd = os.open(log, os.O_RDONLY | os.O_NOFOLLOW)
+    except OSError:
+        return None
+    if os.fstat(fd).st_uid != os.geteuid():
+        os.close(fd)
+        return None
+    try:
+        with os.fdopen(fd, "rb") as handle:
             size = handle.seek(0, os.SEEK_END)
             handle.seek(max(0, size - 65536))
             tail = handle.read().decode("utf-8", "replace")
@@ -148,7 +175,11 @@ def install(target: ScheduleTarget, command: str, *, force: bool,
     before = {p: p.read_text() for p in existing}
     target.directory().mkdir(parents=True, exist_ok=True)
     if target.kind == "cron":
-        target.log().parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        folder = target.log().parent
+        folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+        if folder.stat().st_uid != os.geteuid():  # its owner could swap the log for a link
+            raise UsageError(f"schedule: {folder} belongs to uid {folder.stat().st_uid}, not "
+                             "this user: the scheduled audit's log cannot be kept there")
     texts = [cron_entry(command, run_as, target.log())] if target.kind == "cron" else \
         [service_unit(command), timer_unit()]
     for path, text in zip(paths, texts, strict=True):
