@@ -141,3 +141,29 @@ def test_a_log_directory_of_another_user_is_refused(tmp_path: Path) -> None:
     result, cron = _install(tmp_path, XDG_STATE_HOME="/state")
     assert result.code == 2 and "belongs to uid 65534" in result.stderr
     assert not cron.exists()
+
+
+def test_the_markdown_report_holds_no_raw_html_or_control(tmp_path: Path, two_audits: Path) -> None:
+    """A host's name and its outputs reached the Markdown raw: `<script>` rendered by a
+    viewer, ESC and BEL (from llama-bench test names) reached a terminal that showed it, and
+    a line of backticks closed the evidence block."""
+    store = tmp_path / "store"
+    shutil.copytree(two_audits, store)
+    newest = sorted(store.glob("*/report.json"))[-1]
+    doc = json.loads(newest.read_text())
+    host = doc["hosts"][0]
+    host["host"] = "box<script>alert(1)</script>\x1b]0;owned\x07"
+    failing = next(r for r in host["results"] if r["status"] == "fail")
+    failing["title"] = "pp512 \x1b[2J\u202e"
+    failing["evidence"][0]["lines"] = ["```", "<img src=x onerror=alert(1)>", "\x07bell"]
+    newest.write_text(json.dumps(doc))
+    shown = run_cli("report", "show", newest.parent.name, "--format", "markdown",
+                    "--report-dir", str(store))
+    assert shown.code in (0, 1), shown.stderr
+    md = shown.stdout
+    assert "<script>" not in md and "&lt;script&gt;" in md
+    assert "\x1b" not in md and "\x07" not in md and "\u202e" not in md
+    assert "\\x1b]0;owned\\x07" in md
+    block = md[md.index("<img src=x") - 200:]
+    fence = next(line for line in block.splitlines() if set(line) == {"`"} and len(line) > 3)
+    assert block.count(fence) == 2  # the evidence's own ``` line cannot close its block

@@ -6,8 +6,11 @@ They count nothing that decides an exit code and set no global state. The termin
 
 from __future__ import annotations
 
+import re
 import shlex
 from typing import Any, TextIO
+
+from omni_host.safe_text import each_string, terminal_safe
 
 STYLES = {"pass": "green", "fail": "bold red", "warn": "yellow", "skip": "dim",
           "error": "magenta", "waived": "blue"}
@@ -166,13 +169,27 @@ def strategic_lines(host: dict[str, Any]) -> list[str]:
 
 
 def _md(text: str) -> str:
-    return text.replace("|", "\\|").replace("\n", " ")
+    """Text in a Markdown table or paragraph: no raw HTML (a Markdown viewer renders
+    `<script>` from a host's or a test's name), no column break, one line."""
+    return (text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+            .replace("|", "\\|").replace("\n", " "))
+
+
+def _fence(lines: list[str]) -> str:
+    """A code fence longer than any run of backticks in ``lines``: they cannot close it."""
+    longest = max((len(run) for line in lines for run in re.findall("`+", line)), default=0)
+    return "`" * max(3, longest + 1)
 
 
 def render_markdown(doc: dict[str, Any], out: TextIO) -> None:
+    """The report as Markdown. Everything the hosts wrote (names, outputs, llama-bench's test
+    names) is escaped: control characters as \\xNN (an ESC or BEL reached the reader's
+    terminal), HTML as entities, code blocks fenced past their own backticks."""
+    doc = each_string(doc, terminal_safe)
     out.write("# omni-host audit\n\n" + summary_line(doc) + "\n")
     for host in doc["hosts"]:
-        out.write(f"\n## {host['host']} ({host.get('address') or host['transport']})\n\n")
+        out.write(f"\n## {_md(host['host'])} ({_md(host.get('address') or host['transport'])})"
+                  "\n\n")
         if not host["reachable"]:
             out.write(f"**Unreachable:** {_md(host['error'] or '')}\n")
             continue
@@ -194,10 +211,12 @@ def render_markdown(doc: dict[str, Any], out: TextIO) -> None:
         for r in host["results"]:
             if r["status"] not in ("fail", "warn", "error"):
                 continue
-            out.write(f"\n### {r['status']}: {r['id']}: {r['title']}\n\n{_md(r['summary'])}\n")
+            out.write(f"\n### {r['status']}: {_md(r['id'])}: {_md(r['title'])}\n\n"
+                      f"{_md(r['summary'])}\n")
             for ev in r["evidence"]:
-                out.write(f"\nEvidence (`{ev['command']}`):\n\n```\n")
-                out.write("\n".join(ev["lines"]) + "\n```\n")
+                fence = _fence([ev["command"], *ev["lines"]])
+                out.write(f"\nEvidence ({_md(ev['command'])}):\n\n{fence}\n")
+                out.write("\n".join(ev["lines"]) + f"\n{fence}\n")
             steps = fix_steps(r, doc.get("inventory"), host["host"])
             if steps:
                 out.write("\nFix:\n\n" + "".join(f"1. {_md(step)}\n" for step in steps))
