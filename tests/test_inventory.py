@@ -406,8 +406,11 @@ def test_limit_selects_what_ansible_limit_selects(tmp_path: Path) -> None:
     inv = load_inventory(source)
     listing = tmp_path / "retry"
     listing.write_text("gpu02\n\ngpu01\n")
+    patterns = tmp_path / "patterns"  # Ansible reads each line as a pattern: a group, a glob
+    patterns.write_text("storage\ngpu0*\n")
     for pattern, limit in (("all", "gpu0*"), ("all", "inference[0]"), ("inference", "gpu02,nas"),
-                           ("all", f"@{listing}")):
+                           ("all", f"@{listing}"), ("all", f"@{patterns}"),
+                           ("all", f"nas,@{listing}")):
         proc = subprocess.run([str(BIN / "ansible"), "-i", str(source), pattern, "--limit", limit,
                                "--list-hosts"], capture_output=True, text=True, check=True)
         listed = [line.strip() for line in proc.stdout.splitlines()[1:]]

@@ -93,20 +93,26 @@ def local_plan(extra: dict[str, Any] | None = None) -> HostPlan:
 
 def selected_names(inv: Inventory, pattern: str, limit: str | None = None) -> list[str]:
     """The hosts of ``pattern``, in its order, within ``limit`` when one is given (Ansible's
-    ``--limit``: a pattern too, or ``@file`` with one host per line)."""
+    ``--limit``: a comma-separated pattern whose ``@file`` items are files of one pattern a
+    line, a group or a glob as much as a host name: ``cpu1,@retry``)."""
     names = inv.select_names(pattern)
     if not limit:
         return names
-    if limit.startswith("@"):
+    patterns: list[str] = []
+    for item in (part.strip() for part in limit.split(",")):
+        if not item.startswith("@"):
+            patterns += [item] if item else []
+            continue
         try:
-            text = read_bounded(limit[1:], 1024 * 1024).decode("utf-8", "replace")
+            text = read_bounded(item[1:], 1024 * 1024).decode("utf-8", "replace")
         except OSError as exc:
-            raise InventoryError(f"--limit {limit}: {exc.strerror or exc}") from None
+            raise InventoryError(f"--limit {item}: {exc.strerror or exc}") from None
         except TooLarge as exc:
-            raise InventoryError(f"--limit {limit}: {exc}: not a list of hosts") from None
-        allowed = {line.strip() for line in text.splitlines() if line.strip()}
-    else:
-        allowed = set(inv.select_names(limit))
+            raise InventoryError(f"--limit {item}: {exc}: not a list of hosts") from None
+        patterns += [line.strip() for line in text.splitlines() if line.strip()]
+    if not patterns:
+        raise InventoryError(f"--limit {limit!r} names no host")
+    allowed = set(inv.select_names(",".join(patterns)))
     kept = [n for n in names if n in allowed]
     if not kept:
         raise InventoryError(f"host pattern {pattern!r} limited to {limit!r} matches no host "
