@@ -167,3 +167,21 @@ def test_the_markdown_report_holds_no_raw_html_or_control(tmp_path: Path, two_au
     block = md[md.index("<img src=x") - 200:]
     fence = next(line for line in block.splitlines() if set(line) == {"`"} and len(line) > 3)
     assert block.count(fence) == 2  # the evidence's own ``` line cannot close its block
+
+
+def test_the_progress_lines_print_no_host_controlled_control(tmp_path: Path) -> None:
+    """Host names from an inventory (OSC, ESC c, C1, U+202E) and a failing host's own error
+    reached the operator's terminal raw through the progress lines."""
+    from conftest import free_port
+
+    names = ["a\x1b]0;owned\x07", "b\x1bc", "c\u202ebox", "d\x9b2J"]
+    inv = tmp_path / "hosts.json"
+    inv.write_text(json.dumps({"all": {"hosts": {
+        name: {"ansible_host": "127.0.0.1", "ansible_port": free_port()} for name in names}}}))
+    result = run_cli("audit", "-i", str(inv), "all", "--no-store")
+    assert result.code == 3
+    progress = [line for line in result.stderr.splitlines() if line.startswith("[") and "/4] " in line]
+    assert len(progress) == 4, result.stderr
+    for bad in ("\x1b", "\x07", "\u202e", "\x9b"):
+        assert bad not in result.stderr and bad not in result.stdout
+    assert any("\\x1b]0;owned\\x07" in line for line in progress)

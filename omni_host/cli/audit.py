@@ -86,20 +86,30 @@ class Progress:
         from rich.table import Table
 
         table = Table.grid(padding=(0, 2))
-        for name, state in self.state.items():
-            table.add_row(name, state)
+        from rich.text import Text
+
+        from omni_host.safe_text import terminal_safe
+
+        for name, state in self.state.items():  # plain Text: no markup read from a host
+            table.add_row(Text(terminal_safe(name)), Text(state))
         return table
 
     def _set(self, name: str, state: str, line: bool) -> None:
         if not self.enabled:
             return
+        from omni_host.safe_text import terminal_safe
+
+        # what a host controls (its name in a dynamic inventory, its last error line) reaches
+        # the operator's terminal escaped: an OSC or ESC c retitled or cleared it
+        state = terminal_safe(state)
         with self.lock:
             self.state[name] = state
             if self.live is not None:
                 self.live.update(self._table())
             elif line:
                 self.finished += 1
-                sys.stderr.write(f"[{self.finished}/{len(self.state)}] {name}: {state}\n")
+                sys.stderr.write(f"[{self.finished}/{len(self.state)}] {terminal_safe(name)}: "
+                                 f"{state}\n")
 
     def start(self, plan) -> None:  # noqa: ANN001 (HostPlan)
         self._set(plan.name, "auditing...", line=False)
