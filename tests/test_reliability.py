@@ -185,3 +185,39 @@ def test_the_progress_lines_print_no_host_controlled_control(tmp_path: Path) -> 
     for bad in ("\x1b", "\x07", "\u202e", "\x9b"):
         assert bad not in result.stderr and bad not in result.stdout
     assert any("\\x1b]0;owned\\x07" in line for line in progress)
+
+
+@pytest.mark.system  # a real child process that outlives its parent
+def test_a_child_llama_bench_leaves_behind_neither_survives_nor_loses_the_run(tmp_path: Path) -> None:
+    """A setsid child of llama-bench survived the run (PPID 1); holding llama-bench's stdout,
+    it cost the run its output ("not JSON: ''" after 17 s: the reader waited for a full
+    buffer)."""
+    import subprocess
+    import time
+
+    capture = Path(__file__).parent / "fixtures" / "captures" / "llama-bench" / \
+        "llama-bench-json_vm-epyc-2cpu_tiny-f16_r3.json"
+    marker = f"omni-orphan-{tmp_path.name}"
+    fake = tmp_path / "llama-bench"
+    # a shell in a session of its own, holding llama-bench's stdout, with a sleep of its own
+    fake.write_text(f"#!/bin/sh\nsetsid sh -c 'sleep 3017.5; true' {marker} &\ncat {capture}\n")
+    fake.chmod(0o755)
+    model = tmp_path / "model.gguf"
+    model.write_bytes(b"GGUF" + bytes(4096))
+    inv = tmp_path / "hosts.json"
+    inv.write_text(json.dumps({"all": {"hosts": {"box": {
+        "ansible_connection": "local", "omni_build_packages": [],
+        "omni_bench": {"llama_bench": str(fake), "model": str(model)}}}}}))
+    start = time.monotonic()
+    result = run_cli("bench", "-i", str(inv), "box", "--no-store", "--format", "json")
+    took = time.monotonic() - start
+    perf = next(r for r in json.loads(result.stdout)["hosts"][0]["results"]
+                if r["id"] == "perf.tokens-per-s")
+    assert perf["status"] != "error", perf["summary"]
+    assert "pp64" in perf["details"]["tests"]
+    assert took < 10, took
+    left = subprocess.run(["pgrep", "-f", marker], capture_output=True, text=True).stdout
+    assert left == "", f"survived: {left}"
+    # and its own child, reparented to the helper once the shell was killed
+    sleeps = subprocess.run(["pgrep", "-f", "sleep 3017.5"], capture_output=True, text=True)
+    assert sleeps.stdout == "", f"survived: {sleeps.stdout}"

@@ -19,6 +19,7 @@ llama-bench is this process's child, in the process group the collector kills at
 or when the controller goes away: it never outlives the run. Standard library only, Python 3.6.
 """
 
+import contextlib
 import errno
 import fcntl
 import hashlib
@@ -413,11 +414,59 @@ def bench_env(env):
 
 
 def _reader(pipe, sink, cap):
+    """What the pipe holds as it comes (read1: read(n) waited for n bytes, and a child that
+    kept the pipe open lost the run's whole output: "not JSON: ''")."""
     size = 0
-    for chunk in iter(lambda: pipe.read(65536), b""):
+    for chunk in iter(lambda: pipe.read1(65536), b""):
         if size < cap:
             sink.append(chunk)
             size += len(chunk)
+
+
+PR_SET_CHILD_SUBREAPER = 36
+
+
+def become_subreaper():
+    """Orphans of llama-bench (a child it started in a session of its own) become this
+    process's children instead of init's, so that kill_orphans finds them (Linux >= 3.4)."""
+    import ctypes
+
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        return libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
+    except (OSError, AttributeError):
+        return False
+
+
+def kill_orphans(rounds=5):
+    """Kill and reap every remaining child of this process, and the children they leave in
+    turn (reparented here): the benchmark never outlives its run. Returns the pids killed."""
+    killed = []
+    for _ in range(rounds):
+        found = _kill_children()
+        if not found:
+            break
+        killed += found
+    return killed
+
+
+def _kill_children():
+    me, killed = str(os.getpid()), []
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        stat = _read("/proc/%s/stat" % pid) or ""
+        fields = stat.rsplit(")", 1)[-1].split()
+        if len(fields) > 1 and fields[1] == me:
+            try:
+                os.kill(int(pid), 9)
+                killed.append(int(pid))
+            except OSError:
+                pass
+    for pid in killed:
+        with contextlib.suppress(OSError):  # reaped already (a sampler's nvidia-smi)
+            os.waitpid(pid, 0)
+    return killed
 
 
 def run_bench(argv, budget_s, with_gpus, env):
@@ -445,19 +494,20 @@ def run_bench(argv, budget_s, with_gpus, env):
         timed_out = True
         proc.kill()
         proc.wait()
-    for reader in readers:
-        reader.join(5)
     wall = time.monotonic() - start
     if sampler:  # its nvidia-smi in flight (up to 0.3 s) is not waited for: the samples so far
         sampler.stop.set()
         sampler.thread.join(0.05)
+    left = kill_orphans()  # a child llama-bench left behind (setsid) holds its pipes open
+    for reader in readers:
+        reader.join(5)
     children = os.times()
     own = (children[2] - children0[2]) + (children[3] - children0[3])
     busy1 = _cpu_busy_s()
     stderr = b"".join(err).decode("utf-8", "replace").splitlines()
     run = {"argv": argv, "exit_code": proc.returncode, "timed_out": timed_out,
            "duration_s": round(wall, 3), "stdout": b"".join(out).decode("utf-8", "replace"),
-           "stderr_tail": stderr[-STDERR_LINES:]}
+           "stderr_tail": stderr[-STDERR_LINES:], "orphans_killed": left}
     during = sampler.result() if sampler else {}
     if busy0 is not None and busy1 is not None and wall > 0:
         during["own_cpu_s"] = round(own, 3)
@@ -497,6 +547,7 @@ def main(argv):
         sys.stdout.write(json.dumps(doc) + "\n")
         return
     started = time.monotonic()
+    become_subreaper()
     found = _together(gpu=gpu_state, apps=compute_apps, nvml=nvml_memory,
                       binary=lambda: binary_identity(binary), model=lambda: model_identity(model))
     gpus = found["gpu"]
