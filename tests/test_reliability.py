@@ -221,3 +221,40 @@ def test_a_child_llama_bench_leaves_behind_neither_survives_nor_loses_the_run(tm
     # and its own child, reparented to the helper once the shell was killed
     sleeps = subprocess.run(["pgrep", "-f", "sleep 3017.5"], capture_output=True, text=True)
     assert sleeps.stdout == "", f"survived: {sleeps.stdout}"
+
+
+@pytest.mark.system  # a real TCP server on the loopback
+def test_a_server_that_greets_then_stalls_is_not_called_bannerless(tmp_path: Path) -> None:
+    """A banner, then nothing: it was reported as "no SSH banner (is an SSH server listening
+    there?)" after paramiko's own 15 s, sending the operator to the wrong place."""
+    import socket
+    import threading
+
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(4)
+    port = server.getsockname()[1]
+    held = []
+
+    def greet() -> None:
+        conn, _ = server.accept()
+        conn.sendall(b"SSH-2.0-OpenSSH_9.2p1 Stalled\r\n")
+        held.append(conn)  # open, silent
+
+    threading.Thread(target=greet, daemon=True).start()
+    inv = tmp_path / "hosts.json"
+    inv.write_text(json.dumps({"all": {"hosts": {"stall": {
+        "ansible_host": "127.0.0.1", "ansible_port": port}}}}))
+    try:
+        result = run_cli("audit", "-i", str(inv), "--no-store", "--connect-timeout", "1",
+                         "--known-hosts", str(tmp_path / "known"),
+                         "--ssh-config", str(tmp_path / "none"))
+    finally:
+        server.close()
+        for conn in held:
+            conn.close()
+    assert result.code == 3
+    line = result.stderr.strip().splitlines()[-1]
+    assert line.startswith(f"omni-host: stall: unreachable: 127.0.0.1:{port} sent its SSH "
+                           "banner (SSH-2.0-OpenSSH_9.2p1 Stalled) and then nothing for 1s")
+    assert result.seconds < 10

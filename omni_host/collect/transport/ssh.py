@@ -180,6 +180,13 @@ class SshTransport:
                      sock: paramiko.Channel | paramiko.ProxyCommand | None) -> paramiko.SSHClient:
         client = self._client()
         where = f"{target.hostname}:{target.port}"
+        made: list[paramiko.Transport] = []
+
+        def transport(sock: object, **kwargs: object) -> paramiko.Transport:
+            made.append(prompt_transport(sock, **kwargs))
+            made[-1].handshake_timeout = self.options.connect_timeout_s  # 15 s in paramiko
+            return made[-1]
+
         try:
             client.connect(
                 target.hostname,
@@ -192,7 +199,7 @@ class SshTransport:
                 sock=sock,
                 allow_agent=True,
                 look_for_keys=not target.key_files,
-                transport_factory=prompt_transport,
+                transport_factory=transport,
             )
         except TransportError:
             client.close()
@@ -219,6 +226,11 @@ class SshTransport:
         except (OSError, paramiko.SSHException, EOFError) as exc:
             client.close()
             text = str(exc)
+            said = (made[-1].remote_version or "") if made else ""
+            if said:  # a server that greets and then stalls is not a port without SSH
+                raise TransportError(f"{where} sent its SSH banner ({said[:80]}) and then "
+                                     f"nothing for {self.options.connect_timeout_s:g}s: the key "
+                                     "exchange stalled (an overloaded or hung sshd?)") from exc
             if "banner" in text or "No existing session" in text or isinstance(exc, EOFError):
                 raise TransportError(f"no SSH banner from {where} within "
                                      f"{self.options.connect_timeout_s:g}s (is an SSH server "
