@@ -31,3 +31,13 @@ class ParseError(OmniHostError):
 
 class RemediationError(OmniHostError):
     """A remediation that cannot run: a missing playbook, a refused flag, a runner failure."""
+
+
+class PlayCanceled(KeyboardInterrupt):
+    """A playbook ansible-runner stopped on a signal (SIGTERM, Ctrl-C): what its tasks changed
+    so far stays; nothing after it runs, nothing claims the fix ran."""
+
+    def __init__(self, playbook: str, done: tuple[str, ...]) -> None:
+        super().__init__(playbook)
+        self.playbook = playbook
+        self.done = done  # "host: task (status)" of the tasks that ran, in order

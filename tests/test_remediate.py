@@ -472,3 +472,38 @@ def test_a_waived_finding_is_not_fixed_unless_named() -> None:
     named = make_plan(hosts, only=frozenset({"swap.capacity"}), available=frozenset({"swap.yml"}))
     assert named.runs == (PlaybookRun("swap.yml", ("gpu-01", "gpu-02"), ("swap.capacity",)),)
     assert named.waived == ()
+
+
+def test_sigterm_during_an_apply_says_where_the_play_was_cut(sshd: Sshd, tmp_path: Path,
+                                                             swap_target: Path,
+                                                             report_dir: Path) -> None:
+    """SIGTERM during `remediate --apply`: ansible-runner cancelled the play, and omni-host
+    then re-audited, printed `STILL FAILING box: swap.capacity (fail -> fail)`, stored that and
+    exited 1, as if the fix had run. Now: exit 143, the tasks done named, no re-audit."""
+    import os
+    import signal
+    import sys
+
+    inv = sshd.inventory(tmp_path / "inv", {"loop": PY}, group_vars={
+        "omni_swap_size_mib": 64, "omni_swap_path": str(swap_target)})
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "omni_host", "remediate", "-i", str(inv), "--apply", "--yes",
+         "--known-hosts", str(sshd.known_hosts), "--ssh-config", str(sshd.workdir / "none"),
+         "--report-dir", str(report_dir)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    seen = []
+    for line in proc.stdout:
+        seen.append(line)
+        if "CHANGED: Allocate the swap file" in line:
+            proc.send_signal(signal.SIGTERM)
+            break
+    rest, stderr = proc.communicate(timeout=120)
+    out = "".join(seen) + rest
+    assert proc.returncode == 143, out + stderr
+    assert "swap.yml stopped by a signal (ansible-runner canceled it)" in stderr
+    assert "done: loop: Allocate the swap file (fallocate) (changed)" in out
+    assert "STILL FAILING" not in out and "FIXED" not in out
+    stored = [json.loads((p / "report.json").read_text())["source"]
+              for p in report_dir.iterdir() if (p / "report.json").exists()]
+    assert stored == ["pre-remediation"]  # the state it started from; no claim of a re-audit

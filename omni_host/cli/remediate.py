@@ -16,6 +16,7 @@ from pathlib import Path
 from omni_host.cli.common import (
     EXIT_FAILED,
     EXIT_OK,
+    EXIT_TERMINATED,
     EXIT_UNREACHABLE,
     EXIT_USAGE,
     add_target_args,
@@ -27,6 +28,7 @@ from omni_host.cli.common import (
     plans,
     ssh_options,
 )
+from omni_host.errors import PlayCanceled
 
 
 def add_parsers(sub: argparse._SubParsersAction) -> None:
@@ -165,6 +167,19 @@ def _preview_and_apply(args: argparse.Namespace, runs,  # noqa: ANN001, ANN202 (
     return runs.apply(good, show_task), EXIT_OK
 
 
+def _stopped(exc: PlayCanceled, runs) -> int:  # noqa: ANN001 (app.Runs)
+    """A play cut by a signal: where it stopped and what it had done, and no re-audit that
+    would claim the fix ran (it printed STILL FAILING and exited 1)."""
+    err(f"{exc.playbook} stopped by a signal (ansible-runner canceled it): nothing after it "
+        "ran, nothing was re-audited")
+    for line in exc.done:
+        out(f"    done: {line}")
+    last = exc.done[-1] if exc.done else "before its first task"
+    err(f"the hosts are left as its tasks left them (last: {last}); its run is kept in "
+        f"{runs.artifacts}: audit before applying again")
+    return EXIT_TERMINATED
+
+
 def _prepare(args: argparse.Namespace) -> tuple[float, Path, list] | int:
     """What remediate and bootstrap check before anything runs: an inventory, a way to
     confirm, valid policies. Returns (start time, store, host plans) or an exit code."""
@@ -220,7 +235,10 @@ def cmd_remediate(args: argparse.Namespace) -> int:
         planned = remediate.keep_pre(planned, started=started, settings=settings)
         err(f"pre-remediation audit stored in {planned.pre}")
 
-    applied, code = _preview_and_apply(args, runs, keep_pre)
+    try:
+        applied, code = _preview_and_apply(args, runs, keep_pre)
+    except PlayCanceled as exc:
+        return _stopped(exc, runs)
     if applied is None:
         runs.discard()
         return EXIT_UNREACHABLE if planned.unreachable and code == EXIT_OK else code
@@ -245,7 +263,10 @@ def cmd_bootstrap(args: argparse.Namespace) -> int:
     started, store_root, host_plans = prepared
     runs = remediate.Runs(remediate.site_plan(host_plans),
                           _settings(args, store_root, host_plans))
-    applied, code = _preview_and_apply(args, runs)
+    try:
+        applied, code = _preview_and_apply(args, runs)
+    except PlayCanceled as exc:
+        return _stopped(exc, runs)
     if applied is None:
         runs.discard()
         return code

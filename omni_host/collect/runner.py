@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from omni_host.errors import RemediationError
+from omni_host.errors import PlayCanceled, RemediationError
 from omni_host.resources import collections_root
 
 
@@ -155,5 +155,7 @@ def run_playbook(
         )
     except Exception as exc:  # ansible-runner raises its own and plain exceptions alike
         raise RemediationError(f"{playbook.name}: ansible-runner failed to start: {exc}") from exc
+    if str(runner.status) == "canceled":  # ansible-runner took the signal: it never reaches us
+        raise PlayCanceled(playbook.name, tuple(f"{t.host}: {t.task} ({t.status})" for t in tasks))
     return PlaybookOutcome(playbook.name, check_mode, str(runner.status), int(runner.rc or 0),
                            tuple(tasks), artifacts_dir)
