@@ -221,7 +221,7 @@ def _inventory(sshd: Sshd, path: Path, binary: Path, model: Path, **bench) -> Pa
     ../shared/tools/ordinary-machine's busy loop): these tests are not about a baseline's
     fitness, which tests/test_bench_trust.py tests with the defaults."""
     spec = {"llama_bench": str(binary), "model": str(model),
-            "args": ["-p", "128", "-n", "64", "-t", "2"], "repetitions": 5, "tolerance_pct": 30,
+            "args": ["-p", "128", "-n", "64", "-t", "2"], "repetitions": 3, "tolerance_pct": 30,
             "max_other_cpus": 4, "max_spread_pct": 60, **bench}
     return sshd.inventory(path, {"loop": {"omni_bench": spec}})
 
@@ -229,7 +229,7 @@ def _inventory(sshd: Sshd, path: Path, binary: Path, model: Path, **bench) -> Pa
 def _bench(sshd: Sshd, inv: Path, store: Path, *extra: str):
     result = run_cli("bench", "-i", str(inv), "loop", "--report-dir", str(store), "--format",
                      "json", "--known-hosts", str(sshd.known_hosts), "--ssh-config",
-                     str(store.parent / "no-ssh-config"), *extra, timeout=300)
+                     str(store.parent / "no-ssh-config"), *extra, timeout=600)
     doc = json.loads(result.stdout) if result.stdout.strip() else None
     perf = None if doc is None else next(r for r in doc["hosts"][0]["results"]
                                          if r["id"] == "perf.tokens-per-s")
@@ -309,7 +309,9 @@ def test_bench_loop_baseline_unchanged_quota_and_back(sshd: Sshd, llama, tmp_pat
     unchanged rerun never fails, a CPU quota on the sessions fails generation and names the
     quota, and without it the host is back within its noise."""
     binary, model = llama
-    inv = _inventory(sshd, tmp_path / "inv", binary, model)
+    # one thread: two threads under a CPU quota spin-wait for each other and burn it, and
+    # beside a busy loop the quota'd run took over 350 s (ordinary-machine)
+    inv = _inventory(sshd, tmp_path / "inv", binary, model, args=["-p", "64", "-n", "32", "-t", "1"])
     store = tmp_path / "store"
     first, perf = _baseline(sshd, inv, store)
     assert first.code == 0, first.stderr
@@ -334,10 +336,9 @@ def test_bench_loop_baseline_unchanged_quota_and_back(sshd: Sshd, llama, tmp_pat
         quota.remove()
     assert slow.code == 1, slow.stderr
     assert perf["status"] == "fail"
-    assert perf["details"]["verdicts"]["tg64"]["status"] == "fail"
-    # 2 threads on 0.3 of a CPU: about -85% alone, -47% seen once while another suite loaded
-    # the 2 cores (a slower baseline); either way far past the noise the verdict allows
-    assert perf["details"]["verdicts"]["tg64"]["drop"] > 0.3
+    assert perf["details"]["verdicts"]["tg32"]["status"] == "fail"
+    # one thread on 0.3 of a CPU: about -70%; far past the noise the verdict allows
+    assert perf["details"]["verdicts"]["tg32"]["drop"] > 0.3
     assert f"CPU quota (cgroup): none -> 0.3 CPUs (/{quota.path.name})" in perf["summary"]
     back, perf = _bench(sshd, inv, store)
     assert back.code == 0 and perf["status"] in ("pass", "warn"), perf["summary"]  # as above

@@ -102,6 +102,10 @@ def test_an_environment_value_changed_is_named(sshd: Sshd, loop) -> None:
 
 def test_a_cpu_quota_fails_and_is_named_first(sshd: Sshd, loop) -> None:
     inv, store, _, _ = loop
+    # one thread (two spin-wait for each other under a quota: over 350 s beside a busy loop)
+    _set_bench(inv, args=["-p", "64", "-n", "32", "-t", "1"])
+    first, perf = _bench(sshd, inv, store, "--baseline")
+    assert perf["details"]["recorded_baseline"] is True, perf["summary"]
     quota = CpuQuota(sshd.proc.pid, 0.3)
     try:
         result, perf = _bench(sshd, inv, store)
