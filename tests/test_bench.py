@@ -221,7 +221,10 @@ def _inventory(sshd: Sshd, path: Path, binary: Path, model: Path, **bench) -> Pa
     ../shared/tools/ordinary-machine's busy loop): these tests are not about a baseline's
     fitness, which tests/test_bench_trust.py tests with the defaults."""
     spec = {"llama_bench": str(binary), "model": str(model),
-            "args": ["-p", "128", "-n", "64", "-t", "2"], "repetitions": 3, "tolerance_pct": 30,
+            # one thread: two threads spin-wait for each other, and beside a busy loop or under
+            # a CPU quota one run took over 350 s (ordinary-machine) and unchanged runs swung
+            # past half
+            "args": ["-p", "64", "-n", "32", "-t", "1"], "repetitions": 3, "tolerance_pct": 30,
             "max_other_cpus": 4, "max_spread_pct": 60, **bench}
     return sshd.inventory(path, {"loop": {"omni_bench": spec}})
 
@@ -309,9 +312,7 @@ def test_bench_loop_baseline_unchanged_quota_and_back(sshd: Sshd, llama, tmp_pat
     unchanged rerun never fails, a CPU quota on the sessions fails generation and names the
     quota, and without it the host is back within its noise."""
     binary, model = llama
-    # one thread: two threads under a CPU quota spin-wait for each other and burn it, and
-    # beside a busy loop the quota'd run took over 350 s (ordinary-machine)
-    inv = _inventory(sshd, tmp_path / "inv", binary, model, args=["-p", "64", "-n", "32", "-t", "1"])
+    inv = _inventory(sshd, tmp_path / "inv", binary, model)
     store = tmp_path / "store"
     first, perf = _baseline(sshd, inv, store)
     assert first.code == 0, first.stderr

@@ -48,18 +48,18 @@ def loop(sshd: Sshd, llama, tmp_path: Path):
 
 def test_args_edited_are_not_comparable(sshd: Sshd, loop) -> None:
     inv, store, _, _ = loop
-    _set_bench(inv, args=["-p", "128", "-n", "64", "-t", "1"])
+    _set_bench(inv, args=["-p", "64", "-n", "32", "-t", "2"])
     result, perf = _bench(sshd, inv, store)
     assert perf["status"] == "warn" and result.code == 0
     assert perf["summary"].startswith("not comparable with baseline ")
-    assert "-t 2 -> 1; record a new baseline: omni-host bench --baseline" in perf["summary"]
+    assert "-t 1 -> 2; record a new baseline: omni-host bench --baseline" in perf["summary"]
     assert "verdicts" not in perf["details"]  # no drop claimed, no cause blamed
 
 
 def test_an_extra_var_override_is_judged_the_same_way(sshd: Sshd, loop) -> None:
     inv, store, binary, model = loop
     spec = {"llama_bench": str(binary), "model": str(model), "tolerance_pct": 30,
-            "args": ["-p", "128", "-n", "64", "-t", "2", "-b", "64"], "max_other_cpus": 4,
+            "args": ["-p", "64", "-n", "32", "-t", "1", "-b", "64"], "max_other_cpus": 4,
             "max_spread_pct": 60}
     _, perf = _bench(sshd, inv, store, "-e", json.dumps({"omni_bench": spec}))
     assert perf["status"] == "warn", perf["summary"]
@@ -102,10 +102,6 @@ def test_an_environment_value_changed_is_named(sshd: Sshd, loop) -> None:
 
 def test_a_cpu_quota_fails_and_is_named_first(sshd: Sshd, loop) -> None:
     inv, store, _, _ = loop
-    # one thread (two spin-wait for each other under a quota: over 350 s beside a busy loop)
-    _set_bench(inv, args=["-p", "64", "-n", "32", "-t", "1"])
-    first, perf = _bench(sshd, inv, store, "--baseline")
-    assert perf["details"]["recorded_baseline"] is True, perf["summary"]
     quota = CpuQuota(sshd.proc.pid, 0.3)
     try:
         result, perf = _bench(sshd, inv, store)
@@ -117,7 +113,7 @@ def test_a_cpu_quota_fails_and_is_named_first(sshd: Sshd, loop) -> None:
 
 
 def test_cpu_affinity_narrowed_is_named_first(sshd: Sshd, loop) -> None:
-    """The sshd (and so the bench) pinned to one CPU: two threads on one CPU."""
+    """The sshd (and so the bench) pinned to one CPU."""
     inv, store, _, _ = loop
     before = subprocess.run(["taskset", "-p", "-c", str(sshd.proc.pid)], capture_output=True,
                             text=True, check=True).stdout.rsplit(":", 1)[1].strip()
@@ -131,7 +127,8 @@ def test_cpu_affinity_narrowed_is_named_first(sshd: Sshd, loop) -> None:
     allowed = len(before.split(",")) if "-" not in before else 2
     assert perf["details"]["changed"][0] == f"CPUs allowed: {allowed} -> 1", perf["details"]
     assert _states(perf) == [f"CPUs allowed: {allowed} -> 1"]
-    assert perf["status"] in ("warn", "fail"), perf["summary"]
+    # one llama-bench thread on one CPU: no slowdown need follow (the H100 series shows the
+    # drop where the threads outnumber the CPUs: 16 -> 2, tg -83%); the change is named
 
 
 def test_competing_load_on_the_bench_cpus_is_named_first(sshd: Sshd, loop) -> None:
