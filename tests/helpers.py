@@ -91,3 +91,13 @@ def active_swap_mib() -> int:
     summed, in MiB): a user's machine has swap, this VM may not; a test judges what it sees."""
     lines = Path("/proc/swaps").read_text().splitlines()[1:]
     return round(sum(int(line.split()[2]) for line in lines if line.strip()) / 1024)
+
+
+def swap_verdict() -> str:
+    """What swap.capacity says of this machine's own swap recorded as its expected size: a
+    pass, or the thrashing warn where more than half of it is in use (ordinary-machine's
+    64 MiB swap file was)."""
+    lines = Path("/proc/swaps").read_text().splitlines()[1:]
+    size = sum(int(line.split()[2]) for line in lines if line.strip())
+    used = sum(int(line.split()[3]) for line in lines if line.strip())
+    return "warn" if size and used * 100 > 50 * size else "pass"

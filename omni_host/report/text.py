@@ -215,7 +215,8 @@ def render_markdown(doc: dict[str, Any], out: TextIO) -> None:
                       f"{_md(r['summary'])}\n")
             for ev in r["evidence"]:
                 fence = _fence([ev["command"], *ev["lines"]])
-                out.write(f"\nEvidence ({_md(ev['command'])}):\n\n{fence}\n")
+                ticks = "`" * (len(_fence([ev["command"]])) - 2)  # inline, past its own
+                out.write(f"\nEvidence ({ticks}{ev['command']}{ticks}):\n\n{fence}\n")
                 out.write("\n".join(ev["lines"]) + f"\n{fence}\n")
             steps = fix_steps(r, doc.get("inventory"), host["host"])
             if steps:
