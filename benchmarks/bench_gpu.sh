@@ -52,17 +52,7 @@ bench() {  # bench NAME [omni-host bench flags]: the report as JSON, the exit co
   python3 -m omni_host.cli bench -i /tmp/inv.yml gpu --report-dir "$store" --format json "$@" \
     > "$out/$name.json" 2> "$out/$name.err"
   echo "$name: exit $?; $(tr '\n' ' ' < "$out/$name.err" | cut -c1-300)"
-  python3 - "$out/$name.json" <<'PY'
-import json, sys
-try:
-    doc = json.load(open(sys.argv[1]))
-except ValueError:
-    sys.exit()
-for h in doc["hosts"]:
-    for r in h["results"]:
-        if r["id"] in ("perf.tokens-per-s", "llamacpp.build"):
-            print(" ", r["id"], r["status"], r["summary"][:600])
-PY
+  python3 benchmarks/report_lines.py "$out/$name.json" perf.tokens-per-s llamacpp.build
 }
 case $phase in
 vmm)

@@ -52,18 +52,7 @@ bench() {  # bench NAME INVENTORY STORE [flags]: JSON report, exit code and its 
   python3 -m omni_host bench -i "$inv" gpu --report-dir "$store" --format json "$@" \
     > "$out/$name.json" 2> "$out/$name.err"
   echo "== $name: exit $?; $(grep -v '^omni-host: bench stored' "$out/$name.err" | tr '\n' ' ' | cut -c1-400)"
-  python3 - "$out/$name.json" <<'PY'
-import json, sys
-try:
-    doc = json.load(open(sys.argv[1]))
-except ValueError:
-    sys.exit()
-for h in doc["hosts"]:
-    for r in h["results"]:
-        if r["id"] == "perf.tokens-per-s":
-            print("  ", r["status"], r["summary"][:900])
-            print("   changed:", r["details"].get("changed"), "unfit:", r["details"].get("unfit"))
-PY
+  python3 benchmarks/report_lines.py "$out/$name.json" perf.tokens-per-s
 }
 
 # -- overhead: interleaved pairs, medians ------------------------------------------------------

@@ -217,9 +217,9 @@ def test_bench_policy_is_validated(bench: dict, message: str) -> None:
 def _inventory(sshd: Sshd, path: Path, binary: Path, model: Path, **bench) -> Path:
     """This 2-vCPU VM's unchanged runs of the small model differ by ±9% (pp128, robust
     standard deviation of 20 runs' medians: docs/bench.md), more than their repetitions do:
-    the operator's tolerance says so (30%). The suite runs beside other work (and under
-    ../shared/tools/ordinary-machine's busy loop): these tests are not about a baseline's
-    fitness, which tests/test_bench_trust.py tests with the defaults."""
+    the operator's tolerance says so (30%). The suite runs beside other work (a user's
+    machine has load; a busy loop on one core was measured): these tests are not about a
+    baseline's fitness, which tests/test_bench_trust.py tests with the defaults."""
     spec = {"llama_bench": str(binary), "model": str(model),
             # one thread: two threads spin-wait for each other, and beside a busy loop or under
             # a CPU quota one run took over 350 s (ordinary-machine) and unchanged runs swung

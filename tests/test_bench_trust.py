@@ -293,9 +293,9 @@ def test_the_h100_series_replayed(tmp_path: Path) -> None:
     ("load-after-gate", True), ("busy-forced", True), ("offload-2cpus", False),
 ])
 def test_only_a_disturbed_run_is_kept_from_passing(name: str, expected: bool) -> None:
-    from omni_host.evaluate.bench import disturbed
+    from omni_host.evaluate.bench import disturbances
     from omni_host.plan.policy import BenchSpec
     from omni_host.probes.parsers.bench import parse_bench_run
 
     run = parse_bench_run(_bundle(name, TRUST).results["bench.llama"].stdout)
-    assert disturbed(BenchSpec("/b", "/m"), run) is expected
+    assert bool(disturbances(BenchSpec("/b", "/m"), run)) is expected

@@ -26,6 +26,7 @@ from omni_host.plan.waivers import Waiver
 from omni_host.probes.catalog import BENCH, bench_probe, evaluate
 from omni_host.probes.parsers.bench import BenchRun
 from omni_host.report.history import History
+from omni_host.report.text import perf_result
 
 
 class BenchRefused(UsageError):
@@ -50,9 +51,7 @@ def find_baseline(history: History, host: str, warn: Callable[[str], None] = lam
     for audit, entry in history.for_host(host):
         if audit.doc.get("source") != "bench":
             continue
-        results = entry.get("results")
-        perf = next((r for r in results if isinstance(r, dict) and r.get("id") == CHECK_ID),
-                    None) if isinstance(results, list) else None
+        perf = perf_result(entry)
         if perf is None or perf.get("status") == Status.ERROR.value:
             continue
         try:

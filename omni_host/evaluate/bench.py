@@ -228,11 +228,12 @@ MIN_RUNS_FOR_SPREAD = 3
 MEDIAN_SE = 1.2533  # the standard error of a median, in standard deviations / sqrt(n) (normal)
 
 
-def _standard_error(est: Estimate) -> float:
-    return MEDIAN_SE * est.spread / math.sqrt(est.used) if est.used else 0.0
-
 SIGMAS = 3  # a drop past 3 standard deviations of one run is not noise
 HALVED = 0.5  # a significant drop to half fails however noisy the runs (S-005)
+
+
+def _standard_error(est: Estimate) -> float:
+    return MEDIAN_SE * est.spread / math.sqrt(est.used) if est.used else 0.0
 
 
 def judge_test(name: str, base: list[float], now: list[float], tolerance_pct: float,
@@ -299,10 +300,6 @@ def ceiling(run: BenchRun, test: BenchTest) -> dict[str, Any]:
             "bandwidth_gbs": [round(bw / 1e9, 1) for bw in bandwidths]}
 
 
-def tests_of(run: BenchRun) -> dict[str, list[float]]:
-    return {t.name: list(t.samples_ts) for t in run.result.tests} if run.result else {}
-
-
 def _evidence(run: BenchRun) -> tuple[Evidence, ...]:
     lines = [f"{t.name}: {t.estimate.center_ts:.2f} t/s ±{t.estimate.spread:.1%} (median and "
              f"robust spread of {t.estimate.used} of {len(t.samples_ts)} repetitions: "
@@ -311,10 +308,9 @@ def _evidence(run: BenchRun) -> tuple[Evidence, ...]:
     return (Evidence("bench.llama", " ".join(run.argv) or "llama-bench", tuple(lines)),)
 
 
-def unfit_reasons(spec: BenchSpec, run: BenchRun) -> list[str]:
-    """Why this run cannot be a baseline or a sample of the noise between runs: it was forced,
-    something else ran on the GPUs or the CPUs while it ran, or its repetitions spread wider
-    than a baseline may. [] for a fit run."""
+def disturbances(spec: BenchSpec, run: BenchRun) -> list[str]:
+    """What else ran while it measured: forced past a busy gate, other processes on the GPUs,
+    other CPU load past max_other_cpus. A disturbed run never passes."""
     why = []
     if run.gate.get("forced"):
         why.append("run with --force")
@@ -326,11 +322,23 @@ def unfit_reasons(spec: BenchSpec, run: BenchRun) -> list[str]:
     if others:
         why.append("other processes on the GPUs during the run: " + ", ".join(map(str, others)))
     load = during.get("other_cpu_load")
-    if not isinstance(load, (int, float)) or isinstance(load, bool):
-        why.append("the CPU load of other processes during the run was not measured")
-    elif load > spec.max_other_cpus:
+    if _measured(load) and load > spec.max_other_cpus:
         why.append(f"other processes used {load:.2f} CPUs during the run (a baseline allows "
                    f"{spec.max_other_cpus:g}: omni_bench.max_other_cpus)")
+    return why
+
+
+def _measured(load: Any) -> bool:
+    return isinstance(load, (int, float)) and not isinstance(load, bool)
+
+
+def unfit_reasons(spec: BenchSpec, run: BenchRun) -> list[str]:
+    """Why this run cannot be a baseline or a sample of the noise between runs: it was
+    disturbed, the load of other processes was not measured, or its repetitions spread wider
+    than a baseline may. [] for a fit run."""
+    why = disturbances(spec, run)
+    if not _measured((run.during or {}).get("other_cpu_load")):
+        why.append("the CPU load of other processes during the run was not measured")
     for test in run.result.tests if run.result else ():
         if test.estimate.spread * 100 > spec.max_spread_pct:
             why.append(f"{test.name}'s repetitions spread ±{test.estimate.spread:.1%} (a baseline "
@@ -384,17 +392,6 @@ def read_stored(details: Any) -> StoredRun:
     fit = details.get("fit", not details.get("forced")) is True
     return StoredRun(tests, keys, context, details.get("recorded_baseline") is True, fit,
                      audit if isinstance(audit, str) else None, tuple(map(str, changed)))
-
-
-def disturbed(spec: BenchSpec, run: BenchRun) -> bool:
-    """Something else ran while it measured (forced past a busy gate, other processes on the
-    GPUs, other CPU load past max_other_cpus): such a run never passes. A run that is only
-    noisy is judged with its noise."""
-    during = run.during or {}
-    load = during.get("other_cpu_load")
-    return bool(run.gate.get("forced") or run.context.get("busy_before")
-                or during.get("other_gpu_processes")
-                or isinstance(load, (int, float)) and load > spec.max_other_cpus)
 
 
 def _flag(field: str) -> str:
@@ -497,7 +494,7 @@ def judge(meta: CheckMeta, spec: BenchSpec, run: BenchRun, context: dict[str, An
         text += f"; {ceiling_note}"
     if unfit:
         text += f"; not used to learn the noise ({'; '.join(unfit)})"
-    if disturbed(spec, run) and status is Status.PASS:  # it measured the host and something else
+    if disturbances(spec, run) and status is Status.PASS:  # it measured the host and something else
         status = Status.WARN
     return meta.result(status, text, expected=f"within the noise of baseline {baseline.audit}",
                        actual=measured, evidence=_evidence(run), details=details)

@@ -10,6 +10,7 @@ import re
 import shlex
 from typing import Any, TextIO
 
+from omni_host.probes.parsers.bench import rate
 from omni_host.safe_text import each_string, terminal_safe
 
 STYLES = {"pass": "green", "fail": "bold red", "warn": "yellow", "skip": "dim",
@@ -76,8 +77,12 @@ PERF = "perf.tokens-per-s"
 
 
 def perf_result(host: dict[str, Any]) -> dict[str, Any] | None:
-    """A host entry's tokens/s result (a bench's), None for an audit's."""
-    return next((r for r in host.get("results", []) if r.get("id") == PERF), None)
+    """A host entry's tokens/s result (a bench's), None for an audit's (or an entry whose
+    results are not a list of results: a hand-edited store)."""
+    results = host.get("results")
+    if not isinstance(results, list):
+        return None
+    return next((r for r in results if isinstance(r, dict) and r.get("id") == PERF), None)
 
 
 def bench_tests(host: dict[str, Any]) -> dict[str, dict[str, Any]]:
@@ -89,12 +94,7 @@ def bench_tests(host: dict[str, Any]) -> dict[str, dict[str, Any]]:
 def test_rate(test: Any) -> float | None:
     """A stored test's tokens/s as judged (the median after the warm-up repetition; the mean
     in benches stored before that), None where the stored value is not a rate."""
-    if not isinstance(test, dict):
-        return None
-    value = test.get("center_ts", test.get("mean_ts"))
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return None
-    return float(value) if 0 < value < float("inf") else None
+    return rate(test.get("center_ts", test.get("mean_ts"))) if isinstance(test, dict) else None
 
 
 def last_bench_line(bench: dict[str, Any], now: float | None) -> str:
@@ -175,10 +175,10 @@ def _md(text: str) -> str:
             .replace("|", "\\|").replace("\n", " "))
 
 
-def _fence(lines: list[str]) -> str:
-    """A code fence longer than any run of backticks in ``lines``: they cannot close it."""
-    longest = max((len(run) for line in lines for run in re.findall("`+", line)), default=0)
-    return "`" * max(3, longest + 1)
+def _ticks(lines: list[str]) -> int:
+    """The longest run of backticks in ``lines``: a code span or fence longer than it cannot
+    be closed by them."""
+    return max((len(run) for line in lines for run in re.findall("`+", line)), default=0)
 
 
 def render_markdown(doc: dict[str, Any], out: TextIO) -> None:
@@ -214,8 +214,8 @@ def render_markdown(doc: dict[str, Any], out: TextIO) -> None:
             out.write(f"\n### {r['status']}: {_md(r['id'])}: {_md(r['title'])}\n\n"
                       f"{_md(r['summary'])}\n")
             for ev in r["evidence"]:
-                fence = _fence([ev["command"], *ev["lines"]])
-                ticks = "`" * (len(_fence([ev["command"]])) - 2)  # inline, past its own
+                fence = "`" * max(3, _ticks([ev["command"], *ev["lines"]]) + 1)
+                ticks = "`" * (_ticks([ev["command"]]) + 1)
                 out.write(f"\nEvidence ({ticks}{ev['command']}{ticks}):\n\n{fence}\n")
                 out.write("\n".join(ev["lines"]) + f"\n{fence}\n")
             steps = fix_steps(r, doc.get("inventory"), host["host"])
