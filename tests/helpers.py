@@ -94,10 +94,17 @@ def active_swap_mib() -> int:
 
 
 def swap_verdict() -> str:
-    """What swap.capacity says of this machine's own swap recorded as its expected size: a
-    pass, or the thrashing warn where more than half of it is in use (ordinary-machine's
-    64 MiB swap file was)."""
-    lines = Path("/proc/swaps").read_text().splitlines()[1:]
-    size = sum(int(line.split()[2]) for line in lines if line.strip())
-    used = sum(int(line.split()[3]) for line in lines if line.strip())
+    """What swap.capacity says of this machine's own swap as omni-host init records it (its
+    size, and its path where it is one swap file): a pass, or a warn where that one file is not
+    in /etc/fstab (ordinary-machine's 64 MiB swap file is not) or more than half of the swap
+    is in use."""
+    areas = [line.split() for line in Path("/proc/swaps").read_text().splitlines()[1:]
+             if line.strip()]
+    size, used = sum(int(a[2]) for a in areas), sum(int(a[3]) for a in areas)
+    fstab = Path("/etc/fstab").read_text() if Path("/etc/fstab").exists() else ""
+    listed = {line.split()[0] for line in fstab.splitlines()
+              if line.strip() and not line.lstrip().startswith("#")}
+    one_file = len(areas) == 1 and areas[0][1] == "file"
+    if one_file and areas[0][0] not in listed:
+        return "warn"
     return "warn" if size and used * 100 > 50 * size else "pass"

@@ -164,13 +164,18 @@ def bench_context(summary: FactSummary, run: BenchRun) -> dict[str, Any]:
     load = (run.during or {}).get("other_cpu_load")
     if load is not None:
         ctx["other CPU load during the run (CPUs)"] = load
+    own = (run.during or {}).get("own_cpu_s")
+    if _measured(own) and run.duration_s:
+        # the other side of CPU contention: where the CPUs were busy before and after (a busy
+        # loop beside both runs), other work cannot show as more load, only as less of it here
+        ctx["CPU llama-bench got during the run (CPUs)"] = round(own / run.duration_s, 3)
     ctx.update(_gpu_context(run))
     return {k: v for k, v in ctx.items() if v is not None}
 
 
 def _same(key: str, a: Any, b: Any) -> bool:
     if isinstance(a, (int, float)) and isinstance(b, (int, float)):
-        if "load" in key:
+        if key.endswith("(CPUs)"):  # CPU time measured: a quarter of a CPU is jitter
             return abs(a - b) <= LOAD_TOLERANCE_CPUS
         return abs(a - b) <= NUMBER_TOLERANCE * max(abs(a), abs(b), 1e-9)
     return a == b
@@ -408,7 +413,7 @@ def key_diff(before: tuple[tuple[str, str], ...], after: tuple[tuple[str, str], 
 # the environment, the platform) before what follows from it (clocks and their reasons).
 CAUSE_ORDER = ("other processes on the GPUs", "CPU quota", "CPUs allowed", "env ",
                "llama-bench sha256", "lib", "llama.cpp build", "backends", "NUMA", "NVIDIA driver",
-               "CUDA", "kernel", "GPU", "other CPU load", "model bytes")
+               "CUDA", "kernel", "GPU", "other CPU load", "CPU llama-bench got", "model bytes")
 SYMPTOMS = ("GPU clock event reasons", "SM clock MHz (median")
 
 
