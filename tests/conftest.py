@@ -302,6 +302,34 @@ def _docker_ok() -> bool:
     return subprocess.run(["docker", "info"], capture_output=True, check=False).returncode == 0
 
 
+TEST_IMAGE = "omni-test/busybox:1"
+
+
+def sweep_test_containers() -> list[str]:
+    """Remove the containers of an earlier run of this suite that was killed before its
+    teardown (they run our own image; `restart: unless-stopped`, set by the fix tests, brings
+    them back with the daemon). Left there, a local audit sees a GPU container on an open
+    network and every test expecting this machine's verdicts fails. Returns their names."""
+    if not shutil.which("docker") or not _docker_ok():
+        return []
+    out = subprocess.run(["docker", "ps", "-a", "--filter", f"ancestor={TEST_IMAGE}",
+                          "--format", "{{.ID}} {{.Names}}"], capture_output=True, text=True,
+                         check=False).stdout.split("\n")
+    rows = [line.split(" ", 1) for line in out if " " in line]
+    if rows:
+        subprocess.run(["docker", "rm", "-f", *(r[0] for r in rows)], capture_output=True,
+                       check=False)
+    return [r[1] for r in rows]
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _no_leftover_test_containers() -> None:
+    swept = sweep_test_containers()
+    if swept:
+        print(f"\nremoved {len(swept)} container(s) an interrupted test run left: "
+              + ", ".join(swept))
+
+
 @pytest.fixture(scope="session")
 def docker_image() -> str:
     """A running Docker engine (Debian docker.io, started here if needed) and a tiny image made
@@ -316,10 +344,11 @@ def docker_image() -> str:
             if time.monotonic() > deadline:
                 pytest.fail("dockerd did not start: see /tmp/omni-host-test-dockerd.log")
             time.sleep(0.5)
+        sweep_test_containers()  # the daemon restarts what an interrupted run left
     busybox = Path("/bin/busybox")
     if not busybox.is_file():
         pytest.fail("busybox-static is not installed (run tests/setup.sh)")
-    image = "omni-test/busybox:1"
+    image = TEST_IMAGE
     if subprocess.run(["docker", "image", "inspect", image], capture_output=True,
                       check=False).returncode != 0:
         import tarfile
