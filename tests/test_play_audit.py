@@ -111,3 +111,51 @@ def test_the_play_over_the_local_connection_judges_as_omni_host_audit(tmp_path: 
     stable = {"docker.healthchecks", "gpu.xid"}  # uptime and containers may move in between
     assert [v for v in got["self"] if v[0] not in stable] == \
         [v for v in want["self"] if v[0] not in stable]
+
+
+HANG = "#!/bin/sh\ncat > /dev/null\nsleep 1000\n"  # an interpreter that never answers
+FLOOD = "#!/bin/sh\ncat > /dev/null\nexec yes 'xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx'\n"
+# Runs a command and prints its exit code, seconds and its children's peak RSS (MiB).
+MEASURE = """
+import resource, subprocess, sys, time
+start = time.monotonic()
+done = subprocess.run(sys.argv[1:], capture_output=True, text=True)
+print(done.returncode, round(time.monotonic() - start, 1),
+      resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss // 1024)
+sys.stderr.write(done.stdout[-4000:] + done.stderr[-2000:])
+"""
+
+
+def measured(argv: list[str], env: dict[str, str]) -> tuple[int, float, int, str]:
+    proc = subprocess.run([sys.executable, "-c", MEASURE, *argv], capture_output=True,
+                          text=True, timeout=400, env=env, check=True)
+    code, seconds, rss = proc.stdout.split()
+    return int(code), float(seconds), int(rss), proc.stderr
+
+
+@pytest.mark.parametrize("name, text", [("hang", HANG), ("flood", FLOOD)])
+def test_the_play_is_bounded_as_the_audit_is(sshd: Sshd, tmp_path: Path, name: str,
+                                            text: str) -> None:
+    """A host whose interpreter hangs held ``ansible-playbook omni.host.audit`` for good, and
+    one printing without end for 241 s and about 1 GB (the connection buffers every byte);
+    ``omni-host audit`` gives up at its deadline and at the cap. The host-side command bounds
+    itself now: the play's time and memory are within 1.5x of the audit's."""
+    interp = tmp_path / "python3"
+    interp.write_text(text)
+    interp.chmod(0o755)
+    inv = sshd.inventory(tmp_path / "inv", {"box": {"ansible_python_interpreter": str(interp)}})
+    env = {**os.environ, "ANSIBLE_COLLECTIONS_PATH": str(REPO), "ANSIBLE_NOCOLOR": "1",
+           "ANSIBLE_SSH_COMMON_ARGS": f"-o UserKnownHostsFile={sshd.known_hosts}"}
+    audit = measured([str(BIN / "omni-host"), "audit", "-i", str(inv), "--no-store",
+                      "--probe-timeout", "2", "--known-hosts", str(sshd.known_hosts),
+                      "--ssh-config", str(tmp_path / "none")], env)
+    played = measured([str(BIN / "ansible-playbook"), "-i", str(inv), "omni.host.audit",
+                       "-e", "audit_probe_timeout=2"], env)
+    assert audit[0] == 3, audit[3]
+    assert played[0] != 0 and recap(played[3])["box"] == (0, 1), played[3]
+    reason = ("the collector did not finish within 19s" if name == "hang"
+              else "the host's output passed 16 MiB")
+    assert f"box: {reason}" in played[3], played[3]
+    print(f"{name}: audit {audit[1]} s {audit[2]} MiB; play {played[1]} s {played[2]} MiB")
+    assert played[1] <= 1.5 * audit[1] + 5, (played, audit)  # + ansible-playbook's start-up
+    assert played[2] <= 1.5 * audit[2], (played, audit)

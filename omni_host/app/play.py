@@ -11,6 +11,7 @@ output is judged by the same checks into the same host report. The bundle writte
 from __future__ import annotations
 
 import datetime as dt
+import math
 import shlex
 import time
 from collections.abc import Callable
@@ -20,7 +21,7 @@ from typing import Any
 
 from omni_host.collect.bundle import write_bundle_dir
 from omni_host.collect.run import collect, scrubbed, with_policy
-from omni_host.collect.transport.base import RawRun, over_cap
+from omni_host.collect.transport.base import MAX_STDERR_BYTES, RawRun, over_cap
 from omni_host.errors import TransportError
 from omni_host.evaluate.audit import evaluate_bundle
 from omni_host.evaluate.checks import catalog
@@ -90,9 +91,46 @@ class PlayAudit:
         }
 
 
+RC_MARK = "omni-host-exit-status "  # the collector's exit status, on the host's stderr
+# The play's cap on a host's answer: a quarter of the audit's. Ansible holds an answer about
+# 3.5 times over (the connection's bytes, their text, the task's result): at the audit's 64 MiB
+# a flooding host cost the play 314 MiB against the audit's 119. Still 240 times the lent
+# H100's answer (69 KB, tests/fixtures/captures/collector-h100).
+PLAY_ANSWER_BYTES = 16 * 1024 * 1024
+
+
+def bounded_line(argv: tuple[str, ...], timeout_s: float) -> str:
+    """The host-side shell line that bounds the collector itself, in time and in bytes:
+    Ansible's connection has neither bound and buffers all it reads (a host printing 300 MB
+    held the play for 241 s and about 1 GB; an interpreter that hangs held it for good).
+
+    ``timeout`` (coreutils or busybox) ends the command's whole process group past the
+    collector's deadline (TERM, then KILL 5 s later); ``head -c`` stops each stream one byte
+    past its cap (the writer then dies of SIGPIPE), so that ``over_cap`` still sees a flood.
+    The exit status is written last on the untouched stderr (fd 4), after the bounded one."""
+    limit = max(1, math.ceil(timeout_s))
+    return (f"{{ {{ timeout -k 5 {limit} {shlex.join(argv)} 2>&1 1>&3 3>&- 4>&-; "
+            f"echo \"{RC_MARK}$?\" >&4; }} | head -c {MAX_STDERR_BYTES + 1} >&2; }} "
+            f"3>&1 4>&2 | head -c {PLAY_ANSWER_BYTES + 1}")
+
+
+def unbounded(raw: RawRun) -> RawRun:
+    """What ``bounded_line`` ran, as if run plainly: its exit status taken out of stderr
+    (-1 when the line never wrote it: the shell itself was killed)."""
+    lines = raw.stderr.splitlines(keepends=True)
+    marks = [i for i, line in enumerate(lines) if line.startswith(RC_MARK)
+             and line[len(RC_MARK):].strip().isdigit()]
+    if not marks:
+        return RawRun(-1, raw.stdout, raw.stderr, raw.duration_s)
+    last = marks[-1]
+    code = int(lines[last][len(RC_MARK):].strip())
+    return RawRun(code, raw.stdout, "".join(lines[:last] + lines[last + 1:]), raw.duration_s)
+
+
 class _AnsibleConnection:
     """Ansible's connection as omni-host's transport: the collector's command line (its
-    ``become`` is the play's) and the answer, within the transports' caps."""
+    ``become`` is the play's), bounded on the host (``bounded_line``), and the answer within
+    the transports' caps."""
 
     name = "ansible"
 
@@ -100,10 +138,13 @@ class _AnsibleConnection:
         self._run = run
 
     def run(self, argv: tuple[str, ...], *, stdin: str, timeout_s: float, sudo: bool) -> RawRun:
-        raw = self._run(shlex.join(argv), stdin)
-        too_much = over_cap(len(raw.stdout), len(raw.stderr))
+        raw = unbounded(self._run(bounded_line(argv, timeout_s), stdin))
+        too_much = over_cap(len(raw.stdout), len(raw.stderr), PLAY_ANSWER_BYTES)
         if too_much:
             raise TransportError(too_much)
+        if raw.exit_code in (124, 137):  # timeout's own: the collector ran past its deadline
+            raise TransportError(f"the collector did not finish within {timeout_s:g}s "
+                                 "(ended on the host by timeout)")
         return raw
 
     def close(self) -> None:

@@ -14,9 +14,9 @@ MAX_ANSWER_BYTES = 64 * 1024 * 1024
 MAX_STDERR_BYTES = 1024 * 1024
 
 
-def over_cap(out_bytes: int, err_bytes: int) -> str | None:
+def over_cap(out_bytes: int, err_bytes: int, out_cap: int = MAX_ANSWER_BYTES) -> str | None:
     """The one reason for an answer past its cap, or None while it is within both."""
-    for what, size, cap in (("output", out_bytes, MAX_ANSWER_BYTES),
+    for what, size, cap in (("output", out_bytes, out_cap),
                             ("error output", err_bytes, MAX_STDERR_BYTES)):
         if size > cap:
             return (f"the host's {what} passed {cap // (1024 * 1024)} MiB: not the collector's "
