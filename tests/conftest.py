@@ -14,6 +14,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -305,12 +306,17 @@ def _docker_ok() -> bool:
 TEST_IMAGE = "omni-test/busybox:1"
 
 
+SESSIONS_LOCK = Path("/tmp/omni-host-test-sessions.lock")
+_ALONE: list[bool] = []  # whether this session started with no other one of this suite alive
+
+
 def sweep_test_containers() -> list[str]:
     """Remove the containers of an earlier run of this suite that was killed before its
     teardown (they run our own image; `restart: unless-stopped`, set by the fix tests, brings
     them back with the daemon). Left there, a local audit sees a GPU container on an open
-    network and every test expecting this machine's verdicts fails. Returns their names."""
-    if not shutil.which("docker") or not _docker_ok():
+    network and every test expecting this machine's verdicts fails. Only when no other session
+    of the suite is alive (its containers are its own). Returns their names."""
+    if not (_ALONE and _ALONE[0]) or not shutil.which("docker") or not _docker_ok():
         return []
     out = subprocess.run(["docker", "ps", "-a", "--filter", f"ancestor={TEST_IMAGE}",
                           "--format", "{{.ID}} {{.Names}}"], capture_output=True, text=True,
@@ -323,11 +329,24 @@ def sweep_test_containers() -> list[str]:
 
 
 @pytest.fixture(scope="session", autouse=True)
-def _no_leftover_test_containers() -> None:
+def _no_leftover_test_containers() -> Iterator[None]:
+    """Every session holds a shared lock on SESSIONS_LOCK; one that gets it exclusively first
+    is alone, and sweeps what a killed one left."""
+    import fcntl
+
+    fd = os.open(SESSIONS_LOCK, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        _ALONE.append(True)
+    except BlockingIOError:
+        _ALONE.append(False)
     swept = sweep_test_containers()
     if swept:
         print(f"\nremoved {len(swept)} container(s) an interrupted test run left: "
               + ", ".join(swept))
+    fcntl.flock(fd, fcntl.LOCK_SH)
+    yield
+    os.close(fd)
 
 
 @pytest.fixture(scope="session")

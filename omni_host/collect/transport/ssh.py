@@ -311,13 +311,20 @@ class SshTransport:
                 if too_much:
                     chan.close()
                     raise TransportError(too_much)
-                if chan.exit_status_ready() and not chan.recv_ready() and not chan.recv_stderr_ready():
+                pending = chan.recv_ready() or chan.recv_stderr_ready()
+                # The end is the end of the stream (EOF or close) and the exit status, in
+                # either order: sshd sends the status when it reaps the command, with data
+                # still in the pipe behind it (OpenSSH's session.c says so).
+                ended = chan.eof_received or chan.closed
+                if ended and not pending and chan.exit_status_ready():
                     break
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
                     chan.close()
                     raise TransportError(f"command did not finish in {timeout_s:g}s")
-                if not chan.recv_ready() and not chan.recv_stderr_ready():
+                if ended and not pending:  # the channel stays readable at EOF: no spinning
+                    chan.status_event.wait(min(remaining, 1.0))
+                elif not pending:
                     select.select([chan], [], [], min(remaining, 1.0))
             code = chan.recv_exit_status()
             if code == -1:  # the channel closed without an exit status: the session died
