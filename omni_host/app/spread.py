@@ -28,6 +28,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from omni_host import interrupts
 from omni_host.collect.pool import PoolResult
 from omni_host.collect.run import host_deadline_s
 from omni_host.collect.transport.base import SshOptions
@@ -172,10 +173,12 @@ def audit_spread(plans: list[HostPlan], ssh: SshOptions, *, forks: int, processe
     spread.start(context, ssh, max(1, forks // len(shares)), probe_timeout_s, host_timeout_s)
     try:
         while spread.reading:
+            interrupts.check()  # a signal whose exception a finalizer swallowed
             spread.kill_silent()
-            for reader in wait(list(spread.reading), timeout=spread.next_wait_s()):
+            for reader in wait(list(spread.reading), timeout=min(spread.next_wait_s(), 0.2)):
                 spread.read(reader)
     except KeyboardInterrupt as exc:
+        interrupts.handled()
         for worker in spread.workers:
             worker.terminate()
         for i, plan in enumerate(plans):

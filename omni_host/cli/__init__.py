@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import argparse
 
-from omni_host import __version__
+from omni_host import __version__, interrupts
 from omni_host.cli import audit, bench, catalog, completion, remediate, report
 from omni_host.cli.common import EXIT_INTERRUPTED, EXIT_PIPE, EXIT_TERMINATED, EXIT_USAGE, err
 
@@ -72,10 +72,6 @@ class Terminated(KeyboardInterrupt):
     that finished are stored, the report is marked interrupted."""
 
 
-def _on_sigterm(signum: int, frame: object) -> None:
-    raise Terminated
-
-
 def run() -> None:
     """The console script: ``main``, then exit without the interpreter's last garbage
     collections over every object of the run (``gc.freeze``: 15-20 ms of a one-host audit).
@@ -89,7 +85,6 @@ def run() -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    import signal
     import sys
 
     argv = sys.argv[1:] if argv is None else argv
@@ -97,8 +92,7 @@ def main(argv: list[str] | None = None) -> int:
     from omni_host.errors import OmniHostError
 
     _warnings_to_stderr()
-    if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
-        signal.signal(signal.SIGTERM, _on_sigterm)
+    interrupts.install(Terminated)
     try:
         return HANDLERS[args.command](args)
     except OmniHostError as exc:

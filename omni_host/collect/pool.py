@@ -15,6 +15,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
+from omni_host import interrupts
+
 T = TypeVar("T")
 R = TypeVar("R")
 
@@ -109,16 +111,18 @@ def run_pool(
     if forks < 1:
         raise ValueError("forks must be >= 1")
     pool = _Pool(items, fn, on_start, on_done)
-    for _ in range(min(forks, len(items))):
-        pool.spawn()
     try:
+        for _ in range(min(forks, len(items))):
+            pool.spawn()
         while not pool.done():
+            interrupts.check()  # a signal whose exception a finalizer swallowed
             for i in pool.overdue(deadline_s):
                 with pool.lock:
                     pool.abandoned.add(i)
                 pool.finish(i, late(items[i], time.monotonic() - pool.started[i]))
                 pool.spawn()
     except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM raised as its subclass by the CLI
+        interrupts.handled()
         pool.stop.set()
         for i in range(len(items)):
             pool.finish(i, cancelled(items[i]))  # a no-op where a result is in
