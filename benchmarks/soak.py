@@ -53,6 +53,9 @@ def unreachable(hosts: int, work: Path) -> int:
         run = subprocess.run([*OMNI, "audit", "-i", str(inv), "--no-store", "--format", "json",
                               "--known-hosts", str(sshd.known_hosts), "--ssh-config",
                               str(work / "none")], capture_output=True, text=True, check=False)
+        if not run.stdout.strip():
+            raise SystemExit(f"the audit printed no report (exit {run.returncode}): "
+                             f"{run.stderr.strip()[-500:]}")
         doc = json.loads(run.stdout)
         bad = [h for h in doc["hosts"] if not h["reachable"]]
         lost += len(bad)
