@@ -1,5 +1,31 @@
-"""``python -m omni_host``: the console script, for a venv without its bin/ on PATH."""
+"""``python -m omni_host`` and the console script (``omni-host``): most of a run's start-up is
+importing the CLI, so a Ctrl-C or SIGTERM during it ends the run as one during the run does
+(exit 130 or 143, one line), never with a traceback."""
 
-from omni_host.cli import run
+import signal
+import sys
 
-run()
+
+def _terminated(signum: int, frame: object) -> None:
+    raise SystemExit(143)
+
+
+def main() -> None:
+    previous = signal.getsignal(signal.SIGTERM)
+    if previous is signal.SIG_DFL:
+        signal.signal(signal.SIGTERM, _terminated)
+    try:
+        from omni_host.cli import run
+    except KeyboardInterrupt:
+        sys.stderr.write("omni-host: interrupted\n")
+        sys.exit(130)
+    except SystemExit as exc:
+        if exc.code == 143:
+            sys.stderr.write("omni-host: terminated\n")
+        raise
+    signal.signal(signal.SIGTERM, previous)  # the CLI installs its own
+    run()
+
+
+if __name__ == "__main__":
+    main()

@@ -79,7 +79,14 @@ def run() -> None:
     import gc
     import sys
 
-    code = main()
+    try:
+        code = main()
+    except Terminated:  # before main's own handling (parsing the arguments): no traceback
+        err("terminated")
+        code = EXIT_TERMINATED
+    except KeyboardInterrupt:
+        err("interrupted")
+        code = EXIT_INTERRUPTED
     gc.freeze()
     sys.exit(code)
 
