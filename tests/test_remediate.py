@@ -101,6 +101,12 @@ def test_swap_preview_apply_prove_and_idempotent(sshd: Sshd, tmp_path: Path, swa
     assert record[0]["outcome"] == "fixed" and "Allocate the swap file (fallocate)" in \
         record[0]["changed_tasks"]
     assert list((stored / "ansible").glob("apply-swap/artifacts/*/job_events"))  # kept
+    # finished as an audit is: its Cold Case against the stored audits names the fix (the
+    # remediation's reports had no Cold Case and no waivers before)
+    items = doc["hosts"][0]["cold_case"]["items"]
+    assert [(i["item"], i["was"], i["now"]) for i in items if i["item"] == "swap.capacity"] == \
+        [("swap.capacity", "fail", "pass")]
+    assert pre["hosts"][0]["cold_case"] is not None
     assert swap_status(sshd, inv, report_dir) == "pass"
 
     again = cli(sshd, "remediate", "-i", str(inv), "--apply", "--yes", report_dir=report_dir)

@@ -151,6 +151,7 @@ def finish(hosts: Hosts, *, inventory: str | None, waivers: tuple[Waiver, ...],
     return AuditRun(dataclasses.replace(report, waiver_notes=tuple(notes)), history)
 
 
-def keep(run: AuditRun, store_root: Path) -> Path:
-    """Store a run's report and bundles; returns the audit's directory."""
-    return store_report(run.report, store_root)
+def keep(run: AuditRun, store_root: Path, attach: dict[str, Path] | None = None) -> Path:
+    """Store a run's report and bundles (and ``attach``: name -> directory kept beside them,
+    a remediation's Ansible artifacts); returns the audit's directory."""
+    return store_report(run.report, store_root, attach=attach)

@@ -11,12 +11,12 @@ holds a secret, whatever a task printed.
 from __future__ import annotations
 
 import dataclasses
-import datetime as dt
 import shutil
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from omni_host.app.audit import AuditRun, Hosts, finish, keep
 from omni_host.collect.runner import TaskOutcome
 from omni_host.collect.transport.base import SshOptions
 from omni_host.errors import UsageError
@@ -28,11 +28,10 @@ from omni_host.model import (
     FixVerdict,
     HostReport,
     Report,
-    make_report,
     scrub,
 )
 from omni_host.plan.hosts import HostPlan
-from omni_host.plan.waivers import Waiver, apply_waivers
+from omni_host.plan.waivers import Waiver
 from omni_host.remediate.flow import (
     Step,
     artifacts_dir,
@@ -43,7 +42,7 @@ from omni_host.remediate.flow import (
     outcomes,
 )
 from omni_host.remediate.plan import Plan, PlaybookRun, make_plan
-from omni_host.report.store import store_report
+from omni_host.report.history import load_history
 
 
 @dataclass(frozen=True)
@@ -56,13 +55,26 @@ class Settings:
     vault_password_files: tuple[Path, ...]
     store_root: Path
     secrets: tuple[str, ...]  # the clear text of the vaulted values the plays are given
+    waivers: tuple[Waiver, ...] = ()  # applied to every report of the run, as an audit's are
+
+
+def _finished(settings: Settings, hosts: list[HostReport], source: str,
+              started: float) -> AuditRun:
+    """A report of this run through the audit's own finish (waivers, Cold Case against the
+    stored audits), so every report layer reaches the remediation's reports as well."""
+    return finish(Hosts(hosts, source, started), inventory=str(settings.inventory),
+                  waivers=settings.waivers, history=load_history(settings.store_root))
 
 
 @dataclass(frozen=True)
 class Planned:
-    findings: list[HostReport]
+    run: AuditRun  # the audit the plan is made from: the pre-remediation report once kept
     plan: Plan
     pre: Path | None  # the stored pre-remediation audit (an apply only)
+
+    @property
+    def findings(self) -> tuple[HostReport, ...]:
+        return self.run.report.hosts
 
     @property
     def unreachable(self) -> bool:
@@ -80,23 +92,20 @@ def known_check(check_id: str) -> None:
 
 
 def plan_fixes(host_plans: list[HostPlan], ssh: SshOptions, *, forks: int, only: frozenset[str],
-               allow_reboot: bool, waivers: tuple[Waiver, ...] = ()) -> Planned:
-    """Each host audited now, its waivers applied (a waived finding is not fixed unless
+               allow_reboot: bool, settings: Settings, started: float) -> Planned:
+    """Each host audited now, finished as an audit is (a waived finding is not fixed unless
     named with ``--check``). Nothing is stored: a preview, a declined apply or one with
     nothing to do changes nothing (the next report diff compares real audits)."""
-    findings = current_findings(host_plans, ssh=ssh, forks=forks)
-    if waivers:
-        findings, _ = apply_waivers(findings, waivers, dt.date.today())
-    plan = make_plan([h for h in findings if h.reachable], only=only, allow_reboot=allow_reboot,
-                     available=available_playbooks())
-    return Planned(findings, plan, None)
+    run = _finished(settings, current_findings(host_plans, ssh=ssh, forks=forks),
+                    "pre-remediation", started)
+    plan = make_plan([h for h in run.report.hosts if h.reachable], only=only,
+                     allow_reboot=allow_reboot, available=available_playbooks())
+    return Planned(run, plan, None)
 
 
-def keep_pre(planned: Planned, *, started: float, settings: Settings) -> Planned:
+def keep_pre(planned: Planned, *, settings: Settings) -> Planned:
     """The state a confirmed apply starts from, stored before anything changes."""
-    pre = store_report(make_report(planned.findings, started_at=started, source="pre-remediation",
-                                   inventory=str(settings.inventory)), settings.store_root)
-    return dataclasses.replace(planned, pre=pre)
+    return dataclasses.replace(planned, pre=keep(planned.run, settings.store_root))
 
 
 def site_plan(host_plans: list[HostPlan]) -> Plan:
@@ -186,25 +195,25 @@ class Fixed:
 def reaudit(runs: Runs, applied: list[Step], planned: Planned, host_plans: list[HostPlan],
             ssh: SshOptions, *, forks: int, started: float) -> Fixed:
     """The touched hosts audited again; each (host, check) fixed, still failing or error;
-    the report stored with the scrubbed artifacts, pointing to its pre-remediation audit."""
+    the report finished as an audit's and stored with the scrubbed artifacts, pointing to its
+    pre-remediation audit."""
     touched = {h for step in applied for h in step.run.hosts}
     after = audit_many([p for p in host_plans if p.name in touched], ssh, forks=forks).results
     # the task titles and messages of a play may name a vaulted value: scrubbed as everywhere
     records = scrub(outcomes(planned.plan, applied, after), runs.settings.secrets)
-    report = dataclasses.replace(
-        make_report(after, started_at=started, source="remediation",
-                    inventory=str(runs.settings.inventory)),
-        remediation=records, pre_state=planned.pre.name if planned.pre is not None else None)
-    path = store_report(report, runs.settings.store_root, attach={"ansible": runs.kept()})
-    return Fixed(report, records, path)
+    run = _finished(runs.settings, after, "remediation", started)
+    run = dataclasses.replace(run, report=dataclasses.replace(
+        run.report, remediation=records,
+        pre_state=planned.pre.name if planned.pre is not None else None))
+    path = keep(run, runs.settings.store_root, attach={"ansible": runs.kept()})
+    return Fixed(run.report, records, path)
 
 
 def baseline(runs: Runs, host_plans: list[HostPlan], ssh: SshOptions, *, forks: int,
              started: float) -> tuple[Report, Path]:
-    """After bootstrap's site.yml: every host audited, stored as its baseline."""
-    after = audit_many(host_plans, ssh, forks=forks).results
-    report = dataclasses.replace(make_report(after, started_at=started, source="bootstrap",
-                                             inventory=str(runs.settings.inventory)),
-                                 baseline=True)
-    return report, store_report(report, runs.settings.store_root,
-                                attach={"ansible": runs.kept()})
+    """After bootstrap's site.yml: every host audited, finished as an audit, stored as its
+    baseline."""
+    run = _finished(runs.settings, audit_many(host_plans, ssh, forks=forks).results,
+                    "bootstrap", started)
+    run = dataclasses.replace(run, report=dataclasses.replace(run.report, baseline=True))
+    return run.report, keep(run, runs.settings.store_root, attach={"ansible": runs.kept()})

@@ -129,10 +129,12 @@ def _vault_files(args: argparse.Namespace) -> tuple[Path, ...]:
 
 
 def _settings(args: argparse.Namespace, store_root: Path, host_plans: list):  # noqa: ANN202
+    from omni_host.app.audit import read_waivers
     from omni_host.app.remediate import Settings
 
     return Settings(_inventory(args), args.known_hosts, args.allow_reboot, _vault_files(args),
-                    store_root, tuple(s for p in host_plans for s in p.secrets))
+                    store_root, tuple(s for p in host_plans for s in p.secrets),
+                    read_waivers(getattr(args, "waivers", None)))
 
 
 def _preview_and_apply(args: argparse.Namespace, runs,  # noqa: ANN001, ANN202 (app.Runs)
@@ -205,11 +207,9 @@ def cmd_remediate(args: argparse.Namespace) -> int:
     started, store_root, host_plans = prepared
     ssh = ssh_options(args)
     settings = _settings(args, store_root, host_plans)
-    from omni_host.app.audit import read_waivers
-
     planned = remediate.plan_fixes(host_plans, ssh, forks=args.forks, only=frozenset(args.only),
-                                   allow_reboot=args.allow_reboot,
-                                   waivers=read_waivers(args.waivers))
+                                   allow_reboot=args.allow_reboot, settings=settings,
+                                   started=started)
     for host in planned.findings:
         if not host.reachable:
             err(f"{host.host}: unreachable: {host.error}")
@@ -232,7 +232,7 @@ def cmd_remediate(args: argparse.Namespace) -> int:
 
     def keep_pre() -> None:
         nonlocal planned
-        planned = remediate.keep_pre(planned, started=started, settings=settings)
+        planned = remediate.keep_pre(planned, settings=settings)
         err(f"pre-remediation audit stored in {planned.pre}")
 
     try:
