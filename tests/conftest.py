@@ -306,7 +306,7 @@ def _docker_ok() -> bool:
 TEST_IMAGE = "omni-test/busybox:1"
 
 
-SESSIONS_LOCK = Path("/tmp/omni-host-test-sessions.lock")
+SESSIONS_LOCK = Path(f"/tmp/omni-host-test-sessions-{os.getuid()}.lock")  # one per user
 _ALONE: list[bool] = []  # whether this session started with no other one of this suite alive
 
 
