@@ -113,7 +113,7 @@ def test_the_play_over_the_local_connection_judges_as_omni_host_audit(tmp_path: 
         [v for v in want["self"] if v[0] not in stable]
 
 
-HANG = "#!/bin/sh\ncat > /dev/null\nsleep 1000\n"  # an interpreter that never answers
+HANG = "#!/bin/sh\ncat > /dev/null\nsleep 90\n"  # an interpreter that does not answer in time
 FLOOD = "#!/bin/sh\ncat > /dev/null\nexec yes 'xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx'\n"
 # Runs a command and prints its exit code, seconds and its children's peak RSS (MiB).
 MEASURE = """
