@@ -47,11 +47,19 @@ def unreachable(hosts: int, work: Path) -> int:
     per_run = 10
     inv = sshd.inventory(work / "inv", {f"h{i}": {"ansible_python_interpreter": "/usr/bin/python3"}
                                         for i in range(per_run)})
+    try:
+        return _audits(hosts, inv, sshd.known_hosts, work)
+    finally:
+        assert sshd.proc is not None
+        sshd.proc.terminate()  # also when an audit's output stops the soak
+
+
+def _audits(hosts: int, inv: Path, known_hosts: Path, work: Path) -> int:
     lost, done, messages = 0, 0, []
     started = time.monotonic()
     while done < hosts:
         run = subprocess.run([*OMNI, "audit", "-i", str(inv), "--no-store", "--format", "json",
-                              "--known-hosts", str(sshd.known_hosts), "--ssh-config",
+                              "--known-hosts", str(known_hosts), "--ssh-config",
                               str(work / "none")], capture_output=True, text=True, check=False)
         if not run.stdout.strip():
             raise SystemExit(f"the audit printed no report (exit {run.returncode}): "
@@ -65,8 +73,6 @@ def unreachable(hosts: int, work: Path) -> int:
           f"{(os.cpu_count() or 1) + 1} busy loops: {lost} unreachable")
     for line in messages[:5]:
         print("  " + line)
-    assert sshd.proc is not None
-    sshd.proc.terminate()
     return lost
 
 
