@@ -7,6 +7,7 @@ import sys
 
 
 def _terminated(signum: int, frame: object) -> None:
+    sys.stderr.write("omni-host: terminated\n")
     raise SystemExit(143)
 
 
@@ -19,10 +20,6 @@ def main() -> None:
     except KeyboardInterrupt:
         sys.stderr.write("omni-host: interrupted\n")
         sys.exit(130)
-    except SystemExit as exc:
-        if exc.code == 143:
-            sys.stderr.write("omni-host: terminated\n")
-        raise
     signal.signal(signal.SIGTERM, previous)  # the CLI installs its own
     run()
 

@@ -79,14 +79,7 @@ def run() -> None:
     import gc
     import sys
 
-    try:
-        code = main()
-    except Terminated:  # before main's own handling (parsing the arguments): no traceback
-        err("terminated")
-        code = EXIT_TERMINATED
-    except KeyboardInterrupt:
-        err("interrupted")
-        code = EXIT_INTERRUPTED
+    code = main()
     gc.freeze()
     sys.exit(code)
 
@@ -94,13 +87,13 @@ def run() -> None:
 def main(argv: list[str] | None = None) -> int:
     import sys
 
-    argv = sys.argv[1:] if argv is None else argv
-    args = build_parser(argv).parse_args(argv)
     from omni_host.errors import OmniHostError
 
-    _warnings_to_stderr()
-    interrupts.install(Terminated)
-    try:
+    argv = sys.argv[1:] if argv is None else argv
+    try:  # parsing too: a Ctrl-C while the parser is built is an interruption, not a traceback
+        args = build_parser(argv).parse_args(argv)
+        _warnings_to_stderr()
+        interrupts.install(Terminated)
         return HANDLERS[args.command](args)
     except OmniHostError as exc:
         err(str(exc))
