@@ -16,7 +16,9 @@ import sys
 import types
 import typing
 from functools import cache
-from typing import Any, get_args, get_origin
+from typing import Any, TypeVar, get_args, get_origin
+
+T = TypeVar("T")
 
 SCHEMA_DIALECT = "https://json-schema.org/draft/2020-12/schema"
 
@@ -25,7 +27,7 @@ class FormatError(ValueError):
     """A stored document that does not have the report's shape; the message names where."""
 
 
-def _stored_fields(cls: type) -> list[dataclasses.Field]:
+def _stored_fields(cls: type) -> list[dataclasses.Field[Any]]:
     return [f for f in dataclasses.fields(cls) if f.metadata.get("stored", True)]
 
 
@@ -64,9 +66,18 @@ def to_dict(obj: Any) -> Any:
     return obj
 
 
-def from_dict(cls: type, data: Any) -> Any:
+def document(obj: Any) -> dict[str, Any]:
+    """The JSON object of one model dataclass (``to_dict`` typed for the one shape it gives it)."""
+    out = to_dict(obj)
+    if not isinstance(out, dict):
+        raise TypeError(f"{type(obj).__name__} is not a dataclass of the model")
+    return out
+
+
+def from_dict(cls: type[T], data: Any) -> T:
     """The typed object of a JSON form; FormatError names the first path that does not fit."""
-    return _decode(cls, data, cls.__name__)
+    out: T = _decode(cls, data, cls.__name__)
+    return out
 
 
 def _is_union(tp: Any) -> bool:
@@ -97,7 +108,7 @@ def _decode(tp: Any, value: Any, path: str) -> Any:  # noqa: PLR0911 (one branch
         if not isinstance(value, dict):
             raise _fail(path, value, "an object")
         return {k: _decode(args[1], v, f"{path}.{k}") for k, v in value.items()}
-    if dataclasses.is_dataclass(tp):
+    if isinstance(tp, type) and dataclasses.is_dataclass(tp):
         return _decode_dataclass(tp, value, path)
     if isinstance(tp, type) and issubclass(tp, enum.Enum):
         try:
@@ -149,7 +160,7 @@ def _schema(tp: Any, defs: dict[str, Any]) -> dict[str, Any]:  # noqa: PLR0911
         return {"type": "array", "items": _schema(args[0], defs)}
     if origin is dict:
         return {"type": "object", "additionalProperties": _schema(args[1], defs)}
-    if dataclasses.is_dataclass(tp):
+    if isinstance(tp, type) and dataclasses.is_dataclass(tp):
         if tp.__name__ not in defs:
             defs[tp.__name__] = {}  # placeholder: a class may refer to itself
             defs[tp.__name__] = _object_schema(tp, defs)

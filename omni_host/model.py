@@ -163,7 +163,7 @@ class CheckResult:
         return "waived" if self.waiver and self.status in waivable else self.status.value
 
     def to_dict(self) -> dict[str, Any]:
-        return codec.to_dict(self)
+        return codec.document(self)
 
 
 # -- reports ---------------------------------------------------------------------------------
@@ -330,7 +330,7 @@ class HostReport:
         return counts
 
     def to_dict(self) -> dict[str, Any]:
-        return codec.to_dict(self)
+        return codec.document(self)
 
 
 class FixVerdict(str, enum.Enum):
@@ -411,7 +411,7 @@ class Report:
         return {"hosts": len(self.hosts), "unreachable": len(self.unreachable), **total}
 
     def to_dict(self) -> dict[str, Any]:
-        return codec.to_dict(self)
+        return codec.document(self)
 
     @classmethod
     def from_dict(cls, doc: dict[str, Any]) -> Report:

@@ -15,12 +15,12 @@ from typing import Any
 
 from omni_host.app.spread import audit_spread, cpus, processes_for
 from omni_host.collect.ahead import Ahead
-from omni_host.collect.bundle import Bundle, read_bundles
+from omni_host.collect.bundle import read_bundles
 from omni_host.collect.transport.base import SshOptions
 from omni_host.errors import InventoryError
 from omni_host.evaluate.audit import audit_many, evaluate_bundle
 from omni_host.evaluate.checks import catalog
-from omni_host.model import HostReport, Report, make_report
+from omni_host.model import Bundle, HostReport, Report, make_report
 from omni_host.plan.hosts import HostPlan, local_plan, plan_host
 from omni_host.plan.inventory import Inventory
 from omni_host.plan.policy import ExpectedState, policy_from_vars

@@ -12,14 +12,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from omni_host.app.audit import AuditRun, Hosts, finish
-from omni_host.collect.bundle import Bundle
 from omni_host.collect.run import collect_host
 from omni_host.collect.transport.base import SshOptions
 from omni_host.errors import TransportError, UsageError
 from omni_host.evaluate.audit import evaluate_bundle, unreachable
 from omni_host.evaluate.bench import CHECK_ID, Baseline, StoredRun, bench_context, judge, read_stored
 from omni_host.evaluate.checks import catalog
-from omni_host.model import CheckResult, FactSummary, HostReport, Status, scrub_host
+from omni_host.model import Bundle, CheckResult, FactSummary, HostReport, Status, scrub_host
 from omni_host.plan.hosts import HostPlan
 from omni_host.plan.policy import Policy
 from omni_host.plan.waivers import Waiver

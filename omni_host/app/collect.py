@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from omni_host.collect.bundle import Bundle, write_archive, write_bundle_dir
+from omni_host.collect.bundle import write_archive, write_bundle_dir
 from omni_host.collect.pool import run_pool
 from omni_host.collect.run import (
     collect_host,
@@ -19,6 +19,7 @@ from omni_host.collect.run import (
 )
 from omni_host.collect.transport.base import SshOptions
 from omni_host.errors import TransportError, UsageError
+from omni_host.model import Bundle
 from omni_host.plan.hosts import HostPlan
 from omni_host.probes.catalog import PROBES
 

@@ -13,6 +13,7 @@ fast. One module per command group; ``common`` holds what they share.
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
 
 from omni_host import __version__, interrupts
 from omni_host.cli import audit, bench, catalog, completion, remediate, report
@@ -37,11 +38,13 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
     return parser
 
 
-HANDLERS = {"audit": audit.cmd_audit, "collect": audit.cmd_collect, "bench": bench.cmd_bench,
-            "remediate": remediate.cmd_remediate, "bootstrap": remediate.cmd_bootstrap,
-            "report": report.cmd_report, "schedule": report.cmd_schedule,
-            "payload": catalog.cmd_payload, "checks": catalog.cmd_checks, "init": catalog.cmd_init,
-            "completion": lambda args: _completion(args)}
+Handler = Callable[[argparse.Namespace], int]
+HANDLERS: dict[str, Handler] = {
+    "audit": audit.cmd_audit, "collect": audit.cmd_collect, "bench": bench.cmd_bench,
+    "remediate": remediate.cmd_remediate, "bootstrap": remediate.cmd_bootstrap,
+    "report": report.cmd_report, "schedule": report.cmd_schedule,
+    "payload": catalog.cmd_payload, "checks": catalog.cmd_checks, "init": catalog.cmd_init,
+    "completion": lambda args: _completion(args)}
 
 
 def _completion(args: argparse.Namespace) -> int:

@@ -30,12 +30,17 @@ from omni_host.cli.common import (
 )
 
 if TYPE_CHECKING:
+    from rich.live import Live
+    from rich.table import Table
+
     from omni_host.app.audit import Hosts
+    from omni_host.model import HostReport
+    from omni_host.plan.hosts import HostPlan
     from omni_host.plan.waivers import Waiver
     from omni_host.report.history import History
 
 
-def add_parsers(sub: argparse._SubParsersAction) -> None:
+def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     audit = sub.add_parser("audit", help="audit hosts (live over SSH/locally, or from bundles)")
     add_target_args(audit)
     audit.add_argument("--bundle", type=Path, nargs="+", metavar="PATH",
@@ -71,7 +76,7 @@ class Progress:
 
     def __init__(self, names: list[str]) -> None:
         self.enabled = len(names) > 1
-        self.live = None
+        self.live: Live | None = None
         self.state = dict.fromkeys(names, "waiting")
         self.finished = 0
         self.lock = threading.Lock()
@@ -82,7 +87,7 @@ class Progress:
                              refresh_per_second=8)
             self.live.start()
 
-    def _table(self):  # noqa: ANN202 (a rich renderable)
+    def _table(self) -> Table:
         from rich.table import Table
 
         table = Table.grid(padding=(0, 2))
@@ -111,10 +116,10 @@ class Progress:
                 sys.stderr.write(f"[{self.finished}/{len(self.state)}] {terminal_safe(name)}: "
                                  f"{state}\n")
 
-    def start(self, plan) -> None:  # noqa: ANN001 (HostPlan)
+    def start(self, plan: HostPlan) -> None:
         self._set(plan.name, "auditing...", line=False)
 
-    def done(self, plan, host) -> None:  # noqa: ANN001 (HostPlan, HostReport)
+    def done(self, plan: HostPlan, host: HostReport) -> None:
         if not host.reachable:  # the reason: once, in the run's own line at the end
             state = f"unreachable ({host.duration_s:.1f}s)"
         else:

@@ -22,7 +22,7 @@ from omni_host.cli.common import (
 )
 
 
-def add_parsers(sub: argparse._SubParsersAction) -> None:
+def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     bench = sub.add_parser("bench", help="run the host's llama-bench (omni_bench) and judge "
                                          "tokens/s against its own baseline")
     add_target_args(bench)

@@ -18,7 +18,7 @@ from omni_host.cli.common import (
 )
 
 
-def add_parsers(sub: argparse._SubParsersAction) -> None:
+def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     checks = sub.add_parser("checks", help="the check catalog: list, explain ID|LESSON, doc")
     csub = checks.add_subparsers(dest="checks_command", required=True)
     csub.add_parser("list", help="every check with severity, layer and lessons")

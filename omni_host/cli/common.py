@@ -106,8 +106,9 @@ def ssh_options(args: argparse.Namespace) -> SshOptions:
 def inventory_path(args: argparse.Namespace) -> Path | None:
     """``-i``, else the inventory Ansible is configured with (ANSIBLE_INVENTORY, ansible.cfg);
     None when neither is given: the caller audits this machine with the built-in policy."""
-    if args.inventory is not None:
-        return args.inventory
+    given: Path | None = args.inventory
+    if given is not None:
+        return given
     from omni_host.errors import UsageError
     from omni_host.plan.inventory import default_sources
 
@@ -116,10 +117,10 @@ def inventory_path(args: argparse.Namespace) -> Path | None:
         raise UsageError(f"Ansible is configured with several inventories ({', '.join(sources)}): "
                          "pass the one to use with -i")
     args.inventory = Path(sources[0]) if sources else None
-    return args.inventory
+    return Path(sources[0]) if sources else None
 
 
-def load_inventory_arg(args: argparse.Namespace):  # noqa: ANN201 (Inventory | None)
+def load_inventory_arg(args: argparse.Namespace) -> Inventory | None:
     from omni_host.errors import UsageError
     from omni_host.plan.inventory import VaultOptions, load_inventory
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 SHELLS = ("bash", "zsh")
 
 
-def add_parsers(sub: argparse._SubParsersAction) -> None:
+def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("completion", help="print a shell completion script (bash, zsh)")
     p.add_argument("shell", choices=SHELLS)
 

@@ -12,6 +12,7 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from omni_host.cli.common import (
     EXIT_FAILED,
@@ -30,8 +31,14 @@ from omni_host.cli.common import (
 )
 from omni_host.errors import PlayCanceled
 
+if TYPE_CHECKING:
+    from omni_host.app.remediate import Runs, Settings
+    from omni_host.collect.runner import TaskOutcome
+    from omni_host.plan.hosts import HostPlan
+    from omni_host.remediate.flow import Step
 
-def add_parsers(sub: argparse._SubParsersAction) -> None:
+
+def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     rem = sub.add_parser("remediate", help="fix failed findings with Ansible (preview first)")
     add_target_args(rem)
     rem.add_argument("--check", dest="only", action="append", default=[], metavar="ID",
@@ -53,12 +60,12 @@ def _add_apply_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--report-dir", type=Path, default=None, help="the report store")
 
 
-def _task_printer(secrets: tuple[str, ...]):  # noqa: ANN202 (a TaskOutcome callback)
+def _task_printer(secrets: tuple[str, ...]) -> Callable[[TaskOutcome], None]:
     """What a play says of each task, shown live; the clear text of vaulted values that the
     play was given (--vault-password-file) is scrubbed from it, as from every report."""
     from omni_host.model import scrub
 
-    def show(task) -> None:  # noqa: ANN001 (TaskOutcome, imported lazily)
+    def show(task: TaskOutcome) -> None:
         if task.status in ("changed", "failed", "unreachable"):
             out(scrub(f"    {task.host}: {task.status.upper()}: {task.task}"
                       + (f": {task.message}" if task.message else ""), secrets))
@@ -91,7 +98,7 @@ def _inventory(args: argparse.Namespace) -> Path:
         raise UsageError(f"{args.command} needs an inventory (-i) for {args.pattern!r}: the "
                          "playbooks read it too (without one, only this machine: localhost)")
     args.inventory, args.pattern = _local_inventory(), "localhost"
-    return args.inventory
+    return Path(args.inventory)
 
 
 def _local_inventory() -> Path:
@@ -128,7 +135,7 @@ def _vault_files(args: argparse.Namespace) -> tuple[Path, ...]:
     return tuple(args.vault_password_file)
 
 
-def _settings(args: argparse.Namespace, store_root: Path, host_plans: list):  # noqa: ANN202
+def _settings(args: argparse.Namespace, store_root: Path, host_plans: list[HostPlan]) -> Settings:
     from omni_host.app.audit import read_waivers
     from omni_host.app.remediate import Settings
 
@@ -137,8 +144,8 @@ def _settings(args: argparse.Namespace, store_root: Path, host_plans: list):  # 
                     read_waivers(getattr(args, "waivers", None)))
 
 
-def _preview_and_apply(args: argparse.Namespace, runs,  # noqa: ANN001, ANN202 (app.Runs)
-                       before_apply: Callable[[], None] = lambda: None):
+def _preview_and_apply(args: argparse.Namespace, runs: Runs, before_apply: Callable[[], None] = lambda: None,
+                       ) -> tuple[list[Step] | None, int]:
     """The preview shown; on --apply and confirmation, ``before_apply`` (the state kept),
     then the hosts whose preview passed are applied to. Returns (apply steps or None when
     nothing was applied, exit code)."""
@@ -169,7 +176,7 @@ def _preview_and_apply(args: argparse.Namespace, runs,  # noqa: ANN001, ANN202 (
     return runs.apply(good, show_task), EXIT_OK
 
 
-def _stopped(exc: PlayCanceled, runs) -> int:  # noqa: ANN001 (app.Runs)
+def _stopped(exc: PlayCanceled, runs: Runs) -> int:
     """A play cut by a signal: where it stopped and what it had done, and no re-audit that
     would claim the fix ran (it printed STILL FAILING and exited 1)."""
     err(f"{exc.playbook} stopped by a signal (ansible-runner canceled it): nothing after it "
@@ -182,7 +189,7 @@ def _stopped(exc: PlayCanceled, runs) -> int:  # noqa: ANN001 (app.Runs)
     return EXIT_TERMINATED
 
 
-def _prepare(args: argparse.Namespace) -> tuple[float, Path, list] | int:
+def _prepare(args: argparse.Namespace) -> tuple[float, Path, list[HostPlan]] | int:
     """What remediate and bootstrap check before anything runs: an inventory, a way to
     confirm, valid policies. Returns (start time, store, host plans) or an exit code."""
     from omni_host.report.store import default_report_dir

@@ -7,7 +7,7 @@ import argparse
 import dataclasses
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from omni_host.cli.common import (
     EXIT_OK,
@@ -22,8 +22,12 @@ from omni_host.cli.common import (
     write_output,
 )
 
+if TYPE_CHECKING:
+    from omni_host.app.schedule import ScheduleTarget
+    from omni_host.report.history import History
 
-def add_parsers(sub: argparse._SubParsersAction) -> None:
+
+def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     report = sub.add_parser("report", help="stored audits: list, show, diff, recheck; the "
                                            "JSON Schema of report.json")
     rsub = report.add_subparsers(dest="report_command", required=True)
@@ -69,7 +73,7 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
                            help="after --: arguments for the audit (e.g. -- -i /etc/omni all)")
 
 
-def _history(args: argparse.Namespace):  # noqa: ANN202
+def _history(args: argparse.Namespace) -> History:
     from omni_host.report.history import load_history
     from omni_host.report.store import default_report_dir
 
@@ -113,13 +117,13 @@ def cmd_report(args: argparse.Namespace) -> int:
     return _recheck(args, history)
 
 
-def _diff(args: argparse.Namespace, history) -> int:  # noqa: ANN001
+def _diff(args: argparse.Namespace, history: History) -> int:
     import json
 
     from omni_host import codec
     from omni_host.report.history import diff_hosts
 
-    pairs: list[tuple[str, Any, Any, list]] = []
+    pairs: list[tuple[str, Any, Any, list[Any]]] = []
     if args.a and args.b:
         old, new = history.resolve(args.a), history.resolve(args.b)
         for host in new.host_names():
@@ -178,7 +182,7 @@ def _diff_text(diffs: list[dict[str, Any]]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _recheck(args: argparse.Namespace, history) -> int:  # noqa: ANN001
+def _recheck(args: argparse.Namespace, history: History) -> int:
     """A stored audit judged again, the way an audit is judged: its waivers applied by the one
     ``finish``, its exit code as an audit's."""
     from omni_host.app import audit as app
@@ -221,7 +225,7 @@ def _check_scheduled_audit(extra: list[str]) -> None:
         raise UsageError(f"schedule: the audit it would run fails now: {exc}") from None
 
 
-def _schedule_status(target, kind: str) -> None:  # noqa: ANN001 (app.schedule.ScheduleTarget)
+def _schedule_status(target: ScheduleTarget, kind: str) -> None:
     import datetime as dt
 
     from omni_host.app import schedule

@@ -21,7 +21,7 @@ from omni_host.collect.transport.base import SshOptions, collector_argv
 from omni_host.plan.connection import Connection
 
 if TYPE_CHECKING:
-    from omni_host.collect.bundle import Bundle
+    from omni_host.model import Bundle
     from omni_host.plan.hosts import HostPlan
 
 

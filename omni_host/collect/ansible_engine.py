@@ -10,9 +10,10 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from omni_host.collect.bundle import Bundle, read_bundles, safe_name
+from omni_host.collect.bundle import read_bundles, safe_name
 from omni_host.collect.runner import run_playbook
 from omni_host.errors import BundleError
+from omni_host.model import Bundle
 from omni_host.plan.hosts import HostPlan
 from omni_host.resources import collection_path
 

@@ -160,8 +160,8 @@ def _from_files(read: Any, origin: str) -> Bundle:
     if policy is not None:
         _check_policy(policy, origin)
     try:
-        collected_at = float(manifest.get("collected_at"))
-    except (TypeError, ValueError):
+        collected_at = float(manifest["collected_at"])
+    except (KeyError, TypeError, ValueError):
         raise BundleError(f"{origin}: manifest's collected_at is not a time") from None
     # NaN or infinity made the report's JSON invalid; 1e300 or -1e12 is no date a renderer
     # can print (an OverflowError in the JUnit view): years 1970 to 9999 only

@@ -12,9 +12,10 @@ import time
 from functools import lru_cache
 from pathlib import Path
 
-from omni_host.collect.bundle import Bundle, bundle_from_output
+from omni_host.collect.bundle import bundle_from_output
 from omni_host.collect.transport.base import SshOptions, Transport, collector_argv
 from omni_host.collect.transport.loading import import_ssh
+from omni_host.model import Bundle
 from omni_host.plan.connection import DEFAULT_PYTHON
 from omni_host.plan.hosts import HostPlan
 from omni_host.probes.catalog import DYNAMIC, PROBES, Probe, probes_for

@@ -11,7 +11,6 @@ import time
 from collections.abc import Callable
 
 from omni_host.collect.ahead import Ahead
-from omni_host.collect.bundle import Bundle
 from omni_host.collect.pool import PoolResult, run_pool
 from omni_host.collect.run import collect_host, host_deadline_s, import_transports
 from omni_host.collect.transport.base import SshOptions
@@ -19,7 +18,7 @@ from omni_host.errors import TransportError
 from omni_host.evaluate.checks import run_checks
 from omni_host.evaluate.facts import facts_from_bundle
 from omni_host.evaluate.sentinel import fact_summary, strategic
-from omni_host.model import HostReport, PolicyRecord, ProbeNote, scrub_host
+from omni_host.model import Bundle, HostReport, PolicyRecord, ProbeNote, scrub_host
 from omni_host.plan.hosts import HostPlan
 from omni_host.plan.policy import ExpectedState, Policy
 

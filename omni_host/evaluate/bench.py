@@ -25,7 +25,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeGuard
 
 from omni_host.evaluate.checks import CheckMeta
 from omni_host.model import CheckResult, Evidence, FactSummary, Status
@@ -185,7 +185,7 @@ def _same(key: str, a: Any, b: Any) -> bool:
             relative = OWN_CPU_TOLERANCE * max(a, b) if key == OWN_CPU else math.inf
             return abs(a - b) <= min(LOAD_TOLERANCE_CPUS, relative)
         return abs(a - b) <= NUMBER_TOLERANCE * max(abs(a), abs(b), 1e-9)
-    return a == b
+    return bool(a == b)
 
 
 def _show(value: Any) -> str:
@@ -340,7 +340,7 @@ def disturbances(spec: BenchSpec, run: BenchRun) -> list[str]:
     return why
 
 
-def _measured(load: Any) -> bool:
+def _measured(load: Any) -> TypeGuard[float]:
     return isinstance(load, (int, float)) and not isinstance(load, bool)
 
 

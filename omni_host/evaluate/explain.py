@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 import textwrap
+from typing import Any
 
 from omni_host.errors import UsageError
 from omni_host.evaluate.bench import CHECK_ID
@@ -81,8 +82,8 @@ def markdown() -> str:
     return "\n".join(out) + "\n"
 
 
-def _type(option: dict) -> str:
-    kind = option.get("type", "str")
+def _type(option: dict[str, Any]) -> str:
+    kind = str(option.get("type", "str"))
     if kind == "list":
         elements = option.get("elements", "str")
         if elements == "dict":

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from omni_host.collect.bundle import Bundle
-from omni_host.model import CommandResult, Outcome, ProbeResult
+from omni_host.model import Bundle, CommandResult, Outcome, ProbeResult
 from omni_host.plan.policy import Policy
 from omni_host.probes.catalog import DYNAMIC, PROBES_BY_ID, Probe, evaluate, probes_for
 

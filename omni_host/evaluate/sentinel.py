@@ -147,7 +147,9 @@ def strategic(summary: FactSummary) -> tuple[EngineVerdict, ...]:
     re-evaluate: viable here, with the facts that clear each condition."""
     out = []
     for entry in strategic_catalog():
-        reasons, unknown, cleared = [], [], []
+        reasons: list[str] = []
+        unknown: list[str] = []
+        cleared: list[str] = []
         host_blocked = False
         for cond in entry["conditions"]:
             kind = next(k for k in cond if k != "why")

@@ -249,7 +249,8 @@ class Inventory:
     def validation_memo(self) -> dict[str, Any]:
         """Policy values that validated, kept with this inventory's cache entry (a dict the
         planner adds to; ``remember`` stores it). Not kept for an inventory that is not cached."""
-        return self._cache.setdefault("validated", {})
+        memo: dict[str, Any] = self._cache.setdefault("validated", {})
+        return memo
 
     def remember(self) -> None:
         self._save()

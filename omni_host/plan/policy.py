@@ -174,7 +174,8 @@ class ExpectedState:
         """A recorded state; its vaulted values are unknown (judging needs the inventory)."""
         if not isinstance(doc, dict) or not isinstance(doc.get("values"), dict):
             return None
-        origins = doc.get("origins") if isinstance(doc.get("origins"), dict) else {}
+        origins = doc.get("origins")
+        origins = origins if isinstance(origins, dict) else {}
         values = {k: v for k, v in doc["values"].items() if v != VAULTED}
         return cls(values, {str(k): str(v) for k, v in origins.items() if k in values})
 

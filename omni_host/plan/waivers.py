@@ -26,7 +26,7 @@ from typing import Any
 import yaml
 
 from omni_host.errors import InventoryError
-from omni_host.model import AppliedWaiver
+from omni_host.model import AppliedWaiver, HostReport
 from omni_host.resources import TooLarge, first_alias, read_bounded
 
 WAIVERS_SCHEMA = 1
@@ -134,13 +134,14 @@ def _load_waivers(path: Path, text: str, known_checks: set[str]) -> tuple[Waiver
     return tuple(waivers)
 
 
-def apply_waivers(hosts: list, waivers: tuple[Waiver, ...], today: dt.date) -> tuple[list, list[str]]:
+def apply_waivers(hosts: list[HostReport], waivers: tuple[Waiver, ...],
+                  today: dt.date) -> tuple[list[HostReport], list[str]]:
     """Results matched by a live waiver carry it (their status is unchanged); returns the
     hosts and one note per expired waiver and per stale waiver (its check passes now)."""
     import dataclasses
 
     notes: list[str] = []
-    out = []
+    out: list[HostReport] = []
     for host in hosts:
         results = []
         for r in host.results:

@@ -261,9 +261,9 @@ def _unavailable_reason(result: CommandResult) -> str | None:
 def evaluate(probe: Probe, result: CommandResult | None) -> ProbeResult:
     """A probe's outcome: observed (with a fact), unavailable (why) or unparseable (excerpt)."""
     if result is None:
-        reason = ("not requested by the policy" if probe in DYNAMIC else
-                  "not collected in this bundle")
-        return ProbeResult(probe.id, probe.command, Outcome.UNAVAILABLE, reason=reason)
+        missing = ("not requested by the policy" if probe in DYNAMIC else
+                   "not collected in this bundle")
+        return ProbeResult(probe.id, probe.command, Outcome.UNAVAILABLE, reason=missing)
     reason = _unavailable_reason(result)
     if reason is not None:
         return ProbeResult(probe.id, probe.command, Outcome.UNAVAILABLE, reason=reason)

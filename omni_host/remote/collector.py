@@ -55,7 +55,7 @@ def _kill_group(proc):
 # After the probe's own process has exited, how long its output pipes may stay open: past
 # this, whatever still holds them is a background process the probe left behind.
 EXIT_GRACE_S = 0.5
-LIVE = set()  # the probes running now: killed if the controller goes away
+LIVE = set()  # type: set[subprocess.Popen[bytes]]  # the probes running now: killed if the controller goes away
 LIVE_LOCK = threading.Lock()
 
 

@@ -92,4 +92,4 @@ def main(kind):
 if __name__ == "__main__":
     main(sys.argv[1] if len(sys.argv) > 1 else "containers")
 elif __name__ == "__omni_inline__":  # run inside the collector (collector.run_inline)
-    main(ARGS[0] if ARGS else "containers")  # noqa: F821 (ARGS is given by the collector)
+    main(ARGS[0] if ARGS else "containers")  # type: ignore[name-defined]  # noqa: F821 (ARGS is given by the collector)

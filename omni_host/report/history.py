@@ -290,7 +290,7 @@ def _when(ts: Any) -> str:
     return dt.datetime.fromtimestamp(float(ts or 0), dt.timezone.utc).strftime("%Y-%m-%d %H:%M")
 
 
-def _entries(history: History, doc: dict[str, Any], host: dict[str, Any]) -> list[tuple[Any, dict]]:
+def _entries(history: History, doc: dict[str, Any], host: dict[str, Any]) -> list[tuple[Any, dict[str, Any]]]:
     """(started, host entry) of the host's stored audits older than ``doc``, oldest first,
     then ``doc``'s own: a stored audit's timeline ends with itself."""
     past = [(a.started_at, h) for a, h in reversed(history.for_host(host["host"]))

@@ -106,7 +106,7 @@ def last_bench_line(bench: dict[str, Any], now: float | None) -> str:
 
 
 def status_of(result: dict[str, Any]) -> str:
-    return result.get("effective_status", result["status"])
+    return str(result.get("effective_status", result["status"]))
 
 
 def unobserved(host: dict[str, Any]) -> list[str]:
@@ -147,7 +147,7 @@ def summary_line(doc: dict[str, Any]) -> str:
 
 
 def _finding(r: dict[str, Any]) -> str:
-    text = r["summary"]
+    text = str(r["summary"])
     if r.get("waiver"):
         text += f" [waived {waiver_line(r['waiver'])}]"
     return text

@@ -110,7 +110,8 @@ def _import_lean(module: str, ssh_config: Path | None) -> None:
             sys.modules[_METADATA] = stand_in
         block = "invoke" not in sys.modules and not may_match_exec(ssh_config)
         if block:
-            sys.modules["invoke"] = None  # type: ignore[assignment]  (import raises ImportError)
+            # A None entry makes `import invoke` raise ImportError.
+            sys.modules["invoke"] = None  # type: ignore[assignment]
         try:
             importlib.import_module(module)
         finally:

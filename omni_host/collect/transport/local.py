@@ -43,7 +43,7 @@ class LocalTransport:
         return None
 
 
-def _bounded(proc: subprocess.Popen, data: bytes, timeout_s: float) -> tuple[bytes, bytes]:
+def _bounded(proc: subprocess.Popen[bytes], data: bytes, timeout_s: float) -> tuple[bytes, bytes]:
     """Feed ``data`` and read both pipes until they close, within ``timeout_s`` and the caps
     (TransportError past either): a runaway answer costs neither memory nor a hang."""
     import selectors

@@ -17,6 +17,7 @@ import socket
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import paramiko
 from paramiko.ssh_exception import NoValidConnectionsError
@@ -83,7 +84,7 @@ def resolve_target(
 ) -> SshTarget:
     """Merge inventory values (which win, as in Ansible) with the SSH config entry."""
     alias = host or label
-    conf: dict = {}
+    conf: dict[str, Any] = {}
     if ssh_config is not None and ssh_config.is_file():
         try:
             conf = paramiko.SSHConfig.from_path(str(ssh_config)).lookup(alias)
@@ -111,7 +112,7 @@ class _AcceptNew(paramiko.MissingHostKeyPolicy):
     def __init__(self, path: Path) -> None:
         self.path = path
 
-    def missing_host_key(self, client, hostname, key) -> None:  # noqa: ANN001 (paramiko API)
+    def missing_host_key(self, client: paramiko.SSHClient, hostname: str, key: paramiko.PKey) -> None:
         entry = f"{hostname} {key.get_name()} {key.get_base64()}\n"
         self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         with open(self.path, "a+b") as fh:
@@ -125,7 +126,7 @@ class _AcceptNew(paramiko.MissingHostKeyPolicy):
 
 
 class _RejectUnknown(paramiko.MissingHostKeyPolicy):
-    def missing_host_key(self, client, hostname, key) -> None:  # noqa: ANN001 (paramiko API)
+    def missing_host_key(self, client: paramiko.SSHClient, hostname: str, key: paramiko.PKey) -> None:
         raise TransportError(
             f"host key for {hostname} is not in known_hosts ({key.get_name()}); "
             "verify it and add it, or pass --accept-new-host-key"
@@ -192,7 +193,7 @@ class SshTransport:
                 target.hostname,
                 port=target.port,
                 username=target.user,
-                key_filename=list(target.key_files) or None,
+                key_filename=list(target.key_files) or None,  # type: ignore[arg-type]  # a list works
                 timeout=self.options.connect_timeout_s,
                 banner_timeout=self.options.connect_timeout_s,
                 auth_timeout=self.options.connect_timeout_s,
@@ -218,7 +219,7 @@ class SshTransport:
             raise TransportError(f"connection to {where} timed out") from exc
         except NoValidConnectionsError as exc:
             client.close()
-            reasons = sorted({e.strerror or str(e) for e in exc.errors.values()})
+            reasons = sorted({getattr(e, 'strerror', None) or str(e) for e in exc.errors.values()})
             raise TransportError(f"cannot connect to {where}: {'; '.join(reasons)}") from exc
         except socket.gaierror as exc:
             client.close()

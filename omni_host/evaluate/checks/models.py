@@ -52,7 +52,9 @@ def model_fit(facts: HostFacts, policy: Policy, meta: CheckMeta) -> CheckResult:
     vram = sum((g.memory_total_mib or 0) for g in gpus.fact.gpus) * 1024 ** 2 if gpus.ok else 0
     budget = {"full": ram + swap, "gguf": ram + swap + vram}
     by_path = {m.path: m for m in models.models}
-    bad, warn, lines = [], [], []
+    bad: list[str] = []
+    warn: list[str] = []
+    lines: list[str] = []
     for want in policy.models:
         m = by_path.get(want.path)
         if m is None or m.error:

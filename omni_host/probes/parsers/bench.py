@@ -228,6 +228,10 @@ def _run_error(run: dict[str, Any]) -> str | None:
     return f"exit {code}" + (f": {last}" if last else "")
 
 
+def _object(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
 def parse_bench_run(text: str) -> BenchRun:
     try:
         doc = json.loads(text)
@@ -235,8 +239,8 @@ def parse_bench_run(text: str) -> BenchRun:
         raise ParseError(f"bench helper output is not JSON: {excerpt(text, 120)!r}") from exc
     if not isinstance(doc, dict) or doc.get("helper") != 1:
         raise ParseError(f"not the bench helper's document: {excerpt(text, 120)!r}")
-    context = doc.get("context") if isinstance(doc.get("context"), dict) else {}
-    gate = doc.get("gate") if isinstance(doc.get("gate"), dict) else {}
+    context = _object(doc.get("context"))
+    gate = _object(doc.get("gate"))
     if doc.get("refused"):
         return BenchRun(str(doc["refused"]), context, gate)
     run = doc.get("run")

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from typing import Any
 
 from omni_host.errors import ParseError
 from omni_host.probes.parsers import excerpt
@@ -36,7 +37,7 @@ class Container:
         return name in (self.name, self.compose_service)
 
 
-def _wants_gpu(host: dict, env: dict[str, str]) -> bool:
+def _wants_gpu(host: dict[str, Any], env: dict[str, str]) -> bool:
     """--gpus / deploy.resources.devices (DeviceRequests), the nvidia runtime, or the
     NVIDIA_VISIBLE_DEVICES convention of the NVIDIA container toolkit."""
     for req in host.get("DeviceRequests") or []:
@@ -47,7 +48,7 @@ def _wants_gpu(host: dict, env: dict[str, str]) -> bool:
     return host.get("Runtime") == "nvidia" or visible not in ("", "void", "none")
 
 
-def _container(doc: dict) -> Container:
+def _container(doc: dict[str, Any]) -> Container:
     config = doc.get("Config") or {}
     host = doc.get("HostConfig") or {}
     labels = config.get("Labels") or {}
@@ -60,12 +61,12 @@ def _container(doc: dict) -> Container:
         name=str(doc.get("Name", "")).lstrip("/"),
         container_id=str(doc.get("Id", ""))[:12],
         image=str(config.get("Image", "")),
-        env=env,  # type: ignore[arg-type]
+        env=env,
         compose_service=labels.get("com.docker.compose.service"),
         running=bool((doc.get("State") or {}).get("Running")),
         runtime=host.get("Runtime"),
         restart_policy=(host.get("RestartPolicy") or {}).get("Name"),
-        gpu=_wants_gpu(host, dict(env)),  # type: ignore[arg-type]
+        gpu=_wants_gpu(host, dict(env)),
         healthcheck=tuple(test) if test and test != ["NONE"] else None,
         health_status=health.get("Status"),
         health_output=str(log[-1].get("Output", "")).strip() if log else None,
