@@ -8,7 +8,6 @@ sessions' cgroup."""
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import json
 import os
 import signal
@@ -20,10 +19,9 @@ from pathlib import Path
 import pytest
 from conftest import Sshd, run_cli
 
-from omni_host.app.audit import Hosts, finish, keep
-from omni_host.app.bench import bench_result, find_baseline
+from omni_host.app.audit import Hosts, finish, judge_plan, keep
+from omni_host.app.bench import find_baseline, judge_bench
 from omni_host.collect.bundle import read_bundles
-from omni_host.evaluate.audit import evaluate_bundle
 from omni_host.evaluate.bench import judge_test
 from omni_host.model import Status
 from omni_host.plan.policy import policy_from_vars
@@ -80,15 +78,14 @@ def test_bench_helper_document_from_the_h100() -> None:
 
 
 def _judged(name: str, store: Path, *, record: bool = False, where: Path = H100):
+    """A recorded bench bundle judged by the bench use case, under the policy it recorded,
+    and stored as ``omni-host bench`` stores it."""
     bundle = _bundle(name, where)
-    policy = policy_from_vars(bundle.policy["values"], "recorded policy")
-    report = evaluate_bundle(bundle, policy, address="bundle")
-    result, compared = bench_result(bundle, policy, report.facts, load_history(store),
-                                    record=record)
-    report = dataclasses.replace(report, results=(*report.results, result))
-    keep(finish(Hosts([report], "bench", time.time()), inventory=None, waivers=(), history=None),
-         store)
-    return result, compared, {r.id: r for r in report.results}
+    done = judge_bench(bundle, judge_plan(bundle, None, name), load_history(store), record=record)
+    keep(finish(Hosts([done.report], "bench", time.time()), inventory=None, waivers=(),
+                history=None), store)
+    results = {r.id: r for r in done.report.results}
+    return results["perf.tokens-per-s"], done.baseline, results
 
 
 def test_h100_benches_judged_against_their_stored_baseline(tmp_path: Path) -> None:
@@ -485,3 +482,35 @@ def test_a_crashing_llama_bench_is_one_error_and_never_a_baseline(sshd: Sshd, ll
     assert perf["summary"].startswith("llama-bench failed: exit ")
     assert "\n" not in perf["summary"]
     assert find_baseline(load_history(store), "loop") is None
+
+
+def test_a_bench_bundle_is_evaluated_once(tmp_path: Path) -> None:
+    """The bench judges its bundle once: every probe output the real H100 bundle holds is
+    parsed exactly once (its audit and its tokens/s share one evaluation)."""
+    from omni_host.probes.catalog import BENCH, PROBES_BY_ID
+
+    bundle = _bundle("baseline")
+    parses: dict[str, int] = {}
+    probes = (*PROBES_BY_ID.values(), BENCH)
+    originals = {p.id: p.parse for p in probes}
+
+    def counted(probe_id: str):
+        def parse(text: str):
+            parses[probe_id] = parses.get(probe_id, 0) + 1
+            return originals[probe_id](text)
+        return parse
+
+    for p in probes:  # the frozen Probe's parser itself: every way to it is counted
+        object.__setattr__(p, "parse", counted(p.id))
+    try:
+        done = judge_bench(bundle, judge_plan(bundle, None, "h100"), load_history(tmp_path),
+                           record=True)
+    finally:
+        for p in probes:
+            object.__setattr__(p, "parse", originals[p.id])
+    assert done.recorded
+    collected = {pid for pid, r in bundle.results.items() if r.exit_code == 0 and pid in originals}
+    assert "bench.llama" in collected and len(collected) >= 10
+    assert set(parses) <= set(bundle.results)
+    assert {pid for pid, n in parses.items() if n != 1} == set()
+    assert collected <= set(parses)

@@ -107,8 +107,15 @@ def bench_host(plan: HostPlan, ssh: SshOptions, history: History, *, record: boo
         bundle = collect_host(plan, ssh, probe_timeout_s, extra=(bench_probe(spec, force=force),))
     except TransportError as exc:
         return BenchHost(unreachable(plan, str(exc), time.monotonic() - start), False, None)
-    report = evaluate_bundle(bundle, plan.policy, address=plan.address,
-                             duration_s=time.monotonic() - start, expected=plan.expected)
+    return judge_bench(bundle, plan, history, record=record, duration_s=time.monotonic() - start)
+
+
+def judge_bench(bundle: Bundle, plan: HostPlan, history: History, *, record: bool,
+                duration_s: float = 0.0) -> BenchHost:
+    """A collected bench bundle (live, or recorded) judged: its audit and its tokens/s, each
+    probe's output parsed once. Raises BenchRefused where the helper refused to run."""
+    report = evaluate_bundle(bundle, plan.policy, address=plan.address, duration_s=duration_s,
+                             expected=plan.expected)
     warnings: list[str] = []
     result, compared = bench_result(bundle, plan.policy, report.facts, history, record=record,
                                     warn=warnings.append)
