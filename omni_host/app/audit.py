@@ -1,6 +1,8 @@
-"""The audit use case: hosts (live or from bundles) -> host reports -> waivers -> Cold Case ->
-one report, stored when it was live. The CLI calls ``audit_live`` or ``audit_bundles``, then
-``finish``, and prints what it returns."""
+"""The audit use case: hosts (live, from bundles, or a stored audit's bundles again) -> host
+reports -> ``conclude``: waivers, Cold Case, last bench -> one report, stored when asked. Every
+run that ends in a report (audit, bench, recheck, remediation, bootstrap) passes through
+``finish``; ``app.live.run`` conducts a live audit, ``audit_files`` and ``recheck_stored`` the
+others. The CLI calls one of them and prints what it returns."""
 
 from __future__ import annotations
 
@@ -149,6 +151,46 @@ def finish(hosts: Hosts, *, inventory: str | None, waivers: tuple[Waiver, ...],
     report = make_report(reports, started_at=hosts.started_at, source=hosts.source,
                          interrupted=hosts.interrupted, inventory=inventory)
     return AuditRun(dataclasses.replace(report, waiver_notes=tuple(notes)), history)
+
+
+@dataclass(frozen=True)
+class Audited:
+    """A finished run: its report, how its hosts were obtained, where it was stored (None:
+    not stored)."""
+
+    run: AuditRun
+    hosts: Hosts
+    stored: Path | None
+
+
+def conclude(hosts: Hosts, *, inventory: str | None, waivers: tuple[Waiver, ...],
+             history: History | None, store_root: Path | None, rechecked: str | None = None
+             ) -> Audited:
+    """``finish``, then ``keep`` where ``store_root`` is given."""
+    run = finish(hosts, inventory=inventory, waivers=waivers, history=history)
+    if rechecked is not None:
+        run = dataclasses.replace(run, report=dataclasses.replace(run.report, rechecked=rechecked))
+    return Audited(run, hosts, keep(run, store_root) if store_root is not None else None)
+
+
+def audit_files(paths: list[Path], inventory: Inventory | None, inventory_name: str | None,
+                waivers: Path | None) -> Audited:
+    """Collected bundles judged (never stored: the store keeps what was audited live)."""
+    chosen = read_waivers(waivers)
+    return conclude(audit_bundles(paths, inventory), inventory=inventory_name, waivers=chosen,
+                    history=None, store_root=None)
+
+
+def recheck_stored(history: History, ref: str, inventory: Inventory | None,
+                   inventory_name: str | None, waivers: Path | None,
+                   store_root: Path | None) -> Audited:
+    """A stored audit's bundles judged again with today's checks and waivers, the way an
+    audit is judged; stored (as a recheck of it) where ``store_root`` is given."""
+    audit = history.resolve(ref)
+    chosen = read_waivers(waivers)
+    hosts = recheck(audit.path, audit.id, inventory)
+    return conclude(hosts, inventory=inventory_name, waivers=chosen, history=None,
+                    store_root=store_root, rechecked=audit.id)
 
 
 def keep(run: AuditRun, store_root: Path, attach: dict[str, Path] | None = None) -> Path:

@@ -24,7 +24,6 @@ from omni_host.cli.common import (
     inventory_path,
     load_inventory_arg,
     plans,
-    plans_of,
     ssh_options,
     terminal_console,
 )
@@ -33,11 +32,9 @@ if TYPE_CHECKING:
     from rich.live import Live
     from rich.table import Table
 
-    from omni_host.app.audit import Hosts
+    from omni_host.app.audit import Audited
     from omni_host.model import HostReport
     from omni_host.plan.hosts import HostPlan
-    from omni_host.plan.waivers import Waiver
-    from omni_host.report.history import History
 
 
 def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -134,76 +131,47 @@ class Progress:
 
 
 def cmd_audit(args: argparse.Namespace) -> int:
-    hosts, waivers, history = _audit_bundles(args) if args.bundle else _audit_live(args)
-    from omni_host.app import audit
+    inventory = load_inventory_arg(args)
+    name = str(args.inventory) if args.inventory else None
+    if args.bundle:
+        from omni_host.app.audit import audit_files
+
+        done = audit_files(args.bundle, inventory, name, args.waivers)
+    else:
+        from omni_host.app import live
+
+        done = live.run(live.LiveAudit(
+            inventory, name, args.pattern, args.limit, extra_vars(args), ssh_options(args),
+            forks=args.forks, probe_timeout_s=args.probe_timeout,
+            host_timeout_s=args.host_timeout, processes=args.processes, waivers=args.waivers,
+            store_root=args.report_dir, store=not args.no_store),
+            lambda plans: Progress([p.name for p in plans]))
+    return _told(args, done)
+
+
+def _told(args: argparse.Namespace, done: Audited) -> int:
+    """What the operator is told of a finished audit: unreachable and unconfigured hosts and
+    waiver notes on stderr, the report in its format, where it was stored; the exit code."""
     from omni_host.report.history import load_history
     from omni_host.report.store import default_report_dir
     from omni_host.report.text import init_command
 
-    store_root = args.report_dir or default_report_dir()
-    run = audit.finish(hosts, inventory=str(args.inventory) if args.inventory else None,
-                       waivers=waivers, history=history)
+    run, hosts = done.run, done.hosts
     for host in run.report.unreachable:
         err(f"{host.host}: unreachable: {host.error}")
-    inventory = str(args.inventory) if args.inventory else None
     for host in run.report.hosts:
         if host.unconfigured:
             err(f"{host.host}: no expected state: the inventory sets no omni_* variable for it "
-                f"(record one with {init_command(host.host, inventory)})")
+                f"(record one with {init_command(host.host, run.report.inventory)})")
     for note in run.waiver_notes:
         err(f"waiver: {note}")
-    emit(run.doc, args.format, args.output, lambda: run.history or load_history(store_root),
+    emit(run.doc, args.format, args.output,
+         lambda: run.history or load_history(args.report_dir or default_report_dir()),
          args.verbosity)
-    code = EXIT_TERMINATED if hosts.terminated else \
+    if done.stored is not None:
+        err(f"{'partial (interrupted) ' if hosts.interrupted else ''}report stored in {done.stored}")
+    return EXIT_TERMINATED if hosts.terminated else \
         EXIT_INTERRUPTED if hosts.interrupted else exit_code(run.report)
-    if not args.no_store and hosts.source == "live":
-        path = audit.keep(run, store_root)
-        err(f"{'partial (interrupted) ' if hosts.interrupted else ''}report stored in {path}")
-    return code
-
-
-def _audit_bundles(args: argparse.Namespace) -> tuple[Hosts, tuple[Waiver, ...], None]:
-    from omni_host.app import audit
-
-    waivers = audit.read_waivers(args.waivers)
-    return audit.audit_bundles(args.bundle, load_inventory_arg(args)), waivers, None
-
-
-def _audit_live(args: argparse.Namespace) -> tuple[Hosts, tuple[Waiver, ...], History]:
-    """Hosts audited live; with one SSH host, its session opens first and the rest (the
-    policy, the imports of checks and renderers, waivers, the stored history) is done while
-    the host answers."""
-    ssh = ssh_options(args)
-    inv = load_inventory_arg(args)
-    from omni_host.app.ahead import session_ahead
-
-    ahead = session_ahead(inv, args.pattern, ssh, args.limit)
-    try:
-        if ahead is not None:
-            ahead.wait_started()
-        host_plans = plans_of(args, inv)
-        if ahead is not None:
-            ahead.go(host_plans[0], args.probe_timeout)
-        from omni_host.app import audit
-        from omni_host.report.history import load_history
-        from omni_host.report.store import default_report_dir
-
-        waivers = audit.read_waivers(args.waivers)
-        history = load_history(args.report_dir or default_report_dir())
-    except BaseException:
-        if ahead is not None:
-            ahead.cancel()
-        raise
-    progress = Progress([p.name for p in host_plans])
-    try:
-        hosts = audit.audit_live(host_plans, ssh, forks=args.forks,
-                                 probe_timeout_s=args.probe_timeout,
-                                 host_timeout_s=args.host_timeout,
-                                 on_start=progress.start, on_done=progress.done,
-                                 ahead=ahead, processes=args.processes)
-    finally:
-        progress.close()
-    return hosts, waivers, history
 
 
 def cmd_collect(args: argparse.Namespace) -> int:

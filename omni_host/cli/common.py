@@ -149,15 +149,9 @@ def extra_vars(args: argparse.Namespace) -> dict[str, Any] | None:
 
 def plans_of(args: argparse.Namespace, inv: Inventory | None) -> list[HostPlan]:
     """``plans`` with the inventory already loaded."""
-    from omni_host.errors import UsageError
-    from omni_host.plan.hosts import local_plan, plan_inventory
+    from omni_host.plan.hosts import plan_targets
 
-    extra, limit = extra_vars(args), args.limit
-    if inv is None:
-        if args.pattern not in (None, "localhost", "all") or limit not in (None, "localhost", "all"):
-            raise UsageError(f"host pattern {limit or args.pattern!r} needs an inventory (-i)")
-        return [local_plan(extra)]
-    return plan_inventory(inv, args.pattern or "all", limit, extra)
+    return plan_targets(inv, args.pattern, args.limit, extra_vars(args))
 
 
 def exit_code(report: Report) -> int:

@@ -4,7 +4,6 @@ of the CLI: these print)."""
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -185,23 +184,20 @@ def _diff_text(diffs: list[dict[str, Any]]) -> str:
 def _recheck(args: argparse.Namespace, history: History) -> int:
     """A stored audit judged again, the way an audit is judged: its waivers applied by the one
     ``finish``, its exit code as an audit's."""
-    from omni_host.app import audit as app
+    from omni_host.app.audit import recheck_stored
     from omni_host.cli.common import exit_code, load_inventory_arg
     from omni_host.report.store import default_report_dir
 
-    audit = history.resolve(args.ref)
-    waivers = app.read_waivers(args.waivers)
-    hosts = app.recheck(audit.path, audit.id, load_inventory_arg(args))
-    run = app.finish(hosts, inventory=str(args.inventory) if args.inventory else None,
-                     waivers=waivers, history=None)
-    run = dataclasses.replace(run, report=dataclasses.replace(run.report, rechecked=audit.id))
-    for note in run.waiver_notes:
+    inventory = load_inventory_arg(args)
+    done = recheck_stored(history, args.ref, inventory,
+                          str(args.inventory) if args.inventory else None, args.waivers,
+                          None if args.no_store else args.report_dir or default_report_dir())
+    for note in done.run.waiver_notes:
         err(f"waiver: {note}")
-    emit(run.doc, args.format, args.output, lambda: history, args.verbosity)
-    if not args.no_store:
-        path = app.keep(run, args.report_dir or default_report_dir())
-        err(f"recheck stored in {path}")
-    return exit_code(run.report)
+    emit(done.run.doc, args.format, args.output, lambda: history, args.verbosity)
+    if done.stored is not None:
+        err(f"recheck stored in {done.stored}")
+    return exit_code(done.run.report)
 
 
 def _check_scheduled_audit(extra: list[str]) -> None:

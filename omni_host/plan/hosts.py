@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from omni_host.errors import InventoryError
+from omni_host.errors import InventoryError, UsageError
 from omni_host.plan.connection import DEFAULT_PYTHON, SshEndpoint, connection
 from omni_host.plan.inventory import Inventory
 from omni_host.plan.policy import (
@@ -130,3 +130,14 @@ def plan_inventory(inv: Inventory, pattern: str, limit: str | None = None,
     if len(memo) != known:
         inv.remember()
     return plans
+
+
+def plan_targets(inv: Inventory | None, pattern: str | None, limit: str | None,
+                 extra: dict[str, Any] | None) -> list[HostPlan]:
+    """The hosts a run targets: ``pattern`` within ``limit`` of the inventory, or, without
+    one, this machine under the built-in reference policy."""
+    if inv is None:
+        if pattern not in (None, "localhost", "all") or limit not in (None, "localhost", "all"):
+            raise UsageError(f"host pattern {limit or pattern!r} needs an inventory (-i)")
+        return [local_plan(extra)]
+    return plan_inventory(inv, pattern or "all", limit, extra)
