@@ -9,6 +9,10 @@ Run as root on a machine with openssh-server (``bash tests/setup.sh`` installs i
 
 (pyinfra and testinfra pin paramiko below 5: they live in their own venv, never in omni-host's.)
 
+``--against REV`` instead times omni-host's audit at this tree and at the commit REV (a git
+worktree of it), interleaved, each as ``python -m omni_host`` with its own tree first on the
+path: a change's cost on one host's audit, before and after in one run (no other tool needed).
+
 Every tool runs as a user would run it (a new process each time, the CLI's start-up included),
 interleaved round by round so that a noisy moment hurts all alike. omni-host's inventory cache
 is warm after the first run (as for a user who audits the same inventory again). Ansible keeps
@@ -132,7 +136,11 @@ def collector_cpu(program: Path, runs: int) -> tuple[float, float]:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--runs", type=int, default=9)
+    parser.add_argument("--against", metavar="REV", default=None,
+                        help="time this tree's audit against the commit REV's, and nothing else")
     args = parser.parse_args()
+    if args.against:
+        return against(args.against, args.runs)
     if not (BENCH / "pyinfra").exists() or not (BENCH / "pytest").exists():
         raise SystemExit("needs .venv-bench: python3 -m venv .venv-bench && "
                          ".venv-bench/bin/pip install pyinfra pytest-testinfra")
@@ -203,6 +211,44 @@ def main() -> None:
           f"floor; the cold floor is {med['cold floor'] / med['floor']:.2f}x the floor |")
     print(f"\nOn-host CPU per audit (collector and probes, user + system, median of "
           f"{args.runs}): {cpu:.3f} CPU-s, {cpu_wall:.3f} s wall.")
+
+
+def against(rev: str, runs: int) -> None:
+    """This tree's one-host audit against REV's, interleaved round by round."""
+    work = Path(tempfile.mkdtemp(prefix="omni-against-"))
+    old = work / "old"
+    subprocess.run(["git", "-C", str(REPO), "worktree", "add", "-q", "--detach", str(old), rev],
+                   check=True)
+    sshd = start_sshd(work / "sshd")
+    try:
+        trees = {"this tree": REPO, rev: old}
+        for tree in trees.values():
+            subprocess.run([sys.executable, "-m", "compileall", "-q", str(tree / "omni_host")],
+                           check=True)
+        inv = sshd.inventory(work / "inv", {"loop": {
+            "ansible_python_interpreter": "/usr/bin/python3"}}, group_vars=reference_vars())
+        argv = [sys.executable, "-m", "omni_host", "audit", "-i", str(inv), "loop", "--no-store",
+                "--format", "json", "--known-hosts", str(sshd.known_hosts), "--ssh-config",
+                str(work / "none")]
+        envs = {name: dict(os.environ, PYTHONPATH=str(tree)) for name, tree in trees.items()}
+        times: dict[str, list[float]] = {name: [] for name in trees}
+        for name in trees:  # warm each once (the inventory cache, the page cache)
+            timed(argv, envs[name], cwd=work)
+        for _ in range(runs):
+            for name in trees:
+                times[name].append(timed(argv, envs[name], cwd=work))
+    finally:
+        sshd.proc.terminate()
+        subprocess.run(["git", "-C", str(REPO), "worktree", "remove", "--force", str(old)],
+                       check=False)
+    med = {name: statistics.median(t) for name, t in times.items()}
+    print(f"One host's audit, loopback sshd, median of {runs} interleaved rounds "
+          f"({os.cpu_count()} CPUs):\n")
+    print(f"| tree | seconds | min-max | this tree / {rev} |")
+    print("|---|---|---|---|")
+    for name, t in times.items():
+        print(f"| {name} | {med[name]:.3f} | {min(t):.3f}-{max(t):.3f} | "
+              f"{med['this tree'] / med[name]:.3f} |")
 
 
 if __name__ == "__main__":

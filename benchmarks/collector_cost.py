@@ -1,16 +1,18 @@
 """The collector's cost on the audited host, side by side in one run: each payload (the
 collector with its probe plan, as ``omni-host payload`` prints it) run as an audit runs it,
-``python3 -I -S -``, interleaved, median of N; then each nvidia-smi command of the plan alone.
-CPU is the children's user + system time (resource.RUSAGE_CHILDREN), so every process a probe
-starts is counted.
+``python3 -I -S -``, interleaved, median of N; then each command the last payload ran on this
+host, alone (median of 5: what each probe costs; an in-process one costs less inside the
+collector). CPU is the children's user + system time (resource.RUSAGE_CHILDREN), so every
+process a probe starts is counted.
 
-    python3 benchmarks/collector_cost.py OUTDIR old.py new.py [N]
+    python3 benchmarks/collector_cost.py OUTDIR old.py [new.py] [N]
 
 Writes OUTDIR/<payload name>.out (one run's raw output, for the verdicts) and prints a table.
 """
 
 from __future__ import annotations
 
+import json
 import resource
 import statistics
 import subprocess
@@ -18,11 +20,13 @@ import sys
 import time
 from pathlib import Path
 
-COMMANDS = (["nvidia-smi", "-q", "-x"], ["nvidia-smi", "topo", "-m"],
-            ["nvidia-smi", "topo", "-p2p", "r"],
-            ["nvidia-smi", "--query-gpu=index,name,compute_cap,pcie.link.gen.current,"
-             "pcie.link.gen.max,pcie.link.width.current,pcie.link.width.max,persistence_mode,"
-             "ecc.errors.uncorrected.volatile.total", "--format=csv,noheader"])
+
+def ran(output: bytes) -> list[tuple[str, list[str]]]:
+    """(probe id, argv) of each probe the collector ran, from its bundle output."""
+    text = output.decode("utf-8", "replace")
+    doc = json.JSONDecoder().raw_decode(text[text.index("{"):])[0]
+    return [(p["id"], [sys.executable if a == "{python}" else a for a in p["argv"]])
+            for p in doc["probes"] if p["status"] == "ran"]
 
 
 def measure(argv: list[str], stdin: bytes | None = None) -> tuple[float, float, bytes]:
@@ -39,8 +43,8 @@ def measure(argv: list[str], stdin: bytes | None = None) -> tuple[float, float, 
 
 def main() -> None:
     out = Path(sys.argv[1])
-    payloads = [Path(p) for p in sys.argv[2:4]]
-    rounds = int(sys.argv[4]) if len(sys.argv) > 4 else 9
+    payloads = [Path(p) for p in sys.argv[2:] if not p.isdigit()]
+    rounds = int(sys.argv[-1]) if sys.argv[-1].isdigit() else 9
     out.mkdir(parents=True, exist_ok=True)
     cost: dict[str, list[tuple[float, float]]] = {p.name: [] for p in payloads}
     for _ in range(rounds):
@@ -52,11 +56,11 @@ def main() -> None:
     for name, runs in cost.items():
         print(f"  {name}: {statistics.median(c for _, c in runs):.3f} CPU-s, "
               f"{statistics.median(w for w, _ in runs):.3f} s wall")
-    print("each nvidia-smi command alone, median of 5:")
-    for argv in COMMANDS:
+    print(f"each command {payloads[-1].name} ran, alone, median of 5:")
+    for probe, argv in ran((out / f"{payloads[-1].stem}.out").read_bytes()):
         runs = [measure(argv)[:2] for _ in range(5)]
-        print(f"  {' '.join(argv)[:60]}: {statistics.median(c for _, c in runs):.3f} CPU-s, "
-              f"{statistics.median(w for w, _ in runs):.3f} s wall")
+        print(f"  {probe}: {statistics.median(c for _, c in runs):.3f} CPU-s, "
+              f"{statistics.median(w for w, _ in runs):.3f} s wall  ({' '.join(argv)[:50]!r})")
 
 
 if __name__ == "__main__":

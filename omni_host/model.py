@@ -195,6 +195,66 @@ class ModelSummary:
 
 
 @dataclass(frozen=True)
+class ServedCounters:
+    """What a llama-server's ``/metrics`` (started with --metrics) counts since it started."""
+
+    prompt_tokens: float | None = None
+    prompt_seconds: float | None = None
+    predicted_tokens: float | None = None
+    predicted_seconds: float | None = None  # time spent generating them, summed per request
+    decode_calls: float | None = None
+    requests_processing: float | None = None
+    requests_deferred: float | None = None
+    busy_slots_per_decode: float | None = None  # requests decoded together, on average
+
+
+@dataclass(frozen=True)
+class ServedProbe:
+    """One fixed, short completion sent to an idle server, and the timings it answered."""
+
+    predicted_n: int
+    predicted_per_second: float
+    prompt_n: int | None = None
+    prompt_per_second: float | None = None
+
+
+@dataclass(frozen=True)
+class InferenceServer:
+    """An inference server running on the host: how it runs and what it says of itself. A
+    value after an option that looks like a secret is never kept (``(secret)``)."""
+
+    kind: str  # "llama-server"
+    pid: int
+    argv: tuple[str, ...]
+    exe: str | None = None
+    sha256: str | None = None
+    env: dict[str, str] | None = None  # the variables that change its speed; None: unreadable
+    cpus_allowed: int | None = None
+    cpus_allowed_list: str | None = None
+    quota_cpus: float | None = None  # its cgroup's CPU quota; None: unlimited
+    quota_cgroup: str | None = None
+    started_at: float | None = None
+    rss_kib: int | None = None
+    threads: int | None = None
+    container: str | None = None
+    address: str | None = None  # where it was asked (host:port)
+    model_path: str | None = None
+    model_bytes: int | None = None
+    model_fingerprint: str | None = None
+    counters: ServedCounters | None = None
+    metrics_error: str | None = None
+    n_ctx: int | None = None
+    build: str | None = None
+    slots: int | None = None
+    props_error: str | None = None
+    probe: ServedProbe | None = None
+    probe_note: str | None = None  # why no probe was timed (busy, no metrics, an error)
+    # the llama-server built beside the benchmarked llama-bench (omni_bench.llama_bench)
+    bench_server_path: str | None = None
+    bench_server_sha256: str | None = None
+
+
+@dataclass(frozen=True)
 class FactSummary:
     """The facts a diff and the Strategic layer compare; None where not observed."""
 
@@ -211,6 +271,7 @@ class FactSummary:
     swap_total_mib: int | None = None
     containers: tuple[str, ...] | None = None
     models: tuple[ModelSummary, ...] | None = None  # None: no omni_models, or not examined
+    servers: tuple[InferenceServer, ...] | None = None  # None: not looked for (older bundles)
 
 
 class EngineStatus(str, enum.Enum):

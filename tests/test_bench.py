@@ -20,7 +20,8 @@ import pytest
 from conftest import Sshd, run_cli
 
 from omni_host.app.audit import Hosts, finish, judge_plan, keep
-from omni_host.app.bench import find_baseline, judge_bench
+from omni_host.app.baseline import find_baseline
+from omni_host.app.bench import judge_bench
 from omni_host.collect.bundle import read_bundles
 from omni_host.evaluate.bench import judge_test
 from omni_host.model import Status

@@ -17,7 +17,7 @@ import pytest
 from conftest import run_cli
 from test_bench import CPU_MEASURES, _bundle, _judged
 
-from omni_host.app.bench import find_baseline
+from omni_host.app.baseline import find_baseline
 from omni_host.errors import ParseError
 from omni_host.model import Status
 from omni_host.probes.parsers.bench import parse_llama_bench_json

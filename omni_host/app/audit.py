@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from omni_host import codec
+from omni_host.app.baseline import find_baseline
 from omni_host.app.spread import audit_spread, cpus, processes_for
 from omni_host.collect.ahead import Ahead
 from omni_host.collect.bundle import read_bundles
@@ -22,7 +24,9 @@ from omni_host.collect.transport.base import SshOptions
 from omni_host.errors import InventoryError
 from omni_host.evaluate.audit import audit_many, evaluate_bundle
 from omni_host.evaluate.checks import catalog
-from omni_host.model import Bundle, HostReport, Report, make_report
+from omni_host.evaluate.serve import CHECK_ID as SERVE_CHECK
+from omni_host.evaluate.serve import DEFAULT_MIN_FRACTION, judge_served
+from omni_host.model import Bundle, HostReport, InferenceServer, Report, make_report
 from omni_host.plan.hosts import HostPlan, local_plan, plan_host
 from omni_host.plan.inventory import Inventory
 from omni_host.plan.policy import ExpectedState, policy_from_vars
@@ -137,12 +141,38 @@ def read_waivers(path: Path | None) -> tuple[Waiver, ...]:
     return () if path is None else load_waivers(path, set(catalog()))
 
 
+def served_again(host: HostReport, history: History) -> HostReport:
+    """serve.tokens-per-s judged again with the store: against the host's bench baseline,
+    over the window since its previous audit (the check alone has neither)."""
+    servers = host.facts.servers if host.facts is not None else None
+    current = next((r for r in host.results if r.id == SERVE_CHECK), None)
+    if servers is None or current is None:
+        return host
+    previous: dict[int, InferenceServer] = {}
+    entries = history.for_host(host.host)
+    if entries:
+        for doc in (entries[0][1].get("facts") or {}).get("servers") or []:
+            try:
+                server = codec.from_dict(InferenceServer, doc)
+            except codec.FormatError:
+                continue  # a hand-edited entry: that server's window starts at its start
+            previous[server.pid] = server
+    fraction = float(current.details.get("min_fraction", DEFAULT_MIN_FRACTION))
+    result = judge_served(catalog()[SERVE_CHECK], servers, find_baseline(history, host.host),
+                          min_fraction=fraction, previous=previous,
+                          previous_audit=entries[0][0].id if entries else None)
+    return dataclasses.replace(host, results=tuple(result if r.id == SERVE_CHECK else r
+                                                   for r in host.results))
+
+
 def finish(hosts: Hosts, *, inventory: str | None, waivers: tuple[Waiver, ...],
            history: History | None) -> AuditRun:
-    """Waivers, the Cold Case layer (against ``history``, the stored audits: given for live
-    audits) and the report."""
-    reports, notes = apply_waivers(hosts.reports, waivers, dt.date.today()) if waivers \
-        else (hosts.reports, [])
+    """The served rate against the store, waivers, the Cold Case layer (against ``history``,
+    the stored audits: given for live audits) and the report."""
+    judged = [served_again(h, history) if history is not None and h.reachable else h
+              for h in hosts.reports]
+    reports, notes = apply_waivers(judged, waivers, dt.date.today()) if waivers \
+        else (judged, [])
     if history is not None:
         reports = [dataclasses.replace(h, cold_case=cold_case(history, h.to_dict()),
                                        last_bench=last_bench(history, h.host)

@@ -12,11 +12,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from omni_host.app.audit import AuditRun, Hosts, finish
+from omni_host.app.baseline import find_baseline
 from omni_host.collect.run import collect_host
 from omni_host.collect.transport.base import SshOptions
 from omni_host.errors import TransportError, UsageError
 from omni_host.evaluate.audit import evaluate_bundle, unreachable
-from omni_host.evaluate.bench import CHECK_ID, Baseline, StoredRun, bench_context, judge, read_stored
+from omni_host.evaluate.bench import CHECK_ID, bench_context, judge
 from omni_host.evaluate.checks import catalog
 from omni_host.model import Bundle, CheckResult, FactSummary, HostReport, Status, scrub_host
 from omni_host.plan.hosts import HostPlan
@@ -25,7 +26,6 @@ from omni_host.plan.waivers import Waiver
 from omni_host.probes.catalog import BENCH, bench_probe, evaluate
 from omni_host.probes.parsers.bench import BenchRun
 from omni_host.report.history import History
-from omni_host.report.text import perf_result
 
 
 class BenchRefused(UsageError):
@@ -39,39 +39,6 @@ class BenchHost:
     baseline: str | None  # the stored bench compared with
     warnings: tuple[str, ...] = ()  # stored benches skipped, one line each
     refused_baseline: str | None = None  # why this run is not the baseline asked for
-
-
-def find_baseline(history: History, host: str, warn: Callable[[str], None] = lambda _: None
-                  ) -> Baseline | None:
-    """The host's newest fit recorded baseline in the store, with the centers of the fit runs
-    of the same state judged against it since (their spread is the noise between runs). A
-    stored bench whose details do not read is skipped with one warning."""
-    later: list[StoredRun] = []
-    for audit, entry in history.for_host(host):
-        if audit.doc.get("source") != "bench":
-            continue
-        perf = perf_result(entry)
-        if perf is None or perf.get("status") == Status.ERROR.value:
-            continue
-        try:
-            stored = read_stored(perf.get("details"))
-        except (ValueError, TypeError, AttributeError) as exc:
-            warn(f"{audit.path / 'report.json'}: {host}'s stored bench is malformed ({exc}): skipped")
-            continue
-        if not stored.recorded_baseline:
-            later.append(stored)
-            continue
-        if not stored.fit:  # stored before fitness was checked, and forced: not a baseline
-            continue
-        centers = {name: [c] for name, c in stored.centers().items()}
-        for run in later:
-            if run.baseline == audit.id and run.fit and not run.changed and \
-                    all(run.keys.get(n, ()) == stored.keys.get(n, ()) for n in run.tests):
-                for name, center in run.centers().items():
-                    centers.setdefault(name, []).append(center)
-        return Baseline(audit.id, audit.started_at, stored.tests, dict(stored.context), centers,
-                        stored.keys)
-    return None
 
 
 def bench_result(bundle: Bundle, policy: Policy, summary: FactSummary | None, history: History, *,

@@ -63,6 +63,7 @@ def fact_summary(facts: HostFacts, policy: Policy | None = None) -> FactSummary:
         swap_total_mib=sum(a.size_kib for a in swaps) // 1024 if swaps is not None else None,
         containers=tuple(sorted(c.name for c in containers)) if containers is not None else None,
         models=_models(facts, policy),
+        servers=fact("serve.servers"),
     )
 
 

@@ -108,6 +108,8 @@ class Policy:
     inference_containers: tuple[str, ...] | None = None
     bench: BenchSpec | None = None
     xid_window_h: float = 24.0
+    serve_min_fraction: float = 0.5  # omni_serve.min_fraction
+    serve_probe: bool = False  # omni_serve.probe
 
 
 def _fail(origin: str, var: str, msg: str) -> InventoryError:
@@ -304,6 +306,9 @@ def _rules(origin: str, v: dict[str, Any]) -> None:
         if any(not c for c in v.get(var) or ()):
             raise _fail(origin, var, "container names must not be empty")
     _bench_rules(origin, v.get("omni_bench"))
+    fraction = (v.get("omni_serve") or {}).get("min_fraction", 0.5)
+    if not (math.isfinite(fraction) and 0 < fraction <= 1):
+        raise _fail(origin, "omni_serve.min_fraction", f"must be a number in (0, 1], got {fraction!r}")
     tunables = v.get("omni_glibc_tunables")
     if tunables is not None:
         missing = [cap for cap in ZEN5_HWCAPS if cap not in masked_hwcaps(tunables)]
@@ -371,6 +376,8 @@ def policy_from_vars(values: dict[str, Any], origin: str,
         if "omni_inference_containers" in v else None,
         bench=_bench_spec(v.get("omni_bench")),
         xid_window_h=float(v.get("omni_xid_window_h", 24)),
+        serve_min_fraction=float((v.get("omni_serve") or {}).get("min_fraction", 0.5)),
+        serve_probe=bool((v.get("omni_serve") or {}).get("probe", False)),
     )
 
 

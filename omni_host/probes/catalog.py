@@ -19,7 +19,7 @@ from typing import Any
 from omni_host.errors import ParseError
 from omni_host.model import CommandResult, Outcome, ProbeResult
 from omni_host.plan.policy import BenchSpec, Policy
-from omni_host.probes.parsers import bench, build, cpu, docker, host, memory, numa, nvidia, system
+from omni_host.probes.parsers import bench, build, cpu, docker, host, memory, numa, nvidia, serve, system
 from omni_host.probes.parsers import excerpt as _excerpt
 from omni_host.resources import resources_text
 
@@ -140,6 +140,11 @@ class Probe:
 
 
 _DOCKER_API = resources_text("remote/docker_api.py")
+
+
+def helper_code(name: str) -> str:
+    """A helper's program as the host runs it: the shared process facts, then the helper."""
+    return resources_text("remote/procfacts.py") + "\n\n" + resources_text(f"remote/{name}.py")
 # NVML answers nothing without the kernel driver: then the fallback costs a Python start for
 # nothing (nvidia-smi itself still runs: its "couldn't communicate" message is evidence).
 NVIDIA_DRIVER = ("/proc/driver/nvidia/version", "no NVIDIA kernel driver loaded")
@@ -178,6 +183,9 @@ PROBES: tuple[Probe, ...] = (
     Probe("docker.networks", ("{python}", "-c", _DOCKER_API, "networks"),
           docker.parse_docker_networks, timeout_s=20, inline=True,
           label="docker network ls (Docker API on its socket)"),
+    Probe("serve.servers", ("{python}", "-c", helper_code("serve")), serve.parse_servers,
+          timeout_s=20, inline=True,
+          label="llama-server processes (/proc), their /metrics and /props on the loopback"),
 )
 
 # Probes whose arguments come from the policy (paths, package names). They are appended to
@@ -216,7 +224,7 @@ def bench_probe(spec: BenchSpec, *, force: bool = False) -> Probe:
             "--max-busy-pct", f"{spec.max_busy_pct:g}", "--env-json", json.dumps(dict(spec.env)),
             *(("--force",) if force else ()),
             "--", *spec.args)
-    return dataclasses.replace(BENCH, argv=(*BENCH.argv, resources_text("remote/bench.py"), *argv),
+    return dataclasses.replace(BENCH, argv=(*BENCH.argv, helper_code("bench"), *argv),
                                timeout_s=spec.budget_s + 60)
 
 
@@ -232,7 +240,12 @@ def probes_for(policy: Policy) -> tuple[Probe, ...]:
     }
     extra = tuple(dataclasses.replace(p, argv=(*p.argv, *args[p.id]))
                   for p in DYNAMIC if args[p.id])
-    return PROBES + extra
+    serve_args = ((*(("--bench-binary", policy.bench.llama_bench) if policy.bench else ()),
+                   *(("--probe",) if policy.serve_probe else ())))
+    static = tuple(dataclasses.replace(p, argv=(*p.argv, *serve_args),
+                                       timeout_s=p.timeout_s + 40 * policy.serve_probe)
+                   if p.id == "serve.servers" and serve_args else p for p in PROBES)
+    return static + extra
 
 
 def _first_line(text: str) -> str:

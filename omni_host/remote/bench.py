@@ -22,7 +22,6 @@ or when the controller goes away: it never outlives the run. Standard library on
 import contextlib
 import errno
 import fcntl
-import hashlib
 import json
 import os
 import subprocess
@@ -47,12 +46,16 @@ SAMPLE_FIELDS = "index,clocks.sm,clocks.mem,power.draw,temperature.gpu,utilizati
 # One bench at a time on a host: two would measure each other (and both call themselves the
 # first). Every user's helper takes this lock; the one that finds it held names its holder.
 LOCK_PATH = "/tmp/omni-host-bench.lock"
-FINGERPRINT_BYTES = 1 << 20
-# The environment that changes what llama.cpp does (F-010's GLIBC_TUNABLES among them); a name
-# that looks like a secret is never recorded.
-ENV_PREFIXES = ("GGML_", "LLAMA_", "OMP_", "GOMP_", "KMP_", "MKL_", "OPENBLAS_", "CUDA_")
-ENV_NAMES = ("GLIBC_TUNABLES", "LD_PRELOAD", "LD_LIBRARY_PATH")
-SECRET_WORDS = ("KEY", "TOKEN", "SECRET", "PASS", "AUTH")
+
+if "cpu_quota" not in globals():  # imported as a module; on the host procfacts.py comes first
+    from omni_host.remote.procfacts import (  # noqa: F401 (tests reach _sha256 here)
+        _read,
+        _sha256,
+        bench_env,
+        cached_sha256,
+        cpu_quota,
+        model_identity,
+    )
 
 
 def _args(argv):
@@ -141,143 +144,6 @@ def nvml_memory():
     finally:
         nvml.nvmlShutdown()
     return found
-
-
-def _mounts():
-    """cgroup mount points: {"v2": path} and {"v1:cpu": path} from /proc/self/mountinfo."""
-    found = {}
-    try:
-        with open("/proc/self/mountinfo") as fh:
-            for line in fh:
-                left, _, right = line.partition(" - ")
-                fields, rest = left.split(), right.split()
-                if not rest:
-                    continue
-                if rest[0] == "cgroup2":
-                    found.setdefault("v2", fields[4])
-                elif rest[0] == "cgroup" and "cpu" in rest[-1].split(","):
-                    found.setdefault("v1", fields[4])
-    except (IOError, OSError):
-        pass
-    return found
-
-
-def _read(path):
-    try:
-        with open(path) as fh:
-            return fh.read().strip()
-    except (IOError, OSError):
-        return None
-
-
-def _quota_at(mount, rel, v2):
-    """CPUs the cgroup at ``mount``/``rel`` may use (quota/period), None when unlimited."""
-    base = os.path.join(mount, rel.lstrip("/"))
-    if v2:
-        text = _read(os.path.join(base, "cpu.max"))
-        if not text or text.split()[0] == "max":
-            return None
-        quota, period = text.split()[:2]
-    else:
-        quota = _read(os.path.join(base, "cpu.cfs_quota_us"))
-        period = _read(os.path.join(base, "cpu.cfs_period_us"))
-        if quota is None or period is None or int(quota) < 0:
-            return None
-    return int(quota) / float(period)
-
-
-def cpu_quota():
-    """The tightest CPU quota on this process's cgroup and its ancestors (what a container's
-    --cpus or systemd's CPUQuota= set): {"cpus", "cgroup"}, or None when unlimited."""
-    mounts = _mounts()
-    text = _read("/proc/self/cgroup") or ""
-    best = None
-    for line in text.splitlines():
-        parts = line.split(":", 2)
-        if len(parts) != 3:
-            continue
-        v2 = parts[0] == "0" and parts[1] == ""
-        if v2 and "v2" not in mounts or not v2 and ("cpu" not in parts[1].split(",")
-                                                    or "v1" not in mounts):
-            continue
-        mount = mounts["v2" if v2 else "v1"]
-        rel = parts[2]
-        while True:
-            try:
-                cpus = _quota_at(mount, rel, v2)
-            except ValueError:
-                cpus = None
-            if cpus is not None and (best is None or cpus < best["cpus"]):
-                best = {"cpus": round(cpus, 3), "cgroup": rel}
-            if rel in ("/", ""):
-                break
-            rel = os.path.dirname(rel.rstrip("/")) or "/"
-    return best
-
-
-def _sha256(path):
-    digest = hashlib.sha256()
-    try:
-        with open(path, "rb") as fh:
-            for block in iter(lambda: fh.read(1 << 20), b""):
-                digest.update(block)
-    except (IOError, OSError) as exc:
-        return "unreadable: %s" % (exc.strerror or exc)
-    return digest.hexdigest()
-
-
-def _hash_cache_path():
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return os.path.join(base, "omni-host", "bench-sha256.json")
-
-
-def _stat_key(path):
-    st = os.stat(path)
-    return [st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns]
-
-
-def cached_sha256(paths, cache_path=None):
-    """path -> sha256 of each file, read again only where its device, inode, size, mtime or
-    ctime moved since this user's last bench (a CUDA llama-bench is hundreds of MB: hashing
-    it every run was most of the bench's fixed cost). ctime cannot be set back by a user, so
-    a rewritten file is always read again. The cache is the user's own (0600)."""
-    cache_path = cache_path or _hash_cache_path()
-    try:
-        with open(cache_path) as fh:
-            cache = json.load(fh)
-        if not isinstance(cache, dict):
-            cache = {}
-    except (IOError, OSError, ValueError):
-        cache = {}
-    out, changed = {}, False
-    for path in paths:
-        try:
-            key = _stat_key(path)
-        except OSError as exc:
-            out[path] = "unreadable: %s" % (exc.strerror or exc)
-            continue
-        entry = cache.get(path)
-        if isinstance(entry, dict) and entry.get("stat") == key and entry.get("sha256"):
-            out[path] = entry["sha256"]
-            continue
-        out[path] = _sha256(path)
-        if not out[path].startswith("unreadable"):
-            cache[path] = {"stat": key, "sha256": out[path]}
-            changed = True
-    if changed:
-        try:
-            folder = os.path.dirname(cache_path)
-            if not os.path.isdir(folder):
-                os.makedirs(folder, 0o700)
-            keep = dict(list(cache.items())[-64:])
-            tmp = "%s.%d.tmp" % (cache_path, os.getpid())
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
-            with os.fdopen(fd, "w") as fh:
-                json.dump(keep, fh)
-            os.rename(tmp, cache_path)
-        except (IOError, OSError):
-            pass  # a cache that cannot be written costs time, never a result
-    return out
 
 
 def binary_identity(path):
@@ -389,28 +255,6 @@ def take_lock(path=LOCK_PATH):
         os.close(fd)
         return None, "another bench is running on this host: %s holds %s" % (holder, path)
     return fd, None
-
-
-def model_identity(path):
-    """The model's size and a fingerprint: sha256 of its size, first and last MiB (its GGUF
-    header, metadata and tensor table, and the end of its weights) - not its path, and not
-    hours of hashing a 400 GB file."""
-    try:
-        size = os.path.getsize(path)
-        digest = hashlib.sha256(str(size).encode())
-        with open(path, "rb") as fh:
-            digest.update(fh.read(FINGERPRINT_BYTES))
-            fh.seek(max(0, size - FINGERPRINT_BYTES))
-            digest.update(fh.read(FINGERPRINT_BYTES))
-    except (IOError, OSError) as exc:
-        return {"path": path, "size_bytes": None, "error": str(exc.strerror or exc)}
-    return {"path": path, "size_bytes": size, "fingerprint": digest.hexdigest()[:16]}
-
-
-def bench_env(env):
-    return dict((k, v[:200]) for k, v in sorted(env.items())
-                if (k.startswith(ENV_PREFIXES) or k in ENV_NAMES)
-                and not any(word in k.upper() for word in SECRET_WORDS))
 
 
 def _reader(pipe, sink, cap):

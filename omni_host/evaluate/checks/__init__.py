@@ -96,6 +96,7 @@ def registry() -> dict[str, CheckFn]:
         host,
         models,
         numa,
+        serve,
         swap,
     )
 

@@ -1,0 +1,44 @@
+"""A host's bench baseline, found in the report store: what ``omni-host bench`` judges a run
+against, and what the audit holds a running server's rate to."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from omni_host.evaluate.bench import Baseline, StoredRun, read_stored
+from omni_host.model import Status
+from omni_host.report.history import History
+from omni_host.report.text import perf_result
+
+
+def find_baseline(history: History, host: str, warn: Callable[[str], None] = lambda _: None
+                  ) -> Baseline | None:
+    """The host's newest fit recorded baseline in the store, with the centers of the fit runs
+    of the same state judged against it since (their spread is the noise between runs). A
+    stored bench whose details do not read is skipped with one warning."""
+    later: list[StoredRun] = []
+    for audit, entry in history.for_host(host):
+        if audit.doc.get("source") != "bench":
+            continue
+        perf = perf_result(entry)
+        if perf is None or perf.get("status") == Status.ERROR.value:
+            continue
+        try:
+            stored = read_stored(perf.get("details"))
+        except (ValueError, TypeError, AttributeError) as exc:
+            warn(f"{audit.path / 'report.json'}: {host}'s stored bench is malformed ({exc}): skipped")
+            continue
+        if not stored.recorded_baseline:
+            later.append(stored)
+            continue
+        if not stored.fit:  # stored before fitness was checked, and forced: not a baseline
+            continue
+        centers = {name: [c] for name, c in stored.centers().items()}
+        for run in later:
+            if run.baseline == audit.id and run.fit and not run.changed and \
+                    all(run.keys.get(n, ()) == stored.keys.get(n, ()) for n in run.tests):
+                for name, center in run.centers().items():
+                    centers.setdefault(name, []).append(center)
+        return Baseline(audit.id, audit.started_at, stored.tests, dict(stored.context), centers,
+                        stored.keys)
+    return None

@@ -1,0 +1,252 @@
+"""serve.tokens-per-s: the generation rate each running llama-server delivers, against the
+host's own bench of the same model, with every difference between how the server runs and how
+the bench ran named.
+
+* **The served rate** is the server's own counters: tokens generated over the seconds it spent
+  generating them (``tokens_predicted_total`` / ``tokens_predicted_seconds_total``), over the
+  window since the host's previous stored audit where the same process was seen (the counters
+  of one process only grow), else since the server started. Fewer than ``MIN_TOKENS`` in the
+  window is too little to judge; a probe (one fixed completion to an idle server) measures a
+  quiet server instead.
+* **Comparable** only with a bench of the same model file (its size and fingerprint); another
+  model is said, never judged.
+* **The verdict**: below ``omni_serve.min_fraction`` (default 0.5) of the bench's generation
+  rate fails. Users who report the gap find their server at a third of llama-bench (llama.cpp
+  #15297); a matching server on this VM runs at about 0.9 (docs/serve.md). Above it passes;
+  the differences are named either way: threads, layers on the GPU, batch sizes, split, cache
+  types, parallel slots, the CPUs it may use, its cgroup quota, its binary, its environment.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from omni_host.model import CheckResult, Evidence, InferenceServer, ServedCounters, Status
+from omni_host.probes.parsers.bench import estimate
+
+if TYPE_CHECKING:  # types only: the check registry imports this module
+    from omni_host.evaluate.bench import Baseline
+    from omni_host.evaluate.checks import CheckMeta
+
+CHECK_ID = "serve.tokens-per-s"
+MIN_TOKENS = 32  # generated tokens a window needs before its rate says anything
+DEFAULT_MIN_FRACTION = 0.5
+SHARED_DECODE = 1.05  # llamacpp:n_busy_slots_per_decode past this: requests shared decodes
+COMMAND = "GET /metrics, /props (llama-server on the loopback)"
+
+# llama-server's options (and their LLAMA_ARG_ variables) -> llama-bench's record field
+OPTIONS = (
+    ("threads", ("-t", "--threads"), "LLAMA_ARG_THREADS", "n_threads"),
+    ("layers on the GPU", ("-ngl", "--gpu-layers", "--n-gpu-layers"), "LLAMA_ARG_N_GPU_LAYERS",
+     "n_gpu_layers"),
+    ("batch size", ("-b", "--batch-size"), "LLAMA_ARG_BATCH", "n_batch"),
+    ("micro-batch size", ("-ub", "--ubatch-size"), "LLAMA_ARG_UBATCH", "n_ubatch"),
+    ("split mode", ("-sm", "--split-mode"), "LLAMA_ARG_SPLIT_MODE", "split_mode"),
+    ("tensor split", ("-ts", "--tensor-split"), "LLAMA_ARG_TENSOR_SPLIT", "tensor_split"),
+    ("K cache type", ("-ctk", "--cache-type-k"), "LLAMA_ARG_CACHE_TYPE_K", "type_k"),
+    ("V cache type", ("-ctv", "--cache-type-v"), "LLAMA_ARG_CACHE_TYPE_V", "type_v"),
+)
+
+
+@dataclass(frozen=True)
+class ServedRate:
+    tokens: float
+    seconds: float
+    window: str  # "since it started" / "since the audit of <id>" / "one probe of N tokens"
+
+    @property
+    def tokens_per_s(self) -> float:
+        return self.tokens / self.seconds
+
+
+def option(server: InferenceServer, flags: tuple[str, ...], variable: str) -> str | None:
+    """The value the server was given for an option: the last of ``flags`` in its argv
+    (``-t 4``, ``--threads=4``), else its LLAMA_ARG_ variable, else None (its default)."""
+    found = None
+    argv = server.argv
+    for i, arg in enumerate(argv):
+        name, eq, value = arg.partition("=")
+        if name in flags:
+            found = value if eq else (argv[i + 1] if i + 1 < len(argv) else None)
+    return found if found is not None else (server.env or {}).get(variable)
+
+
+def served_rate(server: InferenceServer, previous: InferenceServer | None,
+                previous_audit: str | None) -> ServedRate | None:
+    """The server's generation rate over the widest window its counters allow."""
+    now = server.counters
+    if now is None or not now.predicted_tokens or not now.predicted_seconds:
+        return _probed(server)
+    then = previous.counters if previous is not None and _same_process(server, previous) else None
+    if then is not None and then.predicted_tokens is not None and \
+            then.predicted_seconds is not None and _grew(then, now):
+        tokens = now.predicted_tokens - then.predicted_tokens
+        seconds = now.predicted_seconds - then.predicted_seconds
+        if tokens >= MIN_TOKENS and seconds > 0:
+            return ServedRate(tokens, seconds, f"since the audit of {previous_audit}")
+    if now.predicted_tokens >= MIN_TOKENS:
+        return ServedRate(now.predicted_tokens, now.predicted_seconds, "since it started")
+    return _probed(server)
+
+
+def _probed(server: InferenceServer) -> ServedRate | None:
+    probe = server.probe
+    if probe is None:
+        return None
+    return ServedRate(probe.predicted_n, probe.predicted_n / probe.predicted_per_second,
+                      f"one probe of {probe.predicted_n} tokens")
+
+
+def _same_process(a: InferenceServer, b: InferenceServer) -> bool:
+    return a.pid == b.pid and a.started_at is not None and a.started_at == b.started_at
+
+
+def _grew(then: ServedCounters, now: ServedCounters) -> bool:
+    return (now.predicted_tokens or 0) >= (then.predicted_tokens or 0) and \
+        (now.predicted_seconds or 0) >= (then.predicted_seconds or 0)
+
+
+def _bench_value(baseline: Baseline, test: str, field: str) -> str | None:
+    for name, value in baseline.keys.get(test, ()):
+        if name == field:
+            decoded = json.loads(value)
+            return None if decoded is None else str(decoded)
+    return None
+
+
+def _same_value(server_value: str, bench_value: str) -> bool:
+    try:
+        return float(server_value) == float(bench_value)
+    except ValueError:
+        return server_value.strip().lower() == bench_value.strip().lower()
+
+
+def differences(server: InferenceServer, baseline: Baseline, test: str) -> list[str]:
+    """How the server runs where the bench ran otherwise: each as "what: bench X, server Y"."""
+    found = []
+    for what, flags, variable, field in OPTIONS:
+        given, bench = option(server, flags, variable), _bench_value(baseline, test, field)
+        if given is not None and bench is not None and not _same_value(given, bench):
+            found.append(f"{what}: the bench ran {bench}, the server runs {given}")
+    shared = server.counters.busy_slots_per_decode if server.counters else None
+    if shared is not None and shared > SHARED_DECODE:
+        found.append(f"concurrent requests: the bench decoded 1 sequence, the server "
+                     f"{shared:.2f} requests at once on average (each one's tokens/s is its "
+                     f"share of the decode)")
+    if "--no-mmap" in server.argv and _bench_value(baseline, test, "use_mmap") not in ("False", None):
+        found.append("mmap: the bench mapped the model, the server reads it in (--no-mmap)")
+    ctx = baseline.context
+    bench_cpus = ctx.get("CPUs allowed")
+    if server.cpus_allowed is not None and isinstance(bench_cpus, int) and \
+            server.cpus_allowed != bench_cpus:
+        found.append(f"CPUs allowed: the bench had {bench_cpus}, the server has "
+                     f"{server.cpus_allowed} ({server.cpus_allowed_list})")
+    bench_quota = ctx.get("CPU quota (cgroup)")
+    server_quota = (f"{server.quota_cpus:g} CPUs ({server.quota_cgroup})"
+                    if server.quota_cpus is not None else "none")
+    if bench_quota is not None and _quota_cpus(str(bench_quota)) != server.quota_cpus:
+        found.append(f"CPU quota (cgroup): the bench had {bench_quota}, the server has "
+                     f"{server_quota}")
+    if server.bench_server_sha256 is not None and server.sha256 is not None and \
+            server.sha256 != server.bench_server_sha256:
+        found.append(f"binary: the server runs {server.exe} (sha256 {server.sha256[:16]}), not "
+                     f"the llama-server built beside the benched llama-bench "
+                     f"({server.bench_server_path}, sha256 {server.bench_server_sha256[:16]})")
+    bench_env = {k[4:]: v for k, v in ctx.items() if k.startswith("env ")}
+    if server.env is not None:
+        for name in sorted(set(bench_env) | set(server.env)):
+            if bench_env.get(name) != server.env.get(name):
+                found.append(f"environment {name}: the bench had "
+                             f"{_shown(bench_env.get(name))}, the server has "
+                             f"{_shown(server.env.get(name))}")
+    return found
+
+
+def _shown(value: Any) -> str:
+    return "unset" if value is None else repr(value)
+
+
+def _quota_cpus(text: str) -> float | None:
+    head = text.split()[0] if text.split() else ""
+    try:
+        return float(head)
+    except ValueError:
+        return None
+
+
+
+def _tg_test(baseline: Baseline) -> str | None:
+    """The bench's generation test (tg128 and the like; the first where there are several)."""
+    return next((name for name in baseline.tests if name.startswith("tg")), None)
+
+
+def _name(server: InferenceServer) -> str:
+    where = server.address or f"pid {server.pid}"
+    inside = f" in container {server.container[:12]}" if server.container else ""
+    return f"llama-server {where}{inside}"
+
+
+def judge_server(server: InferenceServer, baseline: Baseline | None, min_fraction: float,
+                 previous: InferenceServer | None = None, previous_audit: str | None = None
+                 ) -> tuple[Status, str, dict[str, Any]]:
+    """One server's verdict, its line, and its details."""
+    name = _name(server)
+    details: dict[str, Any] = {"server": name, "pid": server.pid, "model": server.model_path}
+    if server.counters is None and server.probe is None:
+        why = server.metrics_error or "no /metrics"
+        return Status.SKIP, f"{name}: not evaluated: {why} (start it with --metrics)", details
+    rate = served_rate(server, previous, previous_audit)
+    if rate is None:
+        served = server.counters.predicted_tokens if server.counters else 0
+        note = f"; probe: {server.probe_note}" if server.probe_note else ""
+        return (Status.SKIP, f"{name}: {served or 0:.0f} tokens served so far: too few to judge "
+                f"(send it requests, or audit with a probe){note}", details)
+    details.update(served_ts=round(rate.tokens_per_s, 3), window=rate.window,
+                   tokens=rate.tokens)
+    line = f"{name} serves {rate.tokens_per_s:.2f} t/s ({rate.window}, {rate.tokens:.0f} tokens)"
+    if baseline is None:
+        return (Status.SKIP, f"{line}; no bench baseline of this host to compare with "
+                "(omni-host bench --baseline)", details)
+    bench_fp = baseline.context.get("model fingerprint")
+    if server.model_fingerprint is None or bench_fp != server.model_fingerprint:
+        return (Status.SKIP, f"{line}; not comparable with the bench: the server's model "
+                f"{server.model_path} ({server.model_fingerprint or 'unread'}) is not the "
+                f"benched one ({bench_fp})", details)
+    test = _tg_test(baseline)
+    if test is None:
+        return Status.SKIP, f"{line}; the baseline has no generation test", details
+    bench_ts = estimate(baseline.tests[test]).center_ts
+    fraction = rate.tokens_per_s / bench_ts
+    diffs = differences(server, baseline, test)
+    details.update(bench_ts=round(bench_ts, 3), bench_test=test, bench_audit=baseline.audit,
+                   fraction=round(fraction, 3), differences=diffs, min_fraction=min_fraction)
+    text = f"{line}, {fraction:.0%} of the bench's {test} ({bench_ts:.2f} t/s)"
+    if fraction < min_fraction:
+        why = "; ".join(diffs) if diffs else \
+            "no difference in how it runs was found: the load it serves (long contexts, " \
+            "concurrent requests) or the host since the bench"
+        return Status.FAIL, f"{text}, below {min_fraction:.0%}: {why}", details
+    tail = f"; differs from the bench in: {'; '.join(diffs)}" if diffs else ""
+    return Status.PASS, text + tail, details
+
+
+def judge_served(meta: CheckMeta, servers: tuple[InferenceServer, ...],
+                 baseline: Baseline | None, *, min_fraction: float = DEFAULT_MIN_FRACTION,
+                 previous: dict[int, InferenceServer] | None = None,
+                 previous_audit: str | None = None) -> CheckResult:
+    """serve.tokens-per-s of a host's servers (the worst verdict of its servers)."""
+    if not servers:
+        return meta.result(Status.SKIP, "no inference server (llama-server) is running",
+                           evidence=(Evidence("serve.servers", COMMAND, ()),),
+                           details={"servers": [], "min_fraction": min_fraction})
+    verdicts = [judge_server(s, baseline, min_fraction, (previous or {}).get(s.pid),
+                             previous_audit) for s in servers]
+    order = (Status.FAIL, Status.WARN, Status.PASS, Status.SKIP)
+    status = next((s for s in order if any(v[0] is s for v in verdicts)), Status.SKIP)
+    lines = tuple(line for _, line, _ in verdicts)
+    return meta.result(status, "; ".join(lines), evidence=(Evidence("serve.servers", COMMAND, lines),),
+                       details={"servers": [d | {"status": s.value, "line": line}
+                                            for s, line, d in verdicts],
+                                "min_fraction": min_fraction})

@@ -1,0 +1,339 @@
+"""The inference servers running on the audited host, and what each says of itself.
+
+Run by the collector (inline, like the Docker API reader) as ``python3 -c <this file>
+[--probe]``. It finds every llama-server (llama.cpp and ik_llama.cpp build one of that name)
+among the host's processes, bare or in a container, and prints one JSON document:
+``{"helper": 1, "servers": [...]}``, each server with
+
+* how it runs: its argv (a value after an option that looks like a secret is replaced), the
+  environment variables that change its speed (never one that looks like a secret), its CPU
+  affinity and its cgroup's CPU quota, its binary's path and sha256, its start time, its
+  resident memory and threads, the model file it names (size and fingerprint);
+* where it answers: the port its argv gives, on the loopback; for a server in a container's
+  own network, the host port Docker publishes it on;
+* what it says, at no GPU cost: ``GET /metrics`` (Prometheus text: started with --metrics) and
+  ``GET /props``, each bounded in time and bytes;
+* with ``--probe``, for an idle server only (no request processing by its own metrics): one
+  fixed, short, deterministic completion and the ``timings`` it answers with.
+
+A server that does not answer, answers garbage or answers too much is that server's error line;
+the rest of the document stands. Standard library only, Python 3.6: the shared process facts
+(``remote/procfacts.py``) come before this source on the host.
+"""
+
+import json
+import os
+import re
+import socket
+import sys
+import time
+
+if "cpu_quota" not in globals():  # imported as a module; on the host procfacts.py comes first
+    from omni_host.remote.procfacts import (  # noqa: F401
+        SECRET_WORDS,
+        _read,
+        bench_env,
+        cached_sha256,
+        cpu_quota,
+        model_identity,
+    )
+
+MAX_SERVERS = 16
+ANSWER_CAP = 1 << 20  # /metrics and /props of a sane server are a few KB
+CONNECT_S = 1.0
+READ_S = 3.0
+PROBE_S = 30.0
+PROBE = {"prompt": "Count from one to ten in words:", "n_predict": 24, "temperature": 0,
+         "seed": 1, "top_k": 1, "cache_prompt": False, "ignore_eos": True, "stream": False}
+ARG_CAP = 512  # characters of one argument kept
+SECRET_VALUE = "(secret)"
+DEFAULT_PORT = 8080
+
+
+def _cmdline(pid):
+    try:
+        with open("/proc/%s/cmdline" % pid, "rb") as fh:
+            raw = fh.read(65536)
+    except (IOError, OSError):
+        return None
+    return [a.decode("utf-8", "replace") for a in raw.split(b"\0") if a]
+
+
+def _is_server(argv):
+    return os.path.basename(argv[0]) == "llama-server"
+
+
+def redacted_argv(argv):
+    """The argv with the value of every option that looks like a secret replaced
+    (``--api-key K``, ``--api-key=K``; a file of keys is a path, kept)."""
+    out, hide = [], False
+    for arg in argv[:256]:
+        if hide:
+            out.append(SECRET_VALUE)
+            hide = False
+            continue
+        name, eq, _ = arg.partition("=")
+        secret = name.startswith("-") and any(w in name.upper() for w in SECRET_WORDS) \
+            and not name.upper().endswith("-FILE")
+        if secret and eq:
+            out.append(name + "=" + SECRET_VALUE)
+        else:
+            out.append(arg[:ARG_CAP])
+            hide = secret
+    return out
+
+
+def _option(argv, names, env, env_name):
+    """The value of the last of ``names`` in argv (``-x V`` or ``--x=V``), else the variable."""
+    found = None
+    for i, arg in enumerate(argv):
+        name, eq, value = arg.partition("=")
+        if name in names:
+            found = value if eq else (argv[i + 1] if i + 1 < len(argv) else None)
+    return found if found is not None else env.get(env_name)
+
+
+def _environ(pid):
+    try:
+        with open("/proc/%s/environ" % pid, "rb") as fh:
+            raw = fh.read(1 << 20)
+    except (IOError, OSError):
+        return None
+    env = {}
+    for item in raw.split(b"\0"):
+        name, eq, value = item.decode("utf-8", "replace").partition("=")
+        if eq:
+            env[name] = value
+    return env
+
+
+def _status(pid):
+    fields = {}
+    for line in (_read("/proc/%s/status" % pid) or "").splitlines():
+        name, _, value = line.partition(":")
+        fields[name] = value.strip()
+    return fields
+
+
+def _started_at(pid):
+    """The process's start as seconds since the epoch (boot time + its start in ticks)."""
+    stat = _read("/proc/%s/stat" % pid) or ""
+    fields = stat.rpartition(")")[2].split()
+    boot = next((float(line.split()[1]) for line in (_read("/proc/stat") or "").splitlines()
+                 if line.startswith("btime ")), None)
+    if len(fields) < 20 or boot is None:
+        return None
+    return round(boot + int(fields[19]) / float(os.sysconf("SC_CLK_TCK")), 2)
+
+
+def _container_id(pid):
+    """The Docker container a process runs in, from its cgroup path (…docker-<id>.scope or
+    …/docker/<id>), else None."""
+    match = re.search(r"docker[-/]([0-9a-f]{64})", _read("/proc/%s/cgroup" % pid) or "")
+    return match.group(1) if match else None
+
+
+def _own_network(pid):
+    try:
+        return os.readlink("/proc/%s/ns/net" % pid) == os.readlink("/proc/self/ns/net")
+    except OSError:
+        return None
+
+
+def _published(container, port):
+    """(address, host port) Docker publishes a container's ``port`` on, from its API."""
+    path = os.environ.get("DOCKER_HOST", "unix:///var/run/docker.sock")[len("unix://"):]
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock.settimeout(READ_S)
+    try:
+        sock.connect(path)
+        status, body = _http(sock, "GET", "/containers/%s/json" % container, "docker")
+    finally:
+        sock.close()
+    if status != 200:
+        raise OSError("Docker API: HTTP %s for container %s" % (status, container[:12]))
+    ports = (json.loads(body.decode("utf-8")).get("NetworkSettings") or {}).get("Ports") or {}
+    for binding in ports.get("%s/tcp" % port) or []:
+        address = binding.get("HostIp") or "127.0.0.1"
+        return ("127.0.0.1" if address in ("0.0.0.0", "::", "") else address,
+                int(binding["HostPort"]))
+    return None
+
+
+def _http(sock, method, path, host, body=None, total_s=READ_S):
+    """One HTTP/1.0 exchange on a connected socket, read to its close within ANSWER_CAP
+    bytes and ``total_s`` seconds in all (a server that trickles a byte at a time is cut
+    off too); (status, body). Plain sockets: http.client's imports cost the host CPU."""
+    deadline = time.monotonic() + total_s
+    head = "%s %s HTTP/1.0\r\nHost: %s\r\n" % (method, path, host)
+    data = b""
+    if body is not None:
+        data = json.dumps(body).encode("utf-8")
+        head += "Content-Type: application/json\r\nContent-Length: %d\r\n" % len(data)
+    sock.sendall((head + "\r\n").encode("ascii") + data)
+    chunks, size = [], 0
+    while True:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise socket.timeout("no whole answer within %gs" % total_s) from None
+        sock.settimeout(left)
+        try:
+            chunk = sock.recv(1 << 16)
+        except socket.timeout:
+            raise socket.timeout("no whole answer within %gs" % total_s) from None
+        if not chunk:
+            break
+        size += len(chunk)
+        if size > ANSWER_CAP:
+            raise ValueError("answer over %d KiB" % (ANSWER_CAP >> 10))
+        chunks.append(chunk)
+    head_bytes, sep, rest = b"".join(chunks).partition(b"\r\n\r\n")
+    status = head_bytes.split(b"\r\n", 1)[0].split(b" ")
+    if not sep or len(status) < 2 or not status[0].startswith(b"HTTP/") or \
+            not status[1].isdigit():
+        raise ValueError("not an HTTP answer: %r" % head_bytes[:60])
+    return int(status[1]), rest
+
+
+def fetch(address, method, path, body=None, read_s=READ_S):
+    """(status, text) of one request to the server, or raises OSError/ValueError."""
+    sock = socket.create_connection(address, timeout=CONNECT_S)
+    try:
+        status, data = _http(sock, method, path, "%s:%d" % address, body, read_s)
+    finally:
+        sock.close()
+    return status, data.decode("utf-8", "replace")
+
+
+def _ask(server, address, probe):
+    for path, key in (("/metrics", "metrics"), ("/props", "props")):
+        try:
+            status, text = fetch(address, "GET", path)
+        except (OSError, ValueError) as exc:
+            server[key + "_error"] = "%s %s: %s" % (path, _where(address), _why(exc))
+            if key == "metrics" and isinstance(exc, (socket.timeout, ConnectionError)):
+                return  # it does not answer: one line, no second wait
+            continue
+        if status == 200:
+            server[key] = text
+        else:
+            server[key + "_error"] = "%s %s: HTTP %d %s" % (path, _where(address), status,
+                                                            text.strip()[:120])
+    if probe:
+        server["probe"] = _probe(server, address)
+
+
+def _probe(server, address):
+    metrics = server.get("metrics")
+    if metrics is None:
+        return {"skipped": "no /metrics: cannot tell whether it is busy (start it with --metrics)"}
+    busy = re.search(r"^llamacpp:requests_processing\s+([0-9.eE+-]+)", metrics, re.M)
+    if busy is None or float(busy.group(1)) > 0:
+        return {"skipped": "busy: %s request(s) processing" % (busy.group(1) if busy else "?")}
+    started = time.monotonic()
+    try:
+        status, text = fetch(address, "POST", "/completion", PROBE, read_s=PROBE_S)
+    except (OSError, ValueError) as exc:
+        return {"error": "/completion %s: %s" % (_where(address), _why(exc))}
+    if status != 200:
+        return {"error": "/completion: HTTP %d %s" % (status, text.strip()[:120])}
+    try:
+        timings = json.loads(text).get("timings")
+    except (ValueError, AttributeError):
+        return {"error": "/completion answered no JSON"}
+    return {"request": PROBE, "timings": timings, "wall_s": round(time.monotonic() - started, 3)}
+
+
+def _where(address):
+    return "%s:%d" % address
+
+
+def _why(exc):
+    if isinstance(exc, socket.timeout):
+        return str(exc) if str(exc) and str(exc) != "timed out" else "no answer in time"
+    return str(getattr(exc, "strerror", None) or exc)[:200]
+
+
+def _affinity(pid):
+    try:
+        return len(os.sched_getaffinity(int(pid)))
+    except (AttributeError, OSError):
+        return None
+
+
+def describe(pid, argv, probe):
+    try:
+        exe = os.readlink("/proc/%s/exe" % pid)
+    except OSError:
+        exe = None
+    env = _environ(pid)
+    status = _status(pid)
+    port = _option(argv, ("--port",), env or {}, "LLAMA_ARG_PORT") or DEFAULT_PORT
+    host = _option(argv, ("--host",), env or {}, "LLAMA_ARG_HOST") or "127.0.0.1"
+    model = _option(argv, ("-m", "--model"), env or {}, "LLAMA_ARG_MODEL")
+    server = {
+        "kind": "llama-server", "pid": int(pid), "argv": redacted_argv(argv), "exe": exe,
+        "env": bench_env(env) if env is not None else None,
+        "cpus_allowed": _affinity(pid), "cpus_allowed_list": status.get("Cpus_allowed_list"),
+        "cpu_quota": cpu_quota(pid), "started_at": _started_at(pid),
+        "rss_kib": int(status["VmRSS"].split()[0]) if "VmRSS" in status else None,
+        "threads": int(status["Threads"]) if status.get("Threads", "").isdigit() else None,
+        "container": _container_id(pid),
+    }
+    server["sha256"] = cached_sha256(["/proc/%s/exe" % pid]).get("/proc/%s/exe" % pid)
+    if model:
+        root = "/proc/%s/root" % pid  # the model as the server sees it (a container's mounts)
+        server["model"] = model_identity(root + model if model.startswith("/") else
+                                         os.path.join("/proc/%s/cwd" % pid, model))
+        server["model"]["path"] = model
+    try:
+        port = int(port)
+    except ValueError:
+        server["metrics_error"] = "port %r is not a number" % port
+        return server
+    address = ("127.0.0.1" if host in ("0.0.0.0", "::", "localhost", "") else host, port)
+    if _own_network(pid) is False:
+        if server["container"] is None:
+            server["metrics_error"] = "runs in a network namespace of its own, outside Docker"
+            return server
+        try:
+            address = _published(server["container"], port)
+        except (OSError, ValueError) as exc:
+            server["metrics_error"] = "container %s: %s" % (server["container"][:12], _why(exc))
+            return server
+        if address is None:
+            server["metrics_error"] = ("container %s publishes no host port for its port %d"
+                                       % (server["container"][:12], port))
+            return server
+    server["address"] = _where(address)
+    _ask(server, address, probe)
+    return server
+
+
+def main(argv):
+    probe = "--probe" in argv
+    doc = {"helper": 1, "servers": []}
+    servers = doc["servers"]
+    if "--bench-binary" in argv and argv.index("--bench-binary") + 1 < len(argv):
+        # the llama-server of the build that was benchmarked: what a served binary is held to
+        beside = os.path.join(os.path.dirname(argv[argv.index("--bench-binary") + 1]),
+                              "llama-server")
+        if os.path.isfile(beside):
+            doc["bench_server"] = {"path": beside, "sha256": cached_sha256([beside])[beside]}
+    me = str(os.getpid())
+    for pid in sorted((p for p in os.listdir("/proc") if p.isdigit() and p != me), key=int):
+        args = _cmdline(pid)
+        if not args:
+            continue
+        if not _is_server(args):
+            continue
+        if len(servers) == MAX_SERVERS:
+            break
+        servers.append(describe(pid, args, probe))
+    sys.stdout.write(json.dumps(doc) + "\n")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
+elif __name__ == "__omni_inline__":  # run inside the collector (collector.run_inline)
+    main(ARGS)  # type: ignore[name-defined]  # noqa: F821 (ARGS is given by the collector)

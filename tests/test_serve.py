@@ -1,0 +1,429 @@
+"""The served Sentinel (serve.tokens-per-s): the running llama-server's own rate against the
+host's bench of the same model, with every difference in how it runs named.
+
+Parsers and the verdict on real captures of llama-server (tests/fixtures/captures/serve, see
+PROVENANCE.md); the serve helper's reads against real hostile endpoints on the loopback; then
+real llama-servers, built from the same sources as the bench's llama-bench, audited over the
+loopback sshd against a real bench baseline, with the differences induced one at a time.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import json
+import os
+import re
+import shutil
+import socket
+import subprocess
+import threading
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from conftest import LLAMA_CACHE, Sshd, run_cli
+from test_bench import CpuQuota, _baseline
+
+from omni_host.errors import ParseError
+from omni_host.evaluate.bench import Baseline
+from omni_host.evaluate.checks import catalog
+from omni_host.evaluate.serve import differences, judge_served, served_rate
+from omni_host.model import InferenceServer, ServedCounters, Status
+from omni_host.probes.parsers.bench import parse_llama_bench_json
+from omni_host.probes.parsers.serve import counters, parse_servers, redacted
+from omni_host.remote import serve as helper
+
+CAPTURES = Path(__file__).parent / "fixtures" / "captures"
+SERVE = CAPTURES / "serve"
+META = catalog()["serve.tokens-per-s"]
+
+
+def _sample(text: str, name: str) -> float:
+    """A sample's value as the capture's own text writes it."""
+    return float(re.search(rf"^{re.escape(name)} (\S+)$", text, re.M).group(1))
+
+
+@pytest.mark.parametrize("capture", ["after-3-requests", "after-3-concurrent"])
+def test_counters_are_read_from_real_metrics(capture: str) -> None:
+    text = (SERVE / f"llama-server-metrics_vm-2cpu_{capture}.txt").read_text()
+    got = counters(text)
+    assert got.predicted_tokens == _sample(text, "llamacpp:tokens_predicted_total")
+    assert got.predicted_seconds == _sample(text, "llamacpp:tokens_predicted_seconds_total")
+    assert got.prompt_tokens == _sample(text, "llamacpp:prompt_tokens_total")
+    assert got.requests_processing == 0
+    assert got.busy_slots_per_decode == _sample(text, "llamacpp:n_busy_slots_per_decode")
+
+
+@pytest.mark.parametrize("text, why", [
+    ("", "no llama.cpp counters"),
+    ("<html>It works!</html>", "no llama.cpp counters"),
+    ("vllm:generation_tokens_total 5\n", "no llama.cpp counters"),
+    ("llamacpp:tokens_predicted_total -5\n", "negative"),
+])
+def test_metrics_that_are_not_llama_servers_are_an_error(text: str, why: str) -> None:
+    with pytest.raises(ParseError, match=why):
+        counters(text)
+
+
+def test_nan_and_labelled_samples_are_passed_over() -> None:
+    text = ("llamacpp:tokens_predicted_total NaN\nllamacpp:tokens_predicted_total{a=\"b\"} 9\n"
+            "llamacpp:tokens_predicted_seconds_total 2\n")
+    got = counters(text)
+    assert got.predicted_tokens is None and got.predicted_seconds == 2
+
+
+def test_the_helper_document_of_a_real_server() -> None:
+    text = (SERVE / "serve-helper_vm-2cpu_one-server-probed.json").read_text()
+    doc = json.loads(text)
+    (server,) = parse_servers(text)
+    raw = doc["servers"][0]
+    assert server.pid == raw["pid"] and server.argv == tuple(raw["argv"])
+    assert server.sha256 == raw["sha256"] == doc["bench_server"]["sha256"]  # the same build
+    assert server.bench_server_path == doc["bench_server"]["path"]
+    assert server.cpus_allowed == raw["cpus_allowed"] and server.quota_cpus is None
+    assert server.model_fingerprint == raw["model"]["fingerprint"]
+    assert server.counters.predicted_tokens == _sample(raw["metrics"],
+                                                       "llamacpp:tokens_predicted_total")
+    props = json.loads(raw["props"])
+    assert server.n_ctx == props["default_generation_settings"]["n_ctx"]
+    assert server.slots == props["total_slots"] and server.build == props["build_info"]
+    timings = raw["probe"]["timings"]
+    assert server.probe.predicted_n == timings["predicted_n"]
+    assert server.probe.predicted_per_second == timings["predicted_per_second"]
+
+
+@pytest.mark.parametrize("text", ["", "[]", '{"helper": 2, "servers": []}', "not json",
+                                  '{"helper": 1}'])
+def test_garbage_instead_of_the_helper_document_is_a_parse_error(text: str) -> None:
+    with pytest.raises(ParseError):
+        parse_servers(text)
+
+
+def test_one_hostile_server_costs_only_its_own_counters() -> None:
+    good = json.loads((SERVE / "serve-helper_vm-2cpu_one-server-probed.json").read_text())
+    bad = dict(good["servers"][0], pid=7, metrics="llamacpp:tokens_predicted_total -1\n",
+               props="[1, 2", probe={"timings": {"predicted_n": "x"}}, argv="no list",
+               env={"LLAMA_API_KEY": "sk-secret", "OMP_NUM_THREADS": "4"})
+    servers = parse_servers(json.dumps({"helper": 1, "servers": [bad, good["servers"][0]]}))
+    assert servers[1].counters is not None  # the other server stands
+    hostile = servers[0]
+    assert hostile.counters is None and "negative" in hostile.metrics_error
+    assert hostile.props_error.startswith("/props is not JSON")
+    assert hostile.probe is None and "no generation rate" in hostile.probe_note
+    assert hostile.argv == () and hostile.env == {"OMP_NUM_THREADS": "4"}
+
+
+def test_secrets_in_a_servers_argv_never_leave_the_host_nor_reach_a_report() -> None:
+    argv = ["llama-server", "--api-key", "sk-one", "--api-key=sk-two", "--api-key-file",
+            "/etc/keys", "-t", "4", "--hf-token", "hf_x"]
+    want = ("llama-server", "--api-key", "(secret)", "--api-key=(secret)", "--api-key-file",
+            "/etc/keys", "-t", "4", "--hf-token", "(secret)")
+    assert tuple(helper.redacted_argv(argv)) == want  # on the host
+    assert redacted(argv) == want  # and again on the controller
+
+
+def _vm_baseline(**context) -> tuple[Baseline, str]:
+    """A baseline made of the VM's real llama-bench capture (-p 64 -n 32 -t 2 -r 3)."""
+    bench = parse_llama_bench_json(
+        (CAPTURES / "llama-bench" / "llama-bench-json_vm-epyc-2cpu_tiny-f16_r3.json").read_text())
+    tg = next(t for t in bench.tests if t.kind == "tg")
+    ctx = {"model fingerprint": "fp", "CPUs allowed": 2, "CPU quota (cgroup)": "none", **context}
+    return (Baseline("20261124T000000000Z-abcdef", 0.0, {t.name: list(t.samples_ts)
+                                                        for t in bench.tests}, ctx, {},
+                     {t.name: t.key for t in bench.tests}), tg.name)
+
+
+def _server(**changes) -> InferenceServer:
+    base = InferenceServer("llama-server", 42, ("llama-server", "-m", "/m.gguf", "-t", "2"),
+                           exe="/opt/llama-server", sha256="a" * 64, env={}, cpus_allowed=2,
+                           cpus_allowed_list="0-1", started_at=1000.0, address="127.0.0.1:8080",
+                           model_path="/m.gguf", model_fingerprint="fp",
+                           counters=ServedCounters(predicted_tokens=200, predicted_seconds=4.0),
+                           bench_server_path="/opt/llama-server", bench_server_sha256="a" * 64)
+    return dataclasses.replace(base, **changes)
+
+
+def test_a_server_like_its_bench_passes_and_differences_are_named() -> None:
+    baseline, tg = _vm_baseline()
+    bench_ts = sorted(baseline.tests[tg])[1]  # the median of the repetitions after the first
+    fast = _server(counters=ServedCounters(predicted_tokens=bench_ts * 4, predicted_seconds=4.0))
+    result = judge_served(META, (fast,), baseline)
+    assert result.status is Status.PASS and result.details["servers"][0]["differences"] == []
+    assert result.details["servers"][0]["fraction"] == pytest.approx(1.0, abs=0.35)
+    slow = _server(argv=("llama-server", "-t", "1"), cpus_allowed=1, cpus_allowed_list="0",
+                   quota_cpus=0.5, quota_cgroup="/box", sha256="b" * 64,
+                   env={"GLIBC_TUNABLES": "glibc.cpu.x86_avx512f=0"},
+                   counters=ServedCounters(predicted_tokens=bench_ts * 0.3 * 4,
+                                           predicted_seconds=4.0, busy_slots_per_decode=2.5))
+    result = judge_served(META, (slow,), baseline)
+    assert result.status is Status.FAIL
+    diffs = result.details["servers"][0]["differences"]
+    assert [d.split(":")[0] for d in diffs] == [
+        "threads", "concurrent requests", "CPUs allowed", "CPU quota (cgroup)", "binary",
+        "environment GLIBC_TUNABLES"]
+    assert diffs[0] == "threads: the bench ran 2, the server runs 1"
+    assert all(d in result.summary for d in diffs)
+
+
+def test_another_model_is_said_never_judged() -> None:
+    baseline, _ = _vm_baseline()
+    result = judge_served(META, (_server(model_fingerprint="other"),), baseline)
+    assert result.status is Status.SKIP and "not comparable with the bench" in result.summary
+
+
+def test_the_window_is_since_the_previous_audit_of_the_same_process() -> None:
+    then = _server(counters=ServedCounters(predicted_tokens=1000, predicted_seconds=10))
+    now = _server(counters=ServedCounters(predicted_tokens=1100, predicted_seconds=12))
+    rate = served_rate(now, then, "A1")
+    assert (rate.tokens, rate.seconds, rate.window) == (100, 2, "since the audit of A1")
+    restarted = _server(started_at=2000.0, counters=now.counters)
+    assert served_rate(restarted, then, "A1").window == "since it started"
+    idle = _server(counters=ServedCounters(predicted_tokens=1010, predicted_seconds=10.1))
+    assert served_rate(idle, then, "A1").window == "since it started"  # 10 new tokens: too few
+    unused = _server(counters=ServedCounters(predicted_tokens=5, predicted_seconds=0.1))
+    assert served_rate(unused, None, None) is None
+    assert judge_served(META, (unused,), None).summary.endswith(
+        "5 tokens served so far: too few to judge (send it requests, or audit with a probe)")
+
+
+def test_the_concurrent_capture_names_shared_decodes() -> None:
+    text = (SERVE / "llama-server-metrics_vm-2cpu_after-3-concurrent.txt").read_text()
+    baseline, tg = _vm_baseline()
+    diffs = differences(_server(counters=counters(text)), baseline, tg)
+    shared = _sample(text, "llamacpp:n_busy_slots_per_decode")
+    assert diffs == [f"concurrent requests: the bench decoded 1 sequence, the server "
+                     f"{shared:.2f} requests at once on average (each one's tokens/s is its "
+                     f"share of the decode)"]
+
+
+# --- the helper's reads against hostile endpoints (real sockets on the loopback) ---------
+
+@contextlib.contextmanager
+def _endpoint(behaviour) -> Iterator[tuple[str, int]]:
+    """A TCP server on the loopback that answers every connection with ``behaviour``."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(8)
+    stop = threading.Event()
+
+    def serve() -> None:
+        listener.settimeout(0.2)
+        while not stop.is_set():
+            try:
+                conn, _ = listener.accept()
+            except OSError:
+                continue
+            threading.Thread(target=behaviour, args=(conn, stop), daemon=True).start()
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    try:
+        yield listener.getsockname()
+    finally:
+        stop.set()
+        thread.join()
+        listener.close()
+
+
+def _silent(conn: socket.socket, stop: threading.Event) -> None:
+    stop.wait(10)
+    conn.close()
+
+
+def _trickle(conn: socket.socket, stop: threading.Event) -> None:
+    conn.recv(4096)
+    with contextlib.suppress(OSError):
+        conn.sendall(b"HTTP/1.0 200 OK\r\n\r\n")
+        while not stop.wait(0.2):
+            conn.sendall(b"l")
+    conn.close()
+
+
+def _huge(conn: socket.socket, stop: threading.Event) -> None:
+    conn.recv(4096)
+    with contextlib.suppress(OSError):
+        conn.sendall(b"HTTP/1.0 200 OK\r\n\r\n" + b"x" * (3 << 20))
+    conn.close()
+
+
+def _garbage(conn: socket.socket, stop: threading.Event) -> None:
+    conn.recv(4096)
+    conn.sendall(b"\x16\x03\x01 not http at all")
+    conn.close()
+
+
+@pytest.mark.parametrize("behaviour, message", [
+    (_silent, "no whole answer within 0.5s"), (_trickle, "no whole answer within 0.5s"),
+    (_huge, "answer over 1024 KiB"), (_garbage, "not an HTTP answer"),
+])
+def test_a_hostile_endpoint_is_one_line_in_bounded_time(behaviour, message: str) -> None:
+    with _endpoint(behaviour) as address:
+        start = time.monotonic()
+        with pytest.raises((OSError, ValueError), match=re.escape(message)):
+            helper.fetch(address, "GET", "/metrics", read_s=0.5)
+        assert time.monotonic() - start < 2.0
+        server: dict = {}
+        helper._ask(server, address, probe=True)  # the audit's read: an error line, no raise
+        assert server["metrics_error"].startswith(f"/metrics {address[0]}:{address[1]}: ")
+        assert "metrics" not in server
+
+
+# --- real llama-servers over the loopback sshd ---------------------------------------------
+
+BENCH_ARGS = ["-p", "16", "-n", "32", "-t", "2"]
+# The tests' 127 MiB model generates a token in about 4 ms, where llama-server's own per-token
+# work (sampling, the HTTP answer) is a large share: a server like its bench measured 0.64 of
+# llama-bench's tg32 here. The tests judge at 0.25 (a real model's token takes 10-100 ms,
+# where the default 0.5 holds: docs/serve.md).
+MIN_FRACTION = 0.25
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _get(port: int, path: str) -> str:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=10) as answer:
+        return answer.read().decode()
+
+
+def _complete(port: int, tokens: int = 32) -> None:
+    body = json.dumps({"prompt": "Tell me a story", "n_predict": tokens, "ignore_eos": True,
+                       "cache_prompt": False}).encode()
+    request = urllib.request.Request(f"http://127.0.0.1:{port}/completion", body,
+                                     {"Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=120) as answer:
+        assert json.loads(answer.read())["timings"]["predicted_n"] == tokens
+
+
+@contextlib.contextmanager
+def _llama_server(model: Path, *args: str, binary: Path | None = None,
+                  prefix: tuple[str, ...] = (), metrics: bool = True,
+                  requests: int = 2) -> Iterator[tuple[int, int]]:
+    """A real llama-server on the loopback, ``requests`` completions of 32 tokens served;
+    yields (pid, port)."""
+    port = _free_port()
+    argv = [*prefix, str(binary or LLAMA_CACHE / "bin" / "llama-server"), "-m", str(model),
+            "--port", str(port), "-c", "256", *(("--metrics",) if metrics else ()), *args]
+    # the environment a service manager gives it: none of this test run's variables
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": "/root"}
+    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            start_new_session=True, env=env)
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            assert proc.poll() is None, f"llama-server exited {proc.returncode}: {argv}"
+            try:
+                if json.loads(_get(port, "/health")).get("status") == "ok":
+                    break
+            except OSError:
+                pass
+            assert time.monotonic() < deadline, "llama-server did not come up in 120 s"
+            time.sleep(0.2)
+        for _ in range(requests):
+            _complete(port)
+        yield proc.pid, port
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+@pytest.fixture(scope="module")
+def benched(sshd: Sshd, llama, tmp_path_factory: pytest.TempPathFactory):
+    """The host's bench baseline of the tests' model, recorded by `omni-host bench` over the
+    loopback sshd; returns (inventory, store, model)."""
+    binary, model = llama
+    assert (binary.parent / "llama-server").exists(), \
+        f"no llama-server beside {binary}: run bash tests/llama_bench.sh (tests/setup.sh does)"
+    root = tmp_path_factory.mktemp("served")
+    spec = {"llama_bench": str(binary), "model": str(model), "args": BENCH_ARGS,
+            "repetitions": 3, "tolerance_pct": 30, "max_other_cpus": 4, "max_spread_pct": 60}
+    inv = sshd.inventory(root / "inv", {"loop": {"omni_bench": spec,
+                                                 "omni_serve": {"min_fraction": MIN_FRACTION}}})
+    store = root / "store"
+    _baseline(sshd, inv, store)
+    return inv, store, model
+
+
+def _audit(sshd: Sshd, inv: Path, store: Path, pid: int, *extra: str) -> tuple[dict, dict]:
+    """One audit over the loopback sshd; (the serve.tokens-per-s result, this server's part)."""
+    result = run_cli("audit", "-i", str(inv), "loop", "--report-dir", str(store), "--format",
+                     "json", "--known-hosts", str(sshd.known_hosts), "--ssh-config",
+                     str(store.parent / "no-ssh-config"), *extra, timeout=120)
+    doc = json.loads(result.stdout)
+    served = next(r for r in doc["hosts"][0]["results"] if r["id"] == "serve.tokens-per-s")
+    mine = [s for s in served["details"]["servers"] if s["pid"] == pid]
+    assert len(mine) == 1, served
+    return served, mine[0]
+
+
+@pytest.mark.system
+def test_a_server_run_as_its_bench_passes_on_its_own_counters(sshd: Sshd, benched) -> None:
+    inv, store, model = benched
+    with _llama_server(model, "-t", "2") as (pid, port):
+        _, first = _audit(sshd, inv, store, pid)
+        text = _get(port, "/metrics")  # nothing served since the audit read it
+        tokens = _sample(text, "llamacpp:tokens_predicted_total")
+        seconds = _sample(text, "llamacpp:tokens_predicted_seconds_total")
+        assert first["status"] == "pass", first
+        assert first["served_ts"] == pytest.approx(tokens / seconds, rel=1e-3)
+        assert (first["window"], first["tokens"]) == ("since it started", tokens)
+        assert first["differences"] == [] and first["fraction"] >= MIN_FRACTION
+        _complete(port)
+        _, second = _audit(sshd, inv, store, pid)
+        assert second["window"].startswith("since the audit of ") and second["tokens"] == 32
+
+
+@pytest.mark.system
+@pytest.mark.parametrize("case", ["fewer threads", "affinity", "quota", "another binary"])
+def test_each_induced_difference_is_named(sshd: Sshd, benched, tmp_path: Path,
+                                          case: str) -> None:
+    inv, store, model = benched
+    args, prefix, binary = ["-t", "2"], (), None
+    if case == "fewer threads":
+        args = ["-t", "1"]
+    elif case == "affinity":
+        prefix = ("taskset", "-c", "0")
+    elif case == "another binary":  # a rebuilt server: other bytes than the benched build's
+        binary = tmp_path / "other" / "llama-server"
+        binary.parent.mkdir()
+        shutil.copy(LLAMA_CACHE / "bin" / "llama-server", binary)
+        with binary.open("ab") as fh:
+            fh.write(b"\0rebuilt")
+    with _llama_server(model, *args, binary=binary, prefix=prefix) as (pid, _):
+        quota = CpuQuota(pid, 0.5) if case == "quota" else None
+        try:
+            served, mine = _audit(sshd, inv, store, pid)
+        finally:
+            if quota is not None:
+                quota.remove()
+    want = {
+        "fewer threads": "threads: the bench ran 2, the server runs 1",
+        "affinity": "CPUs allowed: the bench had 2, the server has 1 (0)",
+        "quota": f"CPU quota (cgroup): the bench had none, the server has 0.5 CPUs "
+                 f"(/{quota.path.name})" if quota else "",
+        "another binary": f"binary: the server runs {binary} (sha256 ",
+    }[case]
+    assert len(mine["differences"]) == 1 and mine["differences"][0].startswith(want), mine
+    assert want in served["summary"]  # named in the finding, whatever the verdict
+
+
+@pytest.mark.system
+def test_a_server_without_metrics_is_not_evaluated_and_a_quiet_one_is_probed(
+        sshd: Sshd, benched, tmp_path: Path) -> None:
+    inv, store, model = benched
+    with _llama_server(model, "-t", "2", metrics=False, requests=0) as (pid, _):
+        _, mine = _audit(sshd, inv, store, pid)
+    assert mine["status"] == "skip" and "(start it with --metrics)" in mine["line"]
+    with _llama_server(model, "-t", "2", requests=0) as (pid, port):
+        _, idle = _audit(sshd, inv, store, pid)
+        assert idle["status"] == "skip" and "0 tokens served so far: too few" in idle["line"]
+        _, probed = _audit(sshd, inv, store, pid, "-e", json.dumps(
+            {"omni_serve": {"min_fraction": MIN_FRACTION, "probe": True}}))
+        assert probed["window"] == "one probe of 24 tokens" and probed["status"] == "pass"
+        assert _sample(_get(port, "/metrics"), "llamacpp:tokens_predicted_total") == 24
