@@ -31,7 +31,7 @@ from omni_host.errors import ParseError
 from omni_host.evaluate.bench import Baseline
 from omni_host.evaluate.checks import catalog
 from omni_host.evaluate.serve import differences, judge_served, served_rate
-from omni_host.model import InferenceServer, ServedCounters, Status
+from omni_host.model import InferenceServer, ServedCounters, ServedProbe, Status
 from omni_host.probes.parsers.bench import parse_llama_bench_json
 from omni_host.probes.parsers.serve import counters, parse_servers, redacted
 from omni_host.remote import serve as helper
@@ -46,9 +46,10 @@ def _sample(text: str, name: str) -> float:
     return float(re.search(rf"^{re.escape(name)} (\S+)$", text, re.M).group(1))
 
 
-@pytest.mark.parametrize("capture", ["after-3-requests", "after-3-concurrent"])
+@pytest.mark.parametrize("capture", ["vm-2cpu_after-3-requests", "vm-2cpu_after-3-concurrent",
+                                     "h100_matching-8x128", "h100_ngl7-8x128"])
 def test_counters_are_read_from_real_metrics(capture: str) -> None:
-    text = (SERVE / f"llama-server-metrics_vm-2cpu_{capture}.txt").read_text()
+    text = (SERVE / f"llama-server-metrics_{capture}.txt").read_text()
     got = counters(text)
     assert got.predicted_tokens == _sample(text, "llamacpp:tokens_predicted_total")
     assert got.predicted_seconds == _sample(text, "llamacpp:tokens_predicted_seconds_total")
@@ -168,6 +169,30 @@ def test_a_server_like_its_bench_passes_and_differences_are_named() -> None:
     assert all(d in result.summary for d in diffs)
 
 
+@pytest.mark.parametrize("server, bench, same", [
+    ("on", "1", True), ("off", "0", True), ("true", "1", True), ("auto", "1", False),
+    ("75,25", "0.75/0.25", True), ("3,1", "0.75/0.25", True), ("1,1", "0.75/0.25", False),
+    ("4", "4", True), ("4.0", "4", True), ("q8_0", "f16", False), ("Layer", "layer", True),
+])
+def test_a_value_spelled_otherwise_is_the_same_value(server: str, bench: str, same: bool) -> None:
+    from omni_host.evaluate.serve import _same_value
+
+    assert _same_value(server, bench) is same
+
+
+def test_where_the_toolkit_lives_is_not_a_difference_but_what_changes_speed_is() -> None:
+    """On the lent H100 a matching server differed from its bench only in CUDA_HOME,
+    CUDA_VERSION and LD_LIBRARY_PATH (recorded with the bench, not compared)."""
+    baseline, tg = _vm_baseline(**{"env CUDA_HOME": "/usr/local/cuda", "env CUDA_VERSION": "13.0.2",
+                                   "env LD_LIBRARY_PATH": "/usr/local/nvidia/lib64",
+                                   "env CUDA_VISIBLE_DEVICES": "0"})
+    assert differences(_server(env={"CUDA_VISIBLE_DEVICES": "0"}), baseline, tg) == []
+    assert differences(_server(env={"CUDA_VISIBLE_DEVICES": "0,1", "OMP_NUM_THREADS": "4"}),
+                       baseline, tg) == [
+        "environment CUDA_VISIBLE_DEVICES: the bench had '0', the server has '0,1'",
+        "environment OMP_NUM_THREADS: the bench had unset, the server has '4'"]
+
+
 def test_another_model_is_said_never_judged() -> None:
     baseline, _ = _vm_baseline()
     result = judge_served(META, (_server(model_fingerprint="other"),), baseline)
@@ -183,6 +208,8 @@ def test_the_window_is_since_the_previous_audit_of_the_same_process() -> None:
     assert served_rate(restarted, then, "A1").window == "since it started"
     idle = _server(counters=ServedCounters(predicted_tokens=1010, predicted_seconds=10.1))
     assert served_rate(idle, then, "A1").window == "since it started"  # 10 new tokens: too few
+    probed = _server(counters=idle.counters, probe=ServedProbe(24, 200.0))
+    assert served_rate(probed, then, "A1").window == "one probe of 24 tokens"  # today's rate
     unused = _server(counters=ServedCounters(predicted_tokens=5, predicted_seconds=0.1))
     assert served_rate(unused, None, None) is None
     assert judge_served(META, (unused,), None).summary.endswith(
@@ -307,7 +334,7 @@ def _llama_server(model: Path, *args: str, binary: Path | None = None,
                   requests: int = 2) -> Iterator[tuple[int, int]]:
     """A real llama-server on the loopback, ``requests`` completions of 32 tokens served;
     yields (pid, port)."""
-    port = _free_port()
+    port = int(args[args.index("--port") + 1]) if "--port" in args else _free_port()
     argv = [*prefix, str(binary or LLAMA_CACHE / "bin" / "llama-server"), "-m", str(model),
             "--port", str(port), "-c", "256", *(("--metrics",) if metrics else ()), *args]
     # the environment a service manager gives it: none of this test run's variables
@@ -427,3 +454,96 @@ def test_a_server_without_metrics_is_not_evaluated_and_a_quiet_one_is_probed(
             {"omni_serve": {"min_fraction": MIN_FRACTION, "probe": True}}))
         assert probed["window"] == "one probe of 24 tokens" and probed["status"] == "pass"
         assert _sample(_get(port, "/metrics"), "llamacpp:tokens_predicted_total") == 24
+
+
+# --- the stability watch ---------------------------------------------------------------------
+
+@contextlib.contextmanager
+def _traffic(port: int) -> Iterator[None]:
+    """Requests of 64 tokens, one after another, for as long as the block runs."""
+    stop = threading.Event()
+
+    def send() -> None:
+        while not stop.is_set():
+            with contextlib.suppress(OSError, ValueError, AssertionError):
+                _complete(port, 64)
+
+    thread = threading.Thread(target=send, daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join(timeout=120)
+
+
+def _watch(sshd: Sshd, inv: Path, store: Path, *args: str) -> subprocess.Popen:
+    import sys
+
+    return subprocess.Popen(
+        [sys.executable, "-m", "omni_host", "serve", "watch", "-i", str(inv), "loop",
+         "--report-dir", str(store), "--format", "json", "--known-hosts", str(sshd.known_hosts),
+         "--ssh-config", str(store.parent / "no-ssh-config"), *args],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def _stability(stdout: str) -> dict:
+    doc = json.loads(stdout)
+    assert doc["source"] == "serve-watch"
+    (result,) = doc["hosts"][0]["results"]
+    assert result["id"] == "serve.stability"
+    return result
+
+
+@pytest.mark.system
+def test_serve_watch_catches_a_drop(sshd: Sshd, benched) -> None:
+    """A steady server, then a CPU quota on it for the last third of the window."""
+    inv, store, model = benched
+    with _llama_server(model, "-t", "2", requests=0) as (pid, port), _traffic(port):
+        watch = _watch(sshd, inv, store, "--for", "20s", "--every", "2s")
+        time.sleep(14)
+        quota = CpuQuota(pid, 0.3)
+        try:
+            out, err = watch.communicate(timeout=120)
+        finally:
+            quota.remove()
+    result = _stability(out)
+    assert result["status"] == "warn", result["summary"]
+    assert "t/s fell to" in result["summary"] and "restarted" not in result["summary"]
+    mine = next(s for s in result["details"]["servers"] if s["server"] == f"127.0.0.1:{port}")
+    rates = [r for _, r, _ in mine["rates"]]
+    assert min(rates) < 0.5 * mine["median_ts"] <= max(rates)
+    assert err.count("[") >= 10 and "watch stored in" in err  # a line per sample, then where
+
+
+@pytest.mark.system
+def test_serve_watch_catches_a_restart(sshd: Sshd, benched) -> None:
+    inv, store, model = benched
+    port = _free_port()
+    watch = _watch(sshd, inv, store, "--for", "10s", "--every", "1s")
+    with _llama_server(model, "-t", "2", "--port", str(port), requests=1) as (first, _):
+        time.sleep(4)
+    with _llama_server(model, "-t", "2", "--port", str(port), requests=1) as (second, _):
+        out, _ = watch.communicate(timeout=120)
+    assert watch.returncode == 1
+    result = _stability(out)
+    assert result["status"] == "fail"
+    assert f"127.0.0.1:{port} restarted between " in result["summary"]
+    assert f"(pid {first} -> {second})" in result["summary"]
+
+
+@pytest.mark.system
+def test_ctrl_c_gives_the_partial_verdict(sshd: Sshd, benched) -> None:
+    import signal
+
+    inv, store, model = benched
+    with _llama_server(model, "-t", "2", requests=1):
+        watch = _watch(sshd, inv, store, "--for", "10m", "--every", "1s")
+        time.sleep(4)
+        watch.send_signal(signal.SIGINT)
+        out, err = watch.communicate(timeout=60)
+    assert watch.returncode == 130
+    result = _stability(out)
+    assert "(interrupted: a partial window)" in result["summary"]
+    assert result["details"]["interrupted"] is True
+    assert "partial (interrupted) watch stored in" in err and "Traceback" not in err

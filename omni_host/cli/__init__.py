@@ -16,12 +16,12 @@ import argparse
 from collections.abc import Callable
 
 from omni_host import __version__, interrupts
-from omni_host.cli import audit, bench, catalog, completion, remediate, report
+from omni_host.cli import audit, bench, catalog, completion, remediate, report, serve
 from omni_host.cli.common import EXIT_INTERRUPTED, EXIT_PIPE, EXIT_TERMINATED, EXIT_USAGE, err
 
 GROUPS = {"audit": audit, "collect": audit, "bench": bench, "remediate": remediate, "bootstrap": remediate,
           "report": report, "schedule": report, "payload": catalog, "checks": catalog,
-          "init": catalog, "completion": completion}
+          "init": catalog, "completion": completion, "serve": serve}
 
 
 def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
@@ -33,7 +33,8 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"omni-host {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     named = GROUPS.get(argv[0]) if argv else None
-    for group in (named,) if named else (audit, bench, catalog, remediate, report, completion):
+    for group in (named,) if named else (audit, bench, catalog, remediate, report, serve,
+                                         completion):
         group.add_parsers(sub)
     return parser
 
@@ -44,7 +45,7 @@ HANDLERS: dict[str, Handler] = {
     "remediate": remediate.cmd_remediate, "bootstrap": remediate.cmd_bootstrap,
     "report": report.cmd_report, "schedule": report.cmd_schedule,
     "payload": catalog.cmd_payload, "checks": catalog.cmd_checks, "init": catalog.cmd_init,
-    "completion": lambda args: _completion(args)}
+    "serve": serve.cmd_serve, "completion": lambda args: _completion(args)}
 
 
 def _completion(args: argparse.Namespace) -> int:

@@ -10,6 +10,7 @@ from typing import Any
 from omni_host.errors import UsageError
 from omni_host.evaluate.bench import CHECK_ID
 from omni_host.evaluate.checks import CheckMeta, catalog, registry
+from omni_host.evaluate.watch import CHECK_ID as WATCH_ID
 
 _LESSON = re.compile(r"^[FSP]-\d{3}$")
 
@@ -29,13 +30,13 @@ def find(term: str) -> list[CheckMeta]:
     raise UsageError(f"unknown check or lesson {term!r}{hint}")
 
 
-BY_BENCH = frozenset({CHECK_ID})  # judged by omni-host bench, never by an audit
+BY_COMMAND = {CHECK_ID: "omni-host bench", WATCH_ID: "omni-host serve watch"}  # never an audit
 
 
 def list_lines() -> list[str]:
     implemented = registry()
     return [f"{m.id:27} {m.severity.value:8} {m.layer:9} {' '.join(m.lessons):24} {m.title}"
-            + ("" if m.id in implemented else "  (omni-host bench)" if m.id in BY_BENCH
+            + ("" if m.id in implemented else f"  ({BY_COMMAND[m.id]})" if m.id in BY_COMMAND
                else "  (not implemented)")
             for m in catalog().values()]
 

@@ -5,9 +5,9 @@ the bench ran named.
 * **The served rate** is the server's own counters: tokens generated over the seconds it spent
   generating them (``tokens_predicted_total`` / ``tokens_predicted_seconds_total``), over the
   window since the host's previous stored audit where the same process was seen (the counters
-  of one process only grow), else since the server started. Fewer than ``MIN_TOKENS`` in the
-  window is too little to judge; a probe (one fixed completion to an idle server) measures a
-  quiet server instead.
+  of one process only grow). A window of fewer than ``MIN_TOKENS`` is too little to judge: a
+  probe (one fixed completion to an idle server), where one was timed, measures it now, else
+  the counters since the server started do.
 * **Comparable** only with a bench of the same model file (its size and fingerprint); another
   model is said, never judged.
 * **The verdict**: below ``omni_serve.min_fraction`` (default 0.5) of the bench's generation
@@ -45,6 +45,7 @@ OPTIONS = (
     ("micro-batch size", ("-ub", "--ubatch-size"), "LLAMA_ARG_UBATCH", "n_ubatch"),
     ("split mode", ("-sm", "--split-mode"), "LLAMA_ARG_SPLIT_MODE", "split_mode"),
     ("tensor split", ("-ts", "--tensor-split"), "LLAMA_ARG_TENSOR_SPLIT", "tensor_split"),
+    ("flash attention", ("-fa", "--flash-attn"), "LLAMA_ARG_FLASH_ATTN", "flash_attn"),
     ("K cache type", ("-ctk", "--cache-type-k"), "LLAMA_ARG_CACHE_TYPE_K", "type_k"),
     ("V cache type", ("-ctv", "--cache-type-v"), "LLAMA_ARG_CACHE_TYPE_V", "type_v"),
 )
@@ -86,6 +87,8 @@ def served_rate(server: InferenceServer, previous: InferenceServer | None,
         seconds = now.predicted_seconds - then.predicted_seconds
         if tokens >= MIN_TOKENS and seconds > 0:
             return ServedRate(tokens, seconds, f"since the audit of {previous_audit}")
+    if server.probe is not None:  # quiet since the last audit: the probe is today's rate
+        return _probed(server)
     if now.predicted_tokens >= MIN_TOKENS:
         return ServedRate(now.predicted_tokens, now.predicted_seconds, "since it started")
     return _probed(server)
@@ -116,11 +119,29 @@ def _bench_value(baseline: Baseline, test: str, field: str) -> str | None:
     return None
 
 
-def _same_value(server_value: str, bench_value: str) -> bool:
+_SWITCH = {"on": "1", "true": "1", "enabled": "1", "off": "0", "false": "0", "disabled": "0"}
+
+
+def _normal(value: str) -> str:
+    """One spelling per value: on/true/1 and off/false/0 alike; a split (75,25 or
+    0.75/0.25) as its proportions."""
+    text = value.strip().lower()
+    parts = [p for p in text.replace("/", ",").split(",") if p]
+    if len(parts) > 1:
+        try:
+            shares = [float(p) for p in parts]
+        except ValueError:
+            return text
+        total = sum(shares)
+        return ",".join(f"{s / total:.2f}" for s in shares) if total > 0 else text
     try:
-        return float(server_value) == float(bench_value)
+        return f"{float(text):g}"
     except ValueError:
-        return server_value.strip().lower() == bench_value.strip().lower()
+        return _SWITCH.get(text, text)
+
+
+def _same_value(server_value: str, bench_value: str) -> bool:
+    return _normal(server_value) == _normal(bench_value)
 
 
 def differences(server: InferenceServer, baseline: Baseline, test: str) -> list[str]:
@@ -154,14 +175,27 @@ def differences(server: InferenceServer, baseline: Baseline, test: str) -> list[
         found.append(f"binary: the server runs {server.exe} (sha256 {server.sha256[:16]}), not "
                      f"the llama-server built beside the benched llama-bench "
                      f"({server.bench_server_path}, sha256 {server.bench_server_sha256[:16]})")
-    bench_env = {k[4:]: v for k, v in ctx.items() if k.startswith("env ")}
+    bench_env = {k[4:]: v for k, v in ctx.items() if k.startswith("env ") and _speed(k[4:])}
     if server.env is not None:
-        for name in sorted(set(bench_env) | set(server.env)):
+        for name in sorted(set(bench_env) | {n for n in server.env if _speed(n)}):
             if bench_env.get(name) != server.env.get(name):
                 found.append(f"environment {name}: the bench had "
                              f"{_shown(bench_env.get(name))}, the server has "
                              f"{_shown(server.env.get(name))}")
     return found
+
+
+# The environment that changes llama.cpp's speed: compared. Where the toolkit lives, its
+# version label and the library path are recorded with the bench, not compared (a server under
+# systemd or Docker has other values there; on the lent H100 they were all a matching server
+# differed in); LLAMA_ARG_* are its options, compared as those.
+SPEED_ENV_PREFIXES = ("GGML_", "OMP_", "GOMP_", "KMP_", "MKL_", "OPENBLAS_")
+SPEED_ENV_NAMES = ("GLIBC_TUNABLES", "LD_PRELOAD", "CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER",
+                   "CUDA_LAUNCH_BLOCKING", "CUDA_MODULE_LOADING", "CUDA_SCALE_LAUNCH_QUEUES")
+
+
+def _speed(name: str) -> bool:
+    return name.startswith(SPEED_ENV_PREFIXES) or name in SPEED_ENV_NAMES
 
 
 def _shown(value: Any) -> str:

@@ -13,6 +13,8 @@ among the host's processes, bare or in a container, and prints one JSON document
   own network, the host port Docker publishes it on;
 * what it says, at no GPU cost: ``GET /metrics`` (Prometheus text: started with --metrics) and
   ``GET /props``, each bounded in time and bytes;
+* with ``--gpu`` (the stability watch), the GPU memory each server's process holds
+  (``nvidia-smi --query-compute-apps``);
 * with ``--probe``, for an idle server only (no request processing by its own metrics): one
   fixed, short, deterministic completion and the ``timings`` it answers with.
 
@@ -310,6 +312,24 @@ def describe(pid, argv, probe):
     return server
 
 
+def gpu_memory():
+    """pid -> MiB of GPU memory its process holds (every GPU); None without nvidia-smi."""
+    import subprocess
+
+    try:
+        proc = subprocess.run(["nvidia-smi", "--query-compute-apps=pid,used_memory",
+                               "--format=csv,noheader,nounits"], stdin=subprocess.DEVNULL,
+                              stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    held = {}
+    for line in proc.stdout.decode("utf-8", "replace").splitlines():
+        parts = [p.strip() for p in line.split(",")]
+        if len(parts) == 2 and parts[0].isdigit() and parts[1].isdigit():
+            held[int(parts[0])] = held.get(int(parts[0]), 0) + int(parts[1])
+    return held if proc.returncode == 0 else None
+
+
 def main(argv):
     probe = "--probe" in argv
     doc = {"helper": 1, "servers": []}
@@ -330,6 +350,10 @@ def main(argv):
         if len(servers) == MAX_SERVERS:
             break
         servers.append(describe(pid, args, probe))
+    if "--gpu" in argv and servers:
+        held = gpu_memory()
+        for server in servers:
+            server["gpu_memory_mib"] = held.get(server["pid"]) if held is not None else None
     sys.stdout.write(json.dumps(doc) + "\n")
 
 

@@ -144,6 +144,7 @@ def _server(doc: dict[str, Any], beside: dict[str, Any]) -> InferenceServer:
         started_at=_number(doc.get("started_at")),
         rss_kib=_int(doc.get("rss_kib")),
         threads=_int(doc.get("threads")),
+        gpu_memory_mib=_int(doc.get("gpu_memory_mib")),
         container=_text(doc.get("container"), 64),
         address=_text(doc.get("address"), 120),
         model_path=_text(model.get("path")),

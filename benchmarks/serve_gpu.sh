@@ -1,0 +1,93 @@
+#!/bin/bash
+# The served Sentinel on a lent GPU machine (issue 36), as an operator runs it, in one call:
+# llama-bench and llama-server built with CUDA from the llama-cpp-python 0.3.36 sdist's sources
+# (one build), the 1.7 GB random-weight F16 llama, the bench baseline of the documented config
+# (-p 512 -n 128 -ngl 99 -fa 1 -r 5), then audits of a running llama-server:
+#   matching:  -ngl 99 -fa on, 8 requests of 128 tokens, then audited (its rate against the bench);
+#   probed:    the same server idle, audited with omni_serve.probe (one 24-token completion);
+#   offload:   -ngl 7 (of 14 layers), 8 requests, audited (the difference named, the verdict);
+#   cost:      the collector's CPU with the server running and without it (interleaved, 9), and
+#              the server's own CPU for the reads (/proc/PID/stat before and after 20 audits).
+# Carried in .devcarry/ (the machine reaches no registry): whl/, llama-src.tar.gz, vocab.gguf.
+# Usage: bash benchmarks/serve_gpu.sh OUTDIR [build]   (build: stop after the build and the
+# model, for a machine whose calls are limited in time; a second call skips both)
+set -u
+out=$1
+mkdir -p "$out"
+python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .devcarry/whl/*.whl \
+  > "$out/pip.log" 2>&1 || { echo "wheels did not install"; tail -5 "$out/pip.log"; }
+export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1
+python3 -m compileall -q omni_host /tmp/site > /dev/null 2>&1
+ll=/tmp/llama.cpp bin=/tmp/llama.cpp/build/bin model=/tmp/model.gguf
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
+t0=$(date +%s)
+if [ ! -x "$bin/llama-server" ]; then
+mkdir -p "$ll" && tar xzf .devcarry/llama-src.tar.gz -C "$ll"
+( cmake -S "$ll" -B "$ll/build" -DGGML_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 -DBUILD_SHARED_LIBS=OFF \
+    -DLLAMA_CURL=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=ON \
+    -DCMAKE_BUILD_TYPE=Release && cmake --build "$ll/build" --target llama-bench llama-server \
+    -j "$(nproc)" ) > "$out/build.log" 2>&1 &
+build=$!
+python3 tests/random_llama.py .devcarry/vocab.gguf "$model" --embd 2048 --layers 14 --ff 5632 \
+  --heads 16 > "$out/model.log" 2>&1
+wait $build; echo "build exit $? after $(( $(date +%s) - t0 )) s"
+fi
+[ -x "$bin/llama-server" ] || { tail -20 "$out/build.log"; exit 1; }
+[ "${2:-}" = build ] && exit 0
+
+cat > /tmp/inv.yml <<YML
+all:
+  hosts:
+    gpu:
+      ansible_connection: local
+      omni_build_packages: []
+      omni_swap_size_mib: 0
+      omni_bench:
+        llama_bench: "$bin/llama-bench"
+        model: "$model"
+        args: ["-p", "512", "-n", "128", "-ngl", "99", "-fa", "1"]
+        repetitions: 5
+YML
+store=/tmp/store
+python3 -m omni_host bench -i /tmp/inv.yml gpu --report-dir $store --format json \
+  > "$out/baseline.json" 2> "$out/baseline.err"
+echo "== baseline: exit $?"; python3 benchmarks/report_lines.py "$out/baseline.json" perf.tokens-per-s
+
+serve() {  # serve ARGS...: start llama-server on :8080, wait until healthy; pid in $server
+  env -i PATH="$PATH" HOME=/root "$bin/llama-server" -m "$model" --port 8080 -c 4096 --metrics \
+    "$@" > "$out/server.log" 2>&1 &
+  server=$!
+  for _ in $(seq 1 240); do
+    curl -sf localhost:8080/health > /dev/null 2>&1 && return 0; sleep 0.5
+  done
+  echo "server did not come up"; tail -5 "$out/server.log"; return 1
+}
+requests() {  # requests N: N sequential completions of 128 tokens; their own rates
+  for _ in $(seq 1 "$1"); do
+    curl -s localhost:8080/completion -d '{"prompt": "Tell me a story about a GPU", "n_predict": 128, "ignore_eos": true, "cache_prompt": false}' |
+      python3 -c 'import json,sys; print("%.1f" % json.load(sys.stdin)["timings"]["predicted_per_second"], end=" ")'
+  done; echo "t/s per request"
+}
+audit() {  # audit NAME [-e ...]
+  local name=$1; shift
+  python3 -m omni_host audit -i /tmp/inv.yml gpu --report-dir $store --format json "$@" \
+    > "$out/$name.json" 2> "$out/$name.err"
+  echo "== $name: exit $?"; python3 benchmarks/report_lines.py "$out/$name.json" serve.tokens-per-s
+  curl -s localhost:8080/metrics > "$out/$name.metrics.txt"
+}
+
+serve -ngl 99 -fa on && requests 8 && audit matching
+audit probed -e '{"omni_serve": {"probe": true}}'
+python3 -m omni_host payload > /tmp/payload.py
+cp /tmp/payload.py /tmp/payload-server.py
+stat_cpu() { awk '{print $14 + $15}' /proc/$server/stat; }
+before=$(stat_cpu)
+for _ in $(seq 1 20); do python3 -I -S - < /tmp/payload.py > /dev/null; done
+echo "server CPU for 20 collections (ticks of 1/$(getconf CLK_TCK) s): $(( $(stat_cpu) - before ))"
+python3 benchmarks/collector_cost.py "$out/cost-with" /tmp/payload-server.py 9 | head -2
+kill $server; wait $server 2>/dev/null
+python3 benchmarks/collector_cost.py "$out/cost-without" /tmp/payload.py 9 | head -2
+
+serve -ngl 7 -fa on && requests 8 && audit offload
+kill $server; wait $server 2>/dev/null
+tar czf "$out/store.tar.gz" -C /tmp store

@@ -1,0 +1,83 @@
+"""The stability watch use case: one host's servers sampled every ``every_s`` seconds for
+``duration_s`` over one connection, the window judged (``evaluate.watch``), and the report
+(source ``serve-watch``) finished and stored like an audit's. Ctrl-C or SIGTERM ends the window
+early: what was sampled is judged and stored, marked interrupted."""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from omni_host import interrupts
+from omni_host.app.audit import Audited, Hosts, conclude
+from omni_host.collect.run import collect
+from omni_host.collect.transport.base import SshOptions, Transport
+from omni_host.errors import TransportError
+from omni_host.evaluate.audit import unreachable
+from omni_host.evaluate.checks import catalog
+from omni_host.evaluate.watch import CHECK_ID, Sample, judge_watch
+from omni_host.model import HostReport
+from omni_host.plan.hosts import HostPlan
+from omni_host.probes.catalog import PROBES, evaluate
+from omni_host.report.history import WATCH_SOURCE
+
+SOURCE = WATCH_SOURCE
+SERVE = next(p for p in PROBES if p.id == "serve.servers")
+WATCH_PROBE = dataclasses.replace(SERVE, argv=(*SERVE.argv, "--gpu"))
+
+
+def _transport(plan: HostPlan, ssh: SshOptions) -> Transport:
+    if plan.ssh is None:
+        from omni_host.collect.transport.local import LocalTransport
+
+        return LocalTransport()
+    from omni_host.collect.transport.ssh import SshTransport
+
+    return SshTransport(plan.name, plan.ssh, ssh)
+
+
+def sample(plan: HostPlan, transport: Transport) -> Sample:
+    """One round: the servers as the serve helper sees them now."""
+    at = time.time()
+    try:
+        bundle = collect(plan.name, transport, become=plan.become, probes=(WATCH_PROBE,),
+                         python=plan.python)
+    except TransportError as exc:
+        return Sample(at, (), str(exc))
+    found = evaluate(WATCH_PROBE, bundle.results.get(WATCH_PROBE.id))
+    if not found.ok:
+        return Sample(at, (), found.why_not())
+    return Sample(at, found.fact)
+
+
+def watch(plan: HostPlan, ssh: SshOptions, *, duration_s: float,
+          every_s: float, store_root: Path | None, inventory: str | None,
+          on_sample: Callable[[int, int, Sample], None] = lambda i, n, s: None) -> Audited:
+    """Sample, judge, store; ``on_sample`` is told of each round (progress)."""
+    started, samples, interrupted, terminated = time.time(), [], False, False
+    rounds = max(2, int(duration_s // every_s) + 1)
+    transport = _transport(plan, ssh)
+    try:
+        for i in range(rounds):
+            due = started + i * every_s
+            while (left := due - time.time()) > 0:
+                interrupts.check()
+                time.sleep(min(0.2, left))
+            samples.append(sample(plan, transport))
+            on_sample(i + 1, rounds, samples[-1])
+    except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM (the CLI's subclass of it)
+        interrupts.handled()
+        interrupted, terminated = True, type(exc) is not KeyboardInterrupt
+    finally:
+        transport.close()
+    elapsed = time.time() - started
+    if not samples:
+        report = unreachable(plan, "interrupted before the first sample", elapsed)
+    else:
+        result = judge_watch(catalog()[CHECK_ID], samples, interrupted=interrupted)
+        report = HostReport(plan.name, plan.address, plan.transport, True, None, elapsed,
+                            (result,))
+    return conclude(Hosts([report], SOURCE, started, interrupted, terminated), inventory=inventory,
+                    waivers=(), history=None, store_root=store_root)

@@ -1,0 +1,98 @@
+"""The ``serve`` command group: ``serve watch``, the stability watch of a host's running
+llama-servers (part of the CLI: it prints). Exit codes as the audit's; Ctrl-C ends the window
+early and its samples are judged and stored (130), as SIGTERM's (143)."""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from omni_host.cli.common import (
+    EXIT_INTERRUPTED,
+    EXIT_TERMINATED,
+    EXIT_USAGE,
+    FORMATS,
+    add_target_args,
+    add_view_args,
+    emit,
+    err,
+    exit_code,
+    plans,
+    ssh_options,
+)
+
+if TYPE_CHECKING:
+    from omni_host.evaluate.watch import Sample
+
+_UNITS = {"": 1, "s": 1, "m": 60, "h": 3600}
+
+
+def duration(text: str) -> float:
+    """90, 90s, 15m, 1h (a positive number of seconds, minutes or hours)."""
+    match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([smh]?)\s*", text.lower())
+    if match is None or float(match.group(1)) <= 0:
+        raise argparse.ArgumentTypeError(f"not a duration (90s, 15m, 1h): {text!r}")
+    return float(match.group(1)) * _UNITS[match.group(2)]
+
+
+def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    serve = sub.add_parser("serve", help="the running inference servers: a stability watch")
+    verbs = serve.add_subparsers(dest="verb", required=True)
+    watch = verbs.add_parser("watch", help="sample a host's llama-servers for a while and judge "
+                                           "the window (restarts, rate drops, memory growth)")
+    add_target_args(watch)
+    watch.add_argument("--for", dest="duration", type=duration, default=3600.0, metavar="TIME",
+                       help="how long to watch (90s, 15m, 1h; default 1h)")
+    watch.add_argument("--every", type=duration, default=30.0, metavar="TIME",
+                       help="time between samples (default 30s; at least 1s)")
+    watch.add_argument("--format", default="table", choices=FORMATS)
+    add_view_args(watch)
+    watch.add_argument("--output", type=Path, default=None,
+                       help="write the report to this file (atomically) instead of stdout")
+    watch.add_argument("--report-dir", type=Path, default=None, help="the report store")
+    watch.add_argument("--no-store", action="store_true", help="do not store the watch")
+
+
+def _progress(i: int, rounds: int, sample: Sample) -> None:
+    """One line per sample on stderr: each server's counters as read."""
+    from omni_host.safe_text import terminal_safe
+
+    if sample.error:
+        state = f"host did not answer: {sample.error}"
+    else:
+        state = "; ".join(
+            f"{s.address or s.pid} pid {s.pid}: " + (
+                f"{s.counters.predicted_tokens or 0:.0f} tokens generated, "
+                f"{(s.rss_kib or 0) / 1024:.0f} MiB resident" if s.counters else
+                f"no counters ({s.metrics_error})")
+            for s in sample.servers) or "no llama-server running"
+    sys.stderr.write(terminal_safe(f"[{i}/{rounds}] {state}") + "\n")
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    from omni_host.app.watch import watch
+    from omni_host.report.history import load_history
+    from omni_host.report.store import default_report_dir
+
+    if args.every < 1 or args.every > args.duration:
+        err("--every must be at least 1s and at most --for")
+        return EXIT_USAGE
+    host_plans = plans(args)
+    if len(host_plans) != 1:
+        err(f"serve watch watches one host; the pattern selects {len(host_plans)}")
+        return EXIT_USAGE
+    store_root = args.report_dir or default_report_dir()
+    done = watch(host_plans[0], ssh_options(args), duration_s=args.duration, every_s=args.every,
+                 store_root=None if args.no_store else store_root,
+                 inventory=str(args.inventory) if args.inventory else None,
+                 on_sample=_progress)
+    emit(done.run.doc, args.format, args.output, lambda: load_history(store_root),
+         args.verbosity)
+    if done.stored is not None:
+        err(f"{'partial (interrupted) ' if done.hosts.interrupted else ''}watch stored in "
+            f"{done.stored}")
+    return EXIT_TERMINATED if done.hosts.terminated else \
+        EXIT_INTERRUPTED if done.hosts.interrupted else exit_code(done.run.report)

@@ -1,0 +1,168 @@
+"""serve.stability: a window of samples of the running servers (``omni-host serve watch``),
+judged as the ik_llama.cpp plan's "1-hour continuous stability" gate asks.
+
+* **A restart** (the process on a server's port changed: another pid or start time) or a
+  sample where the server did not answer fails: a service that restarts under load is not
+  stable, whatever its rate.
+* **The rate over time**: each interval between two samples of the same process in which it
+  generated at least ``MIN_TOKENS`` gives a rate (the counters' own tokens over the seconds
+  spent generating them). An interval below ``DROP`` times the window's median rate is a drop;
+  the median of the last third below ``DRIFT`` times the first third's is a drift. Either warns:
+  requests of other lengths or more of them at once move the rate too (the finding says how
+  many were decoded together), so it is a lead, not a proof.
+* **Memory**: the process's resident memory or GPU memory growing by more than ``GROWTH`` of
+  its first sample and ``GROWTH_MIB`` warns (a leak shows as growth that does not stop).
+* No tokens generated in the window: the rate is not measured (said, never a green).
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from omni_host.evaluate.serve import MIN_TOKENS
+from omni_host.model import CheckResult, Evidence, InferenceServer, Status
+
+if TYPE_CHECKING:
+    from omni_host.evaluate.checks import CheckMeta
+
+CHECK_ID = "serve.stability"
+DROP = 0.5
+DRIFT = 0.8
+GROWTH, GROWTH_MIB = 0.10, 256
+COMMAND = "GET /metrics of each llama-server, every --every seconds"
+
+
+@dataclass(frozen=True)
+class Sample:
+    at: float  # seconds since the epoch
+    servers: tuple[InferenceServer, ...]
+    error: str | None = None  # the host did not answer this round
+
+
+def _key(server: InferenceServer) -> str:
+    return server.address or f"pid {server.pid}"
+
+
+def _when(at: float) -> str:
+    return time.strftime("%H:%M:%S", time.gmtime(at))
+
+
+def _process(server: InferenceServer) -> tuple[int, float | None]:
+    return server.pid, server.started_at
+
+
+def judge_server(key: str, seen: list[tuple[float, InferenceServer | None]]
+                 ) -> tuple[list[str], list[str], dict[str, Any]]:
+    """(failures, warnings, details) of one server's samples (None: absent that round)."""
+    failures: list[str] = []
+    warnings: list[str] = []
+    rates: list[tuple[float, float, float]] = []  # (at, t/s, tokens)
+    previous: tuple[float, InferenceServer] | None = None
+    first_of_process: InferenceServer | None = None
+    for at, server in seen:
+        if server is None or server.counters is None:
+            why = "gone" if server is None else (server.metrics_error or "no /metrics")
+            failures.append(f"{key} did not answer at {_when(at)} ({why})")
+            continue
+        if previous is not None and _process(previous[1]) != _process(server):
+            failures.append(f"{key} restarted between {_when(previous[0])} and {_when(at)} "
+                            f"(pid {previous[1].pid} -> {server.pid})")
+            first_of_process = server
+        elif previous is not None:
+            rate = _interval(previous[1], server)
+            if rate is not None:
+                rates.append((at, *rate))
+        if first_of_process is None:
+            first_of_process = server
+        growth = _growth(first_of_process, server)
+        if growth and not any(w.startswith(f"{key} memory") for w in warnings):
+            warnings.append(f"{key} memory grew: {growth}")
+        previous = (at, server)
+    details: dict[str, Any] = {"server": key, "samples": len(seen),
+                               "rates": [[round(a, 1), round(r, 3), t] for a, r, t in rates]}
+    if rates:
+        values = [r for _, r, _ in rates]
+        median = statistics.median(values)
+        details["median_ts"] = round(median, 3)
+        drops = [(a, r) for a, r, _ in rates if r < DROP * median]
+        if drops:
+            at, low = drops[0]
+            warnings.append(f"{key} t/s fell to {low:.1f} at {_when(at)} (median {median:.1f}; "
+                            f"{len(drops)} of {len(rates)} intervals below {DROP:.0%})")
+        third = len(values) // 3
+        if third >= 2:
+            early, late = statistics.median(values[:third]), statistics.median(values[-third:])
+            details["drift"] = round(late / early, 3)
+            if late < DRIFT * early:
+                warnings.append(f"{key} t/s drifted from {early:.1f} to {late:.1f} "
+                                f"(last third against the first)")
+        last = previous[1] if previous is not None else None
+        shared = last.counters.busy_slots_per_decode if last and last.counters else None
+        if shared is not None and shared > 1.05 and warnings:
+            warnings.append(f"{key} decoded {shared:.2f} requests at once on average: the "
+                            "load moves its rate too")
+    return failures, warnings, details
+
+
+def _interval(a: InferenceServer, b: InferenceServer) -> tuple[float, float] | None:
+    if a.counters is None or b.counters is None:
+        return None
+    tokens = (b.counters.predicted_tokens or 0) - (a.counters.predicted_tokens or 0)
+    seconds = (b.counters.predicted_seconds or 0) - (a.counters.predicted_seconds or 0)
+    if tokens < MIN_TOKENS or seconds <= 0:
+        return None
+    return tokens / seconds, tokens
+
+
+def _growth(first: InferenceServer, now: InferenceServer) -> str | None:
+    for what, before, after in (("resident", first.rss_kib and first.rss_kib / 1024,
+                                 now.rss_kib and now.rss_kib / 1024),
+                                ("GPU", first.gpu_memory_mib, now.gpu_memory_mib)):
+        if before and after and after - before > max(GROWTH * before, GROWTH_MIB):
+            return f"{what} {before:.0f} -> {after:.0f} MiB"
+    return None
+
+
+def judge_watch(meta: CheckMeta, samples: list[Sample], *, interrupted: bool = False
+                ) -> CheckResult:
+    """serve.stability of a watch's samples (a partial window when ``interrupted``)."""
+    keys: list[str] = []
+    for sample in samples:
+        keys += [k for k in map(_key, sample.servers) if k not in keys]
+    span = (samples[-1].at - samples[0].at) if samples else 0.0
+    head = (f"{len(samples)} samples over {span:.0f} s" +
+            (" (interrupted: a partial window)" if interrupted else ""))
+    lost = [f"the host did not answer at {_when(s.at)}: {s.error}" for s in samples if s.error]
+    if not keys:
+        return meta.result(Status.FAIL if lost else Status.SKIP,
+                           f"{head}: no llama-server running" + (f"; {'; '.join(lost)}" if lost
+                                                                 else ""),
+                           evidence=(Evidence("serve.servers", COMMAND, tuple(lost)),),
+                           details={"servers": [], "interrupted": interrupted})
+    failures, warnings, parts = list(lost), [], []
+    for key in keys:
+        seen = [(s.at, next((v for v in s.servers if _key(v) == key), None))
+                for s in samples if not s.error]
+        f, w, d = judge_server(key, seen)
+        failures += f
+        warnings += w
+        parts.append(d)
+    measured = [d for d in parts if d.get("rates")]
+    rates = "; ".join(f"{d['server']} median {d['median_ts']:.1f} t/s over "
+                      f"{len(d['rates'])} intervals" for d in measured)
+    if failures:
+        status, lines = Status.FAIL, failures + warnings
+    elif warnings:
+        status, lines = Status.WARN, warnings
+    elif not measured:
+        status, lines = Status.SKIP, ["no tokens generated in the window: the rate is not "
+                                      "measured (no restart, memory steady)"]
+    else:
+        status, lines = Status.PASS, ["no restart, no drop, memory steady"]
+    summary = f"{head}: " + "; ".join(lines) + (f" ({rates})" if rates else "")
+    return meta.result(status, summary, evidence=(Evidence("serve.servers", COMMAND,
+                                                           tuple(lines)),),
+                       details={"servers": parts, "interrupted": interrupted})
