@@ -304,6 +304,7 @@ def _docker_ok() -> bool:
 
 
 TEST_IMAGE = "omni-test/busybox:1"
+SERVER_IMAGE = "omni-test/llama-server:1"  # tests/test_serve.py's served-in-a-container case
 
 
 SESSIONS_LOCK = Path(f"/tmp/omni-host-test-sessions-{os.getuid()}.lock")  # one per user
@@ -318,9 +319,9 @@ def sweep_test_containers() -> list[str]:
     of the suite is alive (its containers are its own). Returns their names."""
     if not (_ALONE and _ALONE[0]) or not shutil.which("docker") or not _docker_ok():
         return []
-    out = subprocess.run(["docker", "ps", "-a", "--filter", f"ancestor={TEST_IMAGE}",
-                          "--format", "{{.ID}} {{.Names}}"], capture_output=True, text=True,
-                         check=False).stdout.split("\n")
+    out = [line for image in (TEST_IMAGE, SERVER_IMAGE) for line in subprocess.run(
+        ["docker", "ps", "-a", "--filter", f"ancestor={image}", "--format", "{{.ID}} {{.Names}}"],
+        capture_output=True, text=True, check=False).stdout.split("\n")]
     rows = [line.split(" ", 1) for line in out if " " in line]
     if rows:
         subprocess.run(["docker", "rm", "-f", *(r[0] for r in rows)], capture_output=True,

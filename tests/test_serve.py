@@ -24,7 +24,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import LLAMA_CACHE, Sshd, run_cli
+from conftest import LLAMA_CACHE, SERVER_IMAGE, Sshd, run_cli
 from test_bench import CpuQuota, _baseline
 
 from omni_host.errors import ParseError
@@ -404,6 +404,28 @@ def test_a_server_run_as_its_bench_passes_on_its_own_counters(sshd: Sshd, benche
         _complete(port)
         _, second = _audit(sshd, inv, store, pid)
         assert second["window"].startswith("since the audit of ") and second["tokens"] == 32
+    _served_in_the_reports(store, first, second)
+
+
+def _served_in_the_reports(store: Path, first: dict, second: dict) -> None:
+    """The host view says the served rate in one line, Prometheus has it as gauges, and
+    `report diff` shows it moving between the two audits."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    ids = [line.split()[0] for line in
+           run_cli("report", "list", "--report-dir", str(store)).stdout.splitlines()
+           if line.strip() and line.split()[0][:8].isdigit()]
+    shown = run_cli("report", "show", ids[0], "--report-dir", str(store), "--format", "table")
+    assert f"Served: {second['line']}" in " ".join(shown.stdout.split())
+    prom = run_cli("report", "show", ids[0], "--report-dir", str(store), "--format",
+                   "prometheus").stdout
+    gauges = {(s.name, s.labels.get("server")): s.value
+              for f in text_string_to_metric_families(prom) for s in f.samples}
+    assert gauges[("omni_host_served_tokens_per_second", second["server"])] == second["served_ts"]
+    assert gauges[("omni_host_served_fraction_of_bench", second["server"])] == second["fraction"]
+    diff = run_cli("report", "diff", ids[1], ids[0], "--report-dir", str(store)).stdout
+    assert (f"tokens/s: served by {second['server']}: {first['served_ts']:.1f} -> "
+            f"{second['served_ts']:.1f}") in diff
 
 
 @pytest.mark.system
@@ -454,6 +476,66 @@ def test_a_server_without_metrics_is_not_evaluated_and_a_quiet_one_is_probed(
             {"omni_serve": {"min_fraction": MIN_FRACTION, "probe": True}}))
         assert probed["window"] == "one probe of 24 tokens" and probed["status"] == "pass"
         assert _sample(_get(port, "/metrics"), "llamacpp:tokens_predicted_total") == 24
+
+
+def _server_image() -> str:
+    """An image of the tests' llama-server and the libraries it links (ldd), made with
+    `docker import`: there is no registry to pull from."""
+    import tarfile
+    import tempfile
+
+    if subprocess.run(["docker", "image", "inspect", SERVER_IMAGE], capture_output=True,
+                      check=False).returncode == 0:
+        return SERVER_IMAGE
+    binary = LLAMA_CACHE / "bin" / "llama-server"
+    libs = re.findall(r"(/\S+) \(0x", subprocess.run(["ldd", str(binary)], capture_output=True,
+                                                     text=True, check=True).stdout)
+    with tempfile.TemporaryDirectory() as tmp:
+        rootfs = Path(tmp) / "rootfs.tar"
+        with tarfile.open(rootfs, "w") as tar:
+            tar.add(binary, arcname="usr/local/bin/llama-server")
+            for lib in libs:
+                tar.add(os.path.realpath(lib), arcname=lib.lstrip("/"))
+        subprocess.run(["docker", "import", "--change",
+                        'ENTRYPOINT ["/usr/local/bin/llama-server"]', str(rootfs), SERVER_IMAGE],
+                       check=True, capture_output=True)
+    return SERVER_IMAGE
+
+
+@pytest.mark.system
+def test_a_server_in_a_container_is_read_through_its_published_port(
+        sshd: Sshd, benched, docker_image: str) -> None:
+    """As the lessons' box runs it: llama-server in a container on Docker's bridge, the model
+    mounted read-only, its port published; read through that port, its model seen through
+    the container's mounts (the same file as the bench's), its container named."""
+    inv, store, model = benched
+    image, port, name = _server_image(), _free_port(), f"omni-test-served-{os.getpid()}"
+    subprocess.run(["docker", "run", "-d", "--name", name, "-p", f"127.0.0.1:{port}:8080",
+                    "-v", f"{model.parent}:/models:ro", image, "-m", f"/models/{model.name}",
+                    "--host", "0.0.0.0", "--port", "8080", "--metrics", "-t", "2", "-c", "256"],
+                   check=True, capture_output=True)
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            with contextlib.suppress(OSError, ValueError):
+                if json.loads(_get(port, "/health")).get("status") == "ok":
+                    break
+            assert time.monotonic() < deadline, subprocess.run(
+                ["docker", "logs", name], capture_output=True, text=True).stderr[-2000:]
+            time.sleep(0.3)
+        _complete(port)
+        _complete(port)
+        pid = int(subprocess.run(["docker", "inspect", "-f", "{{.State.Pid}}", name],
+                                 capture_output=True, text=True, check=True).stdout)
+        container = subprocess.run(["docker", "inspect", "-f", "{{.Id}}", name],
+                                   capture_output=True, text=True, check=True).stdout.strip()
+        served, mine = _audit(sshd, inv, store, pid)
+    finally:
+        subprocess.run(["docker", "rm", "-f", name], capture_output=True, check=False)
+    assert mine["server"] == f"llama-server 127.0.0.1:{port} in container {container[:12]}"
+    assert mine["model"] == f"/models/{model.name}" and "served_ts" in mine
+    assert "not comparable" not in mine["line"]  # the bench's model, seen through the mount
+    assert mine["status"] == "pass", mine
 
 
 # --- the stability watch ---------------------------------------------------------------------

@@ -19,6 +19,7 @@ from omni_host.report.text import (
     expected_state_line,
     fix_steps,
     perf_result,
+    served_rates,
     status_of,
     summary_line,
     test_rate,
@@ -198,7 +199,8 @@ def _tokens_gauges(doc: dict[str, Any]) -> list[str]:
     relative spread of all its repetitions) and,
     for generation, the fraction of the bandwidth ceiling reached."""
     rows: dict[str, list[str]] = {"tokens_per_second": [], "tokens_per_second_cv": [],
-                                  "tokens_per_second_ceiling_ratio": []}
+                                  "tokens_per_second_ceiling_ratio": [],
+                                  "served_tokens_per_second": [], "served_fraction_of_bench": []}
     for h in doc["hosts"]:
         perf = perf_result(h)
         ceilings = ((perf or {}).get("details") or {}).get("ceiling") or {}
@@ -211,7 +213,19 @@ def _tokens_gauges(doc: dict[str, Any]) -> list[str]:
             if name in ceilings:
                 rows["tokens_per_second_ceiling_ratio"].append(
                     f"omni_host_tokens_per_second_ceiling_ratio{{{labels}}} {ceilings[name]['fraction']}")
+    for h in doc["hosts"]:
+        for name, s in served_rates(h).items():
+            labels = f'host="{_label(h["host"])}",server="{_label(name)}"'
+            rows["served_tokens_per_second"].append(
+                f"omni_host_served_tokens_per_second{{{labels}}} {s['served_ts']}")
+            if isinstance(s.get("fraction"), (int, float)):
+                rows["served_fraction_of_bench"].append(
+                    f"omni_host_served_fraction_of_bench{{{labels}}} {s['fraction']}")
     helps = {"tokens_per_second": "llama-bench tokens/s of a test (mean of its repetitions).",
+             "served_tokens_per_second": "A running llama-server's generation tokens/s, from "
+                                         "its own counters (serve.tokens-per-s).",
+             "served_fraction_of_bench": "The served generation rate over the host's bench of "
+                                         "the same model.",
              "tokens_per_second_cv": "Relative spread (stdev/mean) of the test's repetitions.",
              "tokens_per_second_ceiling_ratio": "Generation tokens/s over the memory-bandwidth "
                                                 "ceiling of the weights read per token."}

@@ -27,8 +27,9 @@ from omni_host.model import (
     Status,
 )
 from omni_host.plan.policy import check_readers
+from omni_host.probes.parsers.bench import rate
 from omni_host.report.store import audit_dirs
-from omni_host.report.text import bench_tests, perf_result, test_rate
+from omni_host.report.text import bench_tests, perf_result, served_rates, test_rate
 from omni_host.resources import TooLarge, atomic_write, read_bounded
 
 BAD = ("fail", "error")
@@ -230,9 +231,12 @@ def moved_with(policy: dict[str, Change]) -> frozenset[str]:
 
 
 def tokens_changes(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Change]:
-    """Each test both entries measured (two benches): its tokens/s then and now."""
+    """Each test both entries measured (two benches), and each server whose served rate both
+    read (``served by <server>``): its tokens/s then and now."""
     before = {n: test_rate(t) for n, t in bench_tests(old).items()}
     after = {n: test_rate(t) for n, t in bench_tests(new).items()}
+    before |= {f"served by {n}": rate(s["served_ts"]) for n, s in served_rates(old).items()}
+    after |= {f"served by {n}": rate(s["served_ts"]) for n, s in served_rates(new).items()}
     return {name: Change(before[name], rate) for name, rate in after.items()
             if rate is not None and before.get(name) is not None}
 

@@ -31,6 +31,8 @@ from omni_host.report.text import (
     last_bench_line,
     perf_result,
     recordable,
+    served_rates,
+    served_result,
     status_of,
     summary_line,
     unobserved,
@@ -402,6 +404,9 @@ def _host(page: _Page, host: dict[str, Any], doc: dict[str, Any], rationale: dic
     perf = perf_result(host)
     if perf is not None and perf not in shown:  # a bench's number is never folded away
         page.text(f"Tokens/s: {perf['summary']}", STYLES[status_of(perf)], rest="  ")
+    served = served_result(host)
+    if served is not None and served not in shown and served_rates(host):  # nor a served one
+        page.text(f"Served: {served['summary']}", STYLES[status_of(served)], rest="  ")
     if host.get("last_bench"):
         page.text(last_bench_line(host["last_bench"], doc.get("started_at")), "dim", rest="  ")
     if quiet:

@@ -85,6 +85,25 @@ def perf_result(host: dict[str, Any]) -> dict[str, Any] | None:
     return next((r for r in results if isinstance(r, dict) and r.get("id") == PERF), None)
 
 
+SERVED = "serve.tokens-per-s"
+
+
+def served_result(host: dict[str, Any]) -> dict[str, Any] | None:
+    """A host entry's serve.tokens-per-s result, where its servers were looked for."""
+    results = host.get("results")
+    if not isinstance(results, list):
+        return None
+    return next((r for r in results if isinstance(r, dict) and r.get("id") == SERVED), None)
+
+
+def served_rates(host: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """Each server whose rate was read: its name -> its part of serve.tokens-per-s's details
+    (served_ts, and against a bench fraction and bench_ts)."""
+    servers = ((served_result(host) or {}).get("details") or {}).get("servers")
+    return {str(s["server"]): s for s in servers or []
+            if isinstance(s, dict) and rate(s.get("served_ts")) is not None}
+
+
 def bench_tests(host: dict[str, Any]) -> dict[str, dict[str, Any]]:
     """A bench's measured tests (name -> mean_ts, cv, samples...) from its host entry, {} for
     an audit (which never runs a benchmark)."""
