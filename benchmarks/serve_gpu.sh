@@ -6,7 +6,9 @@
 #   matching:  -ngl 99 -fa on, 8 requests of 128 tokens, then audited (its rate against the bench);
 #   probed:    the same server idle, audited with omni_serve.probe (one 24-token completion);
 #   offload:   -ngl 7 (of 14 layers), 8 requests, audited (the difference named, the verdict);
-#   cost:      the collector's CPU with the server running and without it (interleaved, 9), and
+#   watch:     omni-host serve watch --for 40s --every 5s under steady requests, the server
+#              killed and started again 25 s in (a restart to catch);
+#   cost:      the collector's CPU with the server running and without it (median of 9 each), and
 #              the server's own CPU for the reads (/proc/PID/stat before and after 20 audits).
 # Carried in .devcarry/ (the machine reaches no registry): whl/, llama-src.tar.gz, vocab.gguf.
 # Usage: bash benchmarks/serve_gpu.sh OUTDIR [build]   (build: stop after the build and the
@@ -54,8 +56,7 @@ python3 -m omni_host bench -i /tmp/inv.yml gpu --report-dir $store --format json
 echo "== baseline: exit $?"; python3 benchmarks/report_lines.py "$out/baseline.json" perf.tokens-per-s
 
 serve() {  # serve ARGS...: start llama-server on :8080, wait until healthy; pid in $server
-  env -i PATH="$PATH" HOME=/root "$bin/llama-server" -m "$model" --port 8080 -c 4096 --metrics \
-    "$@" > "$out/server.log" 2>&1 &
+  "$bin/llama-server" -m "$model" --port 8080 -c 4096 --metrics "$@" > "$out/server.log" 2>&1 &
   server=$!
   for _ in $(seq 1 240); do
     curl -sf localhost:8080/health > /dev/null 2>&1 && return 0; sleep 0.5
@@ -84,9 +85,20 @@ stat_cpu() { awk '{print $14 + $15}' /proc/$server/stat; }
 before=$(stat_cpu)
 for _ in $(seq 1 20); do python3 -I -S - < /tmp/payload.py > /dev/null; done
 echo "server CPU for 20 collections (ticks of 1/$(getconf CLK_TCK) s): $(( $(stat_cpu) - before ))"
-python3 benchmarks/collector_cost.py "$out/cost-with" /tmp/payload-server.py 9 | head -2
-kill $server; wait $server 2>/dev/null
-python3 benchmarks/collector_cost.py "$out/cost-without" /tmp/payload.py 9 | head -2
+python3 benchmarks/collector_cost.py "$out/cost-with" /tmp/payload-server.py 9 > "$out/cost-with.txt"
+head -2 "$out/cost-with.txt"; grep serve.servers "$out/cost-with.txt"
+
+( while :; do requests 1 > /dev/null 2>&1; done ) &
+traffic=$!
+python3 -m omni_host serve watch -i /tmp/inv.yml gpu --for 40s --every 5s --report-dir $store \
+  --format json > "$out/watch.json" 2> "$out/watch.err" &
+watcher=$!
+sleep 25; kill $server; wait $server 2>/dev/null; serve -ngl 99 -fa on
+wait $watcher; echo "== watch: exit $?"; cat "$out/watch.err"
+python3 benchmarks/report_lines.py "$out/watch.json" serve.stability
+kill $traffic; kill $server; wait $server 2>/dev/null
+python3 benchmarks/collector_cost.py "$out/cost-without" /tmp/payload.py 9 > "$out/cost-without.txt"
+head -2 "$out/cost-without.txt"
 
 serve -ngl 7 -fa on && requests 8 && audit offload
 kill $server; wait $server 2>/dev/null

@@ -629,3 +629,46 @@ def test_ctrl_c_gives_the_partial_verdict(sshd: Sshd, benched) -> None:
     assert "(interrupted: a partial window)" in result["summary"]
     assert result["details"]["interrupted"] is True
     assert "partial (interrupted) watch stored in" in err and "Traceback" not in err
+
+
+def _samples(*rounds: tuple[int, float, float, int]) -> list:
+    """Samples of one server on :8080: (pid, tokens, seconds, rss MiB) each round, 5 s apart."""
+    from omni_host.evaluate.watch import Sample
+
+    return [Sample(1000.0 + 5 * i, (_server(pid=pid, started_at=float(pid), rss_kib=rss * 1024,
+                                            counters=ServedCounters(predicted_tokens=tokens,
+                                                                    predicted_seconds=seconds)),))
+            for i, (pid, tokens, seconds, rss) in enumerate(rounds)]
+
+
+def test_the_watch_judges_restarts_drops_and_memory_after_warm_up() -> None:
+    from omni_host.evaluate.watch import judge_watch
+
+    meta = catalog()["serve.stability"]
+    steady = [(1, 100 * i, 1.0 * i, 600) for i in range(9)]
+    assert judge_watch(meta, _samples(*steady)).status is Status.PASS
+    # the lent H100's first 25 s: 635 -> 1,004 MiB under its first requests, then flat
+    warm = [(1, 100 * i, 1.0 * i, rss) for i, rss in enumerate(
+        [635, 900, 1004, 1004, 1004, 1004, 1004, 1004, 1004])]
+    assert judge_watch(meta, _samples(*warm)).status is Status.PASS
+    leak = [(1, 100 * i, 1.0 * i, 600 + 200 * i) for i in range(9)]
+    result = judge_watch(meta, _samples(*leak))
+    assert result.status is Status.WARN and "memory grew: resident 1200 -> 2200 MiB" in \
+        result.summary
+    drop = [(1, 100 * i, 1.0 * i if i < 7 else 6 + 4.0 * (i - 6), 600) for i in range(9)]
+    result = judge_watch(meta, _samples(*drop))
+    assert result.status is Status.WARN and "t/s fell to 25.0" in result.summary
+    restart = steady[:4] + [(2, 100 * i, 1.0 * i, 600) for i in range(1, 6)]
+    result = judge_watch(meta, _samples(*restart))
+    assert result.status is Status.FAIL and "(pid 1 -> 2)" in result.summary
+    idle = [(1, 0, 0.0, 600)] * 4
+    assert judge_watch(meta, _samples(*idle)).status is Status.SKIP
+
+
+def test_a_busy_server_is_never_sent_the_probe() -> None:
+    """The probe goes to an idle server only: its own metrics say no request is processing."""
+    busy = {"metrics": "llamacpp:requests_processing 2\n"}
+    assert helper._probe(busy, ("127.0.0.1", 9)) == {"skipped": "busy: 2 request(s) processing"}
+    unknown = {"metrics": "# no such line\n"}
+    assert helper._probe(unknown, ("127.0.0.1", 9))["skipped"].startswith("busy: ?")
+    assert "start it with --metrics" in helper._probe({}, ("127.0.0.1", 9))["skipped"]

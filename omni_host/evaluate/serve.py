@@ -239,7 +239,8 @@ def judge_server(server: InferenceServer, baseline: Baseline | None, min_fractio
                 f"(send it requests, or audit with a probe){note}", details)
     details.update(served_ts=round(rate.tokens_per_s, 3), window=rate.window,
                    tokens=rate.tokens)
-    line = f"{name} serves {rate.tokens_per_s:.2f} t/s ({rate.window}, {rate.tokens:.0f} tokens)"
+    counted = "" if rate.window.startswith("one probe") else f", {rate.tokens:.0f} tokens"
+    line = f"{name} serves {rate.tokens_per_s:.2f} t/s ({rate.window}{counted})"
     if baseline is None:
         return (Status.SKIP, f"{line}; no bench baseline of this host to compare with "
                 "(omni-host bench --baseline)", details)
