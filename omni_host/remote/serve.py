@@ -66,6 +66,7 @@ def _is_server(argv):
 
 
 def redacted_argv(argv):
+    # type: (list[str]) -> list[str]
     """The argv with the value of every option that looks like a secret replaced
     (``--api-key K``, ``--api-key=K``; a file of keys is a path, kept)."""
     out, hide = [], False

@@ -16,6 +16,8 @@ from typing import Any
 from omni_host.errors import ParseError
 from omni_host.model import InferenceServer, ServedCounters, ServedProbe
 from omni_host.probes.parsers import excerpt
+from omni_host.remote.procfacts import SECRET_WORDS
+from omni_host.remote.serve import redacted_argv
 
 # llama-server's counters (tools/server/server.cpp, ``llamacpp:`` family) -> our names
 COUNTERS = {
@@ -29,8 +31,6 @@ COUNTERS = {
     "llamacpp:n_busy_slots_per_decode": "busy_slots_per_decode",
 }
 _SAMPLE = re.compile(r"^([A-Za-z_:][A-Za-z0-9_:]*)(\{[^}]*\})?\s+(\S+)")
-SECRET_WORDS = ("KEY", "TOKEN", "SECRET", "PASS", "AUTH")
-SECRET_VALUE = "(secret)"
 
 
 def parse_prometheus(text: str) -> dict[str, float]:
@@ -62,21 +62,10 @@ def counters(text: str) -> ServedCounters:
 
 
 def redacted(argv: list[Any]) -> tuple[str, ...]:
-    """The argv with every value of an option that looks like a secret replaced (the host's
-    helper does it first; a forged document does not get one through either)."""
-    out: list[str] = []
-    hide = False
-    for arg in (str(a) for a in argv[:256]):
-        if hide:
-            out.append(SECRET_VALUE)
-            hide = False
-            continue
-        name, eq, _ = arg.partition("=")
-        secret = name.startswith("-") and any(w in name.upper() for w in SECRET_WORDS) \
-            and not name.upper().endswith("-FILE")
-        out.append(f"{name}={SECRET_VALUE}" if secret and eq else arg[:512])
-        hide = secret and not eq
-    return tuple(out)
+    """The argv with every value of an option that looks like a secret replaced: the host's
+    helper does it first, and its very rule runs again here (a forged document does not get
+    one through either)."""
+    return tuple(redacted_argv([str(a) for a in argv]))
 
 
 def _number(value: Any) -> float | None:
