@@ -368,8 +368,12 @@ def benched(sshd: Sshd, llama, tmp_path_factory: pytest.TempPathFactory):
     assert (binary.parent / "llama-server").exists(), \
         f"no llama-server beside {binary}: run bash tests/llama_bench.sh (tests/setup.sh does)"
     root = tmp_path_factory.mktemp("served")
+    # Two threads on this 2-vCPU VM spin-wait for each other: beside other work (a busy loop,
+    # another test run) their repetitions spread past ±100% (measured). These tests are about
+    # what a served rate is held to and what is named, not about a baseline's fitness
+    # (tests/test_bench_trust.py): any run is let be the baseline.
     spec = {"llama_bench": str(binary), "model": str(model), "args": BENCH_ARGS,
-            "repetitions": 3, "tolerance_pct": 30, "max_other_cpus": 4, "max_spread_pct": 60}
+            "repetitions": 3, "tolerance_pct": 30, "max_other_cpus": 4, "max_spread_pct": 10000}
     inv = sshd.inventory(root / "inv", {"loop": {"omni_bench": spec,
                                                  "omni_serve": {"min_fraction": MIN_FRACTION}}})
     store = root / "store"
@@ -423,6 +427,9 @@ def _served_in_the_reports(store: Path, first: dict, second: dict) -> None:
               for f in text_string_to_metric_families(prom) for s in f.samples}
     assert gauges[("omni_host_served_tokens_per_second", second["server"])] == second["served_ts"]
     assert gauges[("omni_host_served_fraction_of_bench", second["server"])] == second["fraction"]
+    page = run_cli("report", "show", ids[0], "--report-dir", str(store), "--format", "html").stdout
+    trend = page[page.index(f"served by {second['server']}"):][:2000]
+    assert f"{first['served_ts']:.1f} \u2192 {second['served_ts']:.1f}" in trend  # its HTML trend
     diff = run_cli("report", "diff", ids[1], ids[0], "--report-dir", str(store)).stdout
     assert (f"tokens/s: served by {second['server']}: {first['served_ts']:.1f} -> "
             f"{second['served_ts']:.1f}") in diff
@@ -582,9 +589,10 @@ def test_serve_watch_catches_a_drop(sshd: Sshd, benched) -> None:
     """A steady server, then a CPU quota on it for the last third of the window."""
     inv, store, model = benched
     with _llama_server(model, "-t", "2", requests=0) as (pid, port), _traffic(port):
-        watch = _watch(sshd, inv, store, "--for", "20s", "--every", "2s")
-        time.sleep(14)
-        quota = CpuQuota(pid, 0.3)
+        # 3 s apart: a quota'd interval still holds the 32 tokens a rate needs
+        watch = _watch(sshd, inv, store, "--for", "24s", "--every", "3s")
+        time.sleep(16)
+        quota = CpuQuota(pid, 0.5)
         try:
             out, err = watch.communicate(timeout=120)
         finally:
@@ -595,7 +603,7 @@ def test_serve_watch_catches_a_drop(sshd: Sshd, benched) -> None:
     mine = next(s for s in result["details"]["servers"] if s["server"] == f"127.0.0.1:{port}")
     rates = [r for _, r, _ in mine["rates"]]
     assert min(rates) < 0.5 * mine["median_ts"] <= max(rates)
-    assert err.count("[") >= 10 and "watch stored in" in err  # a line per sample, then where
+    assert err.count("[") >= 9 and "watch stored in" in err  # a line per sample, then where
 
 
 @pytest.mark.system

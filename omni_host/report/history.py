@@ -320,14 +320,18 @@ def timelines(history: History, doc: dict[str, Any]) -> dict[str, dict[str, list
 
 
 def tokens_trends(history: History, doc: dict[str, Any]) -> dict[str, dict[str, list[tuple[str, float]]]]:
-    """host -> bench test -> [(when, mean tokens/s)] over its stored benches, oldest first."""
+    """host -> bench test (or ``served by <server>``) -> [(when, tokens/s)] over its stored
+    benches (and audits that read a server's rate), oldest first."""
     out: dict[str, dict[str, list[tuple[str, float]]]] = {}
     for host in doc["hosts"]:
         per_test: dict[str, list[tuple[str, float]]] = {}
         for started, entry in _entries(history, doc, host):
             for name, test in bench_tests(entry).items():
-                if (rate := test_rate(test)) is not None:
-                    per_test.setdefault(name, []).append((_when(started), rate))
+                if (measured := test_rate(test)) is not None:
+                    per_test.setdefault(name, []).append((_when(started), measured))
+            for name, server in served_rates(entry).items():
+                per_test.setdefault(f"served by {name}", []).append(
+                    (_when(started), float(server["served_ts"])))
         if per_test:
             out[host["host"]] = per_test
     return out
