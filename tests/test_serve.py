@@ -586,13 +586,15 @@ def _stability(stdout: str) -> dict:
 
 @pytest.mark.system
 def test_serve_watch_catches_a_drop(sshd: Sshd, benched) -> None:
-    """A steady server, then a CPU quota on it for the last third of the window."""
+    """A steady server, then a CPU quota on it for the last third of the window. One thread:
+    two spin-wait for each other beside a busy loop (2.9 t/s measured there, too few tokens
+    for any interval's rate)."""
     inv, store, model = benched
-    with _llama_server(model, "-t", "2", requests=0) as (pid, port), _traffic(port):
+    with _llama_server(model, "-t", "1", requests=0) as (pid, port), _traffic(port):
         # 3 s apart: a quota'd interval still holds the 32 tokens a rate needs
         watch = _watch(sshd, inv, store, "--for", "24s", "--every", "3s")
         time.sleep(16)
-        quota = CpuQuota(pid, 0.5)
+        quota = CpuQuota(pid, 0.2)
         try:
             out, err = watch.communicate(timeout=120)
         finally:
@@ -611,9 +613,9 @@ def test_serve_watch_catches_a_restart(sshd: Sshd, benched) -> None:
     inv, store, model = benched
     port = _free_port()
     watch = _watch(sshd, inv, store, "--for", "10s", "--every", "1s")
-    with _llama_server(model, "-t", "2", "--port", str(port), requests=1) as (first, _):
+    with _llama_server(model, "-t", "1", "--port", str(port), requests=1) as (first, _):
         time.sleep(4)
-    with _llama_server(model, "-t", "2", "--port", str(port), requests=1) as (second, _):
+    with _llama_server(model, "-t", "1", "--port", str(port), requests=1) as (second, _):
         out, _ = watch.communicate(timeout=120)
     assert watch.returncode == 1
     result = _stability(out)
@@ -627,7 +629,7 @@ def test_ctrl_c_gives_the_partial_verdict(sshd: Sshd, benched) -> None:
     import signal
 
     inv, store, model = benched
-    with _llama_server(model, "-t", "2", requests=1):
+    with _llama_server(model, "-t", "1", requests=1):
         watch = _watch(sshd, inv, store, "--for", "10m", "--every", "1s")
         time.sleep(4)
         watch.send_signal(signal.SIGINT)
