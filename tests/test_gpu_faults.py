@@ -58,8 +58,15 @@ GEN = "<max_link_gen>5</max_link_gen>"
     (IDLE, "gpu.power-limit", Status.PASS, "power limit 700 W (default 700 W)"),
     (IDLE, "gpu.pcie-link", Status.PASS, "gen5 x16"),
     (IDLE, "gpu.vbios", Status.PASS, "NVIDIA H100 80GB HBM3: 96.00.DA.00.0C on GPU0"),
-    (LOAD, "gpu.clock-events", Status.WARN,
-     "the power cap holds the clocks under load: SM 1260 of 1980 MHz at 100% busy"),
+    # a busy GPU that the cap holds at its rated default limit: its design, nothing to set
+    (LOAD, "gpu.clock-events", Status.PASS,
+     "the power cap holds the clocks under load: SM 1260 of 1980 MHz at 100% busy, limit 700 W, "
+     "its rated default: the card's design"),
+    (variant(LOAD, LIMIT, LIMIT.replace("700.00", "450.00")), "gpu.clock-events", Status.WARN,
+     "limit 450 W, below its default 700 W (see gpu.power-limit)"),
+    # the width the link runs at is printed, with its maximum where it runs narrower
+    (variant(IDLE, "<current_link_width>16x", "<current_link_width>8x"), "gpu.pcie-link",
+     Status.PASS, "gen5 x8 (of x16)"),
     (LOAD, "gpu.power-limit", Status.PASS, "power limit 700 W (default 700 W)"),
     (H200X2, "gpu.vbios", Status.PASS, "NVIDIA H200: 96.00.A5.00.1A on GPU0,1"),
     # one value changed each
@@ -91,7 +98,8 @@ def test_gpu_fault_checks(xml: str, check_id: str, status: Status, words: str) -
     ("telegraf_rtx-pro-6000-maxq-blackwell_590.44.01_q-x.xml", "gpu.pcie-link", Status.PASS,
      "gen4 x16; the slot limits it (the GPU supports gen5)"),
     # idle at gen1 (power saving): the maximum trained generation is judged, not the current
-    ("telegraf_dual-rtx-2080_590.44.01_q-x.xml", "gpu.pcie-link", Status.PASS, "gen3 x16"),
+    # its current_link_width is 8x: the width the link runs at, not its maximum
+    ("telegraf_dual-rtx-2080_590.44.01_q-x.xml", "gpu.pcie-link", Status.PASS, "gen3 x8 (of x16)"),
     ("telegraf_dual-rtx-2080_590.44.01_q-x.xml", "gpu.vbios", Status.PASS,
      "NVIDIA GeForce RTX 2080: 90.04.0B.00.8F on GPU0,1"),
     ("telegraf_tesla-t4_515.105.01_q-x.xml", "gpu.memory-errors", Status.PASS,

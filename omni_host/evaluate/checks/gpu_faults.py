@@ -87,9 +87,16 @@ def clock_events(facts: HostFacts, policy: Policy, meta: CheckMeta) -> CheckResu
             return Status.WARN, "active now: " + ", ".join(hw)
         if "sw_power_cap" in f.events and (f.utilization_pct or 0) >= BUSY_PCT and \
                 f.sm_clock_mhz and f.sm_clock_max_mhz and f.sm_clock_mhz < HELD * f.sm_clock_max_mhz:
-            return Status.WARN, (f"the power cap holds the clocks under load: SM {f.sm_clock_mhz} "
-                                 f"of {f.sm_clock_max_mhz} MHz at {f.utilization_pct}% busy, limit "
-                                 f"{f.power_limit_w:g} W")
+            held = (f"the power cap holds the clocks under load: SM {f.sm_clock_mhz} of "
+                    f"{f.sm_clock_max_mhz} MHz at {f.utilization_pct}% busy, limit "
+                    f"{f.power_limit_w:g} W")
+            if f.power_limit_w is not None and f.power_default_w is not None and \
+                    f.power_limit_w >= f.power_default_w * 0.99:
+                # at the rated default limit the cap holding a busy GPU is its design: nothing
+                # to fix, and no limit to set (it is set already)
+                return Status.PASS, f"{held}, its rated default: the card's design"
+            return Status.WARN, held + (f", below its default {f.power_default_w:g} W (see "
+                                        "gpu.power-limit)" if f.power_default_w else "")
         active = ", ".join(f.events) or "none"
         return Status.PASS, f"no slowdown active (reasons now: {active})"
 
@@ -135,7 +142,10 @@ def pcie_link(facts: HostFacts, policy: Policy, meta: CheckMeta) -> CheckResult:
                                  "BIOS link speed")
         slot = f"; the slot limits it (the GPU supports gen{device})" if host and host < device \
             else ""
-        return Status.PASS, f"gen{trained} x{g.pcie_width_max or '?'}{slot}"
+        width = g.pcie_width_current or g.pcie_width_max
+        narrow = f" (of x{g.pcie_width_max})" if width and g.pcie_width_max and \
+            width < g.pcie_width_max else ""
+        return Status.PASS, f"gen{trained} x{width or '?'}{narrow}{slot}"
 
     return _faulted(facts, meta, judge)
 
