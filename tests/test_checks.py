@@ -184,7 +184,11 @@ def without_cpu(bundle: Bundle) -> Bundle:
     # socket: without the CPU topology, no verdict (the false pass the issue saw on CoD)
     ("numactl/aws-c5n.18xlarge-2s-intel_2nodes.txt", 1, Status.SKIP,
      "the distance matrix is ambiguous: groups of nodes at distance 21: another socket, or "
-     "another die of the same socket (Cluster-on-Die, SNC)"),
+     "another die of the same socket; the distances cannot tell"),
+    # Cluster-on-Die on two Broadwell-EP sockets: the matrix goes past 21 (31 between the
+    # sockets), so 21 is the die level; its lscpu says "Socket(s): 2", "NUMA node(s): 4"
+    ("numactl/broadwell-ep-e5-2697v4-2s-cod_4nodes.txt", 1, Status.FAIL,
+     "2 sockets (numactl distance matrix), 2 NUMA nodes per socket, expected 1"),
     # Aurora: 2 CPUs, each with its DDR node and its HBM node (flat mode) without CPUs
     ("numactl/aurora-2s-xeon-max-hbm-flat_4nodes_2cpuless.txt", 1, Status.SKIP,
      "distance matrix is ambiguous: groups of nodes at distance 21"),
@@ -198,6 +202,21 @@ def test_nps_per_socket_on_real_captures(capture, expected, status, words) -> No
     assert result.evidence[0].lines[0].startswith("available:")
     if "9375f" in capture or "9135" in capture:
         assert "NPS" not in result.summary.split("expected")[0]  # no NPS advice on NPS1
+
+
+def test_groups_too_large_to_share_a_socket_are_each_one() -> None:
+    """The real two-socket NPS4 EPYC matrix with its sockets 21 apart instead of 32: two
+    groups of four nodes cannot be one socket (four at most), so the matrix settles two."""
+    text = public_capture("numactl/epyc-7713-2s-nps4_8nodes.txt").replace("  32", "  21")
+    from omni_host.probes.parsers import numa
+
+    topo = numa.parse_numactl_hardware(text)
+    assert topo.distance_ambiguity() is None and topo.sockets_from_distances() == 2
+    bundle = with_output(without_cpu(gpu_bundle("h100-x1")), "numa.numactl", text)
+    result = verdicts(bundle, omni_numa_nps=4)["numa.nps1"]
+    assert result.status is Status.PASS and "2 sockets (numactl distance matrix)" in result.summary
+    for words in ("NPS", "SNC", "Cluster-on-Die"):  # no CPU identity: no vendor's BIOS mode
+        assert words not in result.summary
 
 
 def test_nps_default_is_one_per_socket_on_the_gpu_machines() -> None:
@@ -383,5 +402,5 @@ def test_eight_nodes_all_closer_than_20_are_not_one_socket() -> None:
     bundle = with_output(without_cpu(gpu_bundle("h100-x1")), "numa.numactl", text)
     result = verdicts(bundle, omni_numa_nps=1)["numa.nps1"]
     assert result.status is Status.SKIP
-    assert ("8 nodes all closer than 20 to each other: one socket has at most 4 (NPS4, SNC4)"
-            in result.summary)
+    assert ("8 nodes all closer than 20 to each other: one socket has at most 4 (the most any "
+            "BIOS mode gives)" in result.summary)  # no CPU identity: no vendor's mode named

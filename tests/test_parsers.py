@@ -42,6 +42,8 @@ def test_numactl_public_captures(capture: str, nodes: int, cpus0: int, size0: in
     ("numactl/threadripper-3960x-1s-nps4_4nodes_2memoryless.txt", 1),  # all four 12 apart
     ("numactl/threadripper-1950x-1s-numa-mode_2nodes.txt", 1),  # two dies, 16 apart
     ("numactl/aws-c5n.18xlarge-2s-intel_2nodes.txt", 2),  # 21 apart
+    # Cluster-on-Die: dies 21 apart, sockets 31 apart; its lscpu: "Socket(s): 2"
+    ("numactl/broadwell-ep-e5-2697v4-2s-cod_4nodes.txt", 2),
     # Aurora: each HBM node is 13 from its own CPU's node, 23 from the other socket's
     ("numactl/aurora-2s-xeon-max-hbm-flat_4nodes_2cpuless.txt", 2),
 ])

@@ -67,32 +67,76 @@ class NumaTopology:
         if sorted(self.distances) != list(range(n)) or \
                 any(len(row) != n for row in self.distances.values()):
             return None
+        groups = self._groups()
+        if groups is None:
+            return None
+        return self._die_level_sockets() or len(groups)
+
+    def _groups(self) -> set[frozenset[int]] | None:
+        """Nodes closer than 20 to each other; None where they overlap (not a partition)."""
+        n = self.node_count
         groups = {frozenset(j for j, d in enumerate(self.distances[i]) if d < SAME_SOCKET_BELOW)
                   for i in range(n)}
         members = [i for g in groups for i in g]
-        if sorted(members) != list(range(n)):  # overlapping groups: not a socket partition
+        return groups if sorted(members) == list(range(n)) else None
+
+    def _joined(self, limit: int) -> list[frozenset[int]]:
+        """The nodes joined, transitively, wherever two are at most ``limit`` apart."""
+        owner = list(range(self.node_count))
+
+        def root(i: int) -> int:
+            while owner[i] != i:
+                i = owner[i]
+            return i
+
+        for i, row in self.distances.items():
+            for j, d in enumerate(row):
+                if d <= limit:
+                    owner[root(i)] = root(j)
+        classes: dict[int, set[int]] = {}
+        for i in range(self.node_count):
+            classes.setdefault(root(i), set()).add(i)
+        return [frozenset(c) for c in classes.values()]
+
+    def _die_level_sockets(self) -> int | None:
+        """Sockets where the matrix settles what 20-21 means: nodes that far apart form
+        classes that partition the nodes cleanly (every pair of a class within 21, and the
+        matrix goes past that level between classes: 31 on a two-socket Cluster-on-Die Xeon),
+        so 21 is the die level and each class one socket. None where it does not."""
+        classes = self._joined(AMBIGUOUS_UP_TO)
+        if len(classes) < 2 or len(classes) == len(self._groups() or ()):
             return None
-        return len(groups)
+        clean = all(self.distances[i][j] <= AMBIGUOUS_UP_TO for c in classes for i in c for j in c)
+        cpus = {node.node_id for node in self.nodes if node.cpus}
+        small = all(len(c & cpus) <= MAX_NODES_PER_SOCKET for c in classes)
+        return len(classes) if clean and small else None
 
     def distance_ambiguity(self) -> str | None:
         """Why the distance matrix alone cannot count the sockets here, or None. Groups at 21
-        are another socket on a two-socket Xeon, but the other die of the same socket under
-        Cluster-on-Die (and SNC, multi-die Opterons) too; more than four nodes all closer
-        than 20 are one socket only if it has that many nodes, which no NPS or SNC mode gives
-        (an eight-socket Xeon's SLIT can read so)."""
-        groups = self.sockets_from_distances()
-        if groups is None or self.node_count == 1:
+        are another socket on a two-socket Xeon, but the other die of the same socket too;
+        the matrix settles it where it goes past that level (``_die_level_sockets``) or where
+        no two groups fit in one socket (more than four nodes with CPUs, and no pair of groups
+        within four). More than four nodes all closer than 20 are one socket only if it has
+        that many nodes, which no BIOS mode gives (an eight-socket Xeon's SLIT can read so).
+        Vendor-neutral: without the CPU's identity no BIOS mode is named."""
+        groups = self._groups() if self.node_count > 1 and self.sockets_from_distances() else None
+        if groups is None:
             return None
-        if groups == 1 and self.cpu_node_count > MAX_NODES_PER_SOCKET:
+        if len(groups) == 1 and self.cpu_node_count > MAX_NODES_PER_SOCKET:
             return (f"{self.cpu_node_count} nodes all closer than {SAME_SOCKET_BELOW} to each "
-                    f"other: one socket has at most {MAX_NODES_PER_SOCKET} (NPS4, SNC4), so "
-                    "these are several sockets whose distances do not say how many")
+                    f"other: one socket has at most {MAX_NODES_PER_SOCKET} (the most any BIOS "
+                    "mode gives), so these are several sockets whose distances do not say how "
+                    "many")
         across = [d for i, row in self.distances.items() for j, d in enumerate(row)
                   if d >= SAME_SOCKET_BELOW]
-        if groups > 1 and min(across) <= AMBIGUOUS_UP_TO:
-            return (f"groups of nodes at distance {min(across)}: another socket, or another die "
-                    "of the same socket (Cluster-on-Die, SNC); the distances cannot tell")
-        return None
+        if len(groups) == 1 or min(across) > AMBIGUOUS_UP_TO or self._die_level_sockets():
+            return None
+        cpus = {node.node_id for node in self.nodes if node.cpus}
+        sizes = sorted(len(g & cpus) for g in groups)
+        if self.cpu_node_count > MAX_NODES_PER_SOCKET and sizes[0] + sizes[1] > MAX_NODES_PER_SOCKET:
+            return None  # no two groups fit in one socket: each group is one
+        return (f"groups of nodes at distance {min(across)}: another socket, or another die "
+                "of the same socket; the distances cannot tell")
 
 
 def parse_numactl_hardware(text: str) -> NumaTopology:
