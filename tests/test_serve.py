@@ -24,7 +24,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import LLAMA_CACHE, SERVER_IMAGE, Sshd, run_cli
+from conftest import LLAMA_CACHE, SERVER_IMAGE, Sshd, free_port, run_cli
 from test_bench import CpuQuota, _baseline
 
 from omni_host.errors import ParseError
@@ -308,12 +308,6 @@ BENCH_ARGS = ["-p", "16", "-n", "32", "-t", "2"]
 MIN_FRACTION = 0.25
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _get(port: int, path: str) -> str:
     with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=10) as answer:
         return answer.read().decode()
@@ -334,7 +328,7 @@ def _llama_server(model: Path, *args: str, binary: Path | None = None,
                   requests: int = 2) -> Iterator[tuple[int, int]]:
     """A real llama-server on the loopback, ``requests`` completions of 32 tokens served;
     yields (pid, port)."""
-    port = int(args[args.index("--port") + 1]) if "--port" in args else _free_port()
+    port = int(args[args.index("--port") + 1]) if "--port" in args else free_port()
     argv = [*prefix, str(binary or LLAMA_CACHE / "bin" / "llama-server"), "-m", str(model),
             "--port", str(port), "-c", "256", *(("--metrics",) if metrics else ()), *args]
     # the environment a service manager gives it: none of this test run's variables
@@ -516,7 +510,7 @@ def test_a_server_in_a_container_is_read_through_its_published_port(
     mounted read-only, its port published; read through that port, its model seen through
     the container's mounts (the same file as the bench's), its container named."""
     inv, store, model = benched
-    image, port, name = _server_image(), _free_port(), f"omni-test-served-{os.getpid()}"
+    image, port, name = _server_image(), free_port(), f"omni-test-served-{os.getpid()}"
     subprocess.run(["docker", "run", "-d", "--name", name, "-p", f"127.0.0.1:{port}:8080",
                     "-v", f"{model.parent}:/models:ro", image, "-m", f"/models/{model.name}",
                     "--host", "0.0.0.0", "--port", "8080", "--metrics", "-t", "2", "-c", "256"],
@@ -611,7 +605,7 @@ def test_serve_watch_catches_a_drop(sshd: Sshd, benched) -> None:
 @pytest.mark.system
 def test_serve_watch_catches_a_restart(sshd: Sshd, benched) -> None:
     inv, store, model = benched
-    port = _free_port()
+    port = free_port()
     watch = _watch(sshd, inv, store, "--for", "10s", "--every", "1s")
     with _llama_server(model, "-t", "1", "--port", str(port), requests=1) as (first, _):
         time.sleep(4)

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from omni_host import interrupts
 from omni_host.app.audit import Audited, Hosts, conclude
-from omni_host.collect.run import collect
+from omni_host.collect.run import collect, open_transport
 from omni_host.collect.transport.base import SshOptions, Transport
 from omni_host.errors import TransportError
 from omni_host.evaluate.audit import unreachable
@@ -26,16 +26,6 @@ from omni_host.report.history import WATCH_SOURCE
 SOURCE = WATCH_SOURCE
 SERVE = next(p for p in PROBES if p.id == "serve.servers")
 WATCH_PROBE = dataclasses.replace(SERVE, argv=(*SERVE.argv, "--gpu"))
-
-
-def _transport(plan: HostPlan, ssh: SshOptions) -> Transport:
-    if plan.ssh is None:
-        from omni_host.collect.transport.local import LocalTransport
-
-        return LocalTransport()
-    from omni_host.collect.transport.ssh import SshTransport
-
-    return SshTransport(plan.name, plan.ssh, ssh)
 
 
 def sample(plan: HostPlan, transport: Transport) -> Sample:
@@ -58,7 +48,7 @@ def watch(plan: HostPlan, ssh: SshOptions, *, duration_s: float,
     """Sample, judge, store; ``on_sample`` is told of each round (progress)."""
     started, samples, interrupted, terminated = time.time(), [], False, False
     rounds = max(2, int(duration_s // every_s) + 1)
-    transport = _transport(plan, ssh)
+    transport = open_transport(plan, ssh)
     try:
         for i in range(rounds):
             due = started + i * every_s

@@ -79,18 +79,22 @@ def collect_host(plan: HostPlan, ssh: SshOptions, probe_timeout_s: float | None,
                  extra: tuple[Probe, ...] = ()) -> Bundle:
     """One host's bundle through its transport (local, or SSH imported only when needed);
     ``extra``: probes beyond the policy's (the bench)."""
-    if plan.ssh is None:
-        from omni_host.collect.transport.local import LocalTransport
-
-        transport: Transport = LocalTransport()
-    else:
-        from omni_host.collect.transport.ssh import SshTransport
-
-        transport = SshTransport(plan.name, plan.ssh, ssh)
+    transport = open_transport(plan, ssh)
     try:
         return collect_over(plan, transport, probe_timeout_s, extra)
     finally:
         transport.close()
+
+
+def open_transport(plan: HostPlan, ssh: SshOptions) -> Transport:
+    """The host's transport: local, or SSH (imported only when needed); the caller closes it."""
+    if plan.ssh is None:
+        from omni_host.collect.transport.local import LocalTransport
+
+        return LocalTransport()
+    from omni_host.collect.transport.ssh import SshTransport
+
+    return SshTransport(plan.name, plan.ssh, ssh)
 
 
 def collect_over(plan: HostPlan, transport: Transport, probe_timeout_s: float | None,

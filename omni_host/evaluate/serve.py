@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from omni_host.model import CheckResult, Evidence, InferenceServer, ServedCounters, Status
 from omni_host.probes.parsers.bench import estimate
+from omni_host.remote.procfacts import option_value
 
 if TYPE_CHECKING:  # types only: the check registry imports this module
     from omni_host.evaluate.bench import Baseline
@@ -63,15 +64,8 @@ class ServedRate:
 
 
 def option(server: InferenceServer, flags: tuple[str, ...], variable: str) -> str | None:
-    """The value the server was given for an option: the last of ``flags`` in its argv
-    (``-t 4``, ``--threads=4``), else its LLAMA_ARG_ variable, else None (its default)."""
-    found = None
-    argv = server.argv
-    for i, arg in enumerate(argv):
-        name, eq, value = arg.partition("=")
-        if name in flags:
-            found = value if eq else (argv[i + 1] if i + 1 < len(argv) else None)
-    return found if found is not None else (server.env or {}).get(variable)
+    """The value the server was given for an option, read as the host's helper reads it."""
+    return option_value(server.argv, flags, server.env or {}, variable)
 
 
 def served_rate(server: InferenceServer, previous: InferenceServer | None,
@@ -81,12 +75,9 @@ def served_rate(server: InferenceServer, previous: InferenceServer | None,
     if now is None or not now.predicted_tokens or not now.predicted_seconds:
         return _probed(server)
     then = previous.counters if previous is not None and _same_process(server, previous) else None
-    if then is not None and then.predicted_tokens is not None and \
-            then.predicted_seconds is not None and _grew(then, now):
-        tokens = now.predicted_tokens - then.predicted_tokens
-        seconds = now.predicted_seconds - then.predicted_seconds
-        if tokens >= MIN_TOKENS and seconds > 0:
-            return ServedRate(tokens, seconds, f"since the audit of {previous_audit}")
+    generated = generated_between(then, now) if then is not None else None
+    if generated is not None:
+        return ServedRate(*generated, f"since the audit of {previous_audit}")
     if server.probe is not None:  # quiet since the last audit: the probe is today's rate
         return _probed(server)
     if now.predicted_tokens >= MIN_TOKENS:
@@ -106,9 +97,15 @@ def _same_process(a: InferenceServer, b: InferenceServer) -> bool:
     return a.pid == b.pid and a.started_at is not None and a.started_at == b.started_at
 
 
-def _grew(then: ServedCounters, now: ServedCounters) -> bool:
-    return (now.predicted_tokens or 0) >= (then.predicted_tokens or 0) and \
-        (now.predicted_seconds or 0) >= (then.predicted_seconds or 0)
+def generated_between(then: ServedCounters, now: ServedCounters) -> tuple[float, float] | None:
+    """(tokens, seconds spent generating them) between two reads of one process's counters;
+    None where they did not grow by ``MIN_TOKENS`` (too few to judge) or went back."""
+    if then.predicted_tokens is None or then.predicted_seconds is None or \
+            now.predicted_tokens is None or now.predicted_seconds is None:
+        return None
+    tokens = now.predicted_tokens - then.predicted_tokens
+    seconds = now.predicted_seconds - then.predicted_seconds
+    return (tokens, seconds) if tokens >= MIN_TOKENS and seconds > 0 else None
 
 
 def _bench_value(baseline: Baseline, test: str, field: str) -> str | None:

@@ -25,7 +25,7 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from omni_host.evaluate.serve import MIN_TOKENS
+from omni_host.evaluate.serve import generated_between
 from omni_host.model import CheckResult, Evidence, InferenceServer, Status
 
 if TYPE_CHECKING:
@@ -114,13 +114,11 @@ def judge_server(key: str, seen: list[tuple[float, InferenceServer | None]]
 
 
 def _interval(a: InferenceServer, b: InferenceServer) -> tuple[float, float] | None:
+    """(t/s, tokens) of one process between two samples, where it generated enough."""
     if a.counters is None or b.counters is None:
         return None
-    tokens = (b.counters.predicted_tokens or 0) - (a.counters.predicted_tokens or 0)
-    seconds = (b.counters.predicted_seconds or 0) - (a.counters.predicted_seconds or 0)
-    if tokens < MIN_TOKENS or seconds <= 0:
-        return None
-    return tokens / seconds, tokens
+    generated = generated_between(a.counters, b.counters)
+    return (generated[0] / generated[1], generated[0]) if generated else None
 
 
 def _growth(first: InferenceServer, now: InferenceServer) -> str | None:

@@ -1,6 +1,8 @@
 """Facts about processes and files on the audited host that more than one helper reports:
 a process's cgroup CPU quota, a file's sha256 (cached by stat), a model file's identity, the
-environment variables that change llama.cpp's speed (never one that looks like a secret).
+environment variables that change llama.cpp's speed (never one that looks like a secret), a
+process's argv with its secrets replaced and the value it was given for an option. The
+controller uses the last two as they are (one rule on both sides).
 
 Not run on its own: the catalog puts this source before a helper's (``remote/bench.py``,
 ``remote/serve.py``), so the helper finds these names defined. Standard library only,
@@ -17,6 +19,8 @@ FINGERPRINT_BYTES = 1 << 20
 ENV_PREFIXES = ("GGML_", "LLAMA_", "OMP_", "GOMP_", "KMP_", "MKL_", "OPENBLAS_", "CUDA_")
 ENV_NAMES = ("GLIBC_TUNABLES", "LD_PRELOAD", "LD_LIBRARY_PATH")
 SECRET_WORDS = ("KEY", "TOKEN", "SECRET", "PASS", "AUTH")
+ARG_CAP = 512  # characters of one argument kept
+SECRET_VALUE = "(secret)"
 
 
 def _mounts():
@@ -179,3 +183,37 @@ def bench_env(env):
     return dict((k, v[:200]) for k, v in sorted(env.items())
                 if (k.startswith(ENV_PREFIXES) or k in ENV_NAMES)
                 and not any(word in k.upper() for word in SECRET_WORDS))
+
+
+def redacted_argv(argv):
+    # type: (list[str]) -> list[str]
+    """The argv with the value of every option that looks like a secret replaced
+    (``--api-key K``, ``--api-key=K``; a file of keys is a path, kept)."""
+    out, hide = [], False
+    for arg in argv[:256]:
+        if hide:
+            out.append(SECRET_VALUE)
+            hide = False
+            continue
+        name, eq, _ = arg.partition("=")
+        secret = name.startswith("-") and any(w in name.upper() for w in SECRET_WORDS) \
+            and not name.upper().endswith("-FILE")
+        if secret and eq:
+            out.append(name + "=" + SECRET_VALUE)
+        else:
+            out.append(arg[:ARG_CAP])
+            hide = secret
+    return out
+
+
+def option_value(argv, names, env, env_name):
+    # type: (list[str] | tuple[str, ...], tuple[str, ...], dict[str, str], str) -> str | None
+    """The value a process was given for an option: the last of ``names`` in its argv
+    (``-t 4``, ``--threads=4``), else the variable ``env_name`` (llama.cpp's LLAMA_ARG_*),
+    else None (its default)."""
+    found = None
+    for i, arg in enumerate(argv):
+        name, eq, value = arg.partition("=")
+        if name in names:
+            found = value if eq else (argv[i + 1] if i + 1 < len(argv) else None)
+    return found if found is not None else env.get(env_name)

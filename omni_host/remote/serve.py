@@ -32,12 +32,13 @@ import time
 
 if "cpu_quota" not in globals():  # imported as a module; on the host procfacts.py comes first
     from omni_host.remote.procfacts import (  # noqa: F401
-        SECRET_WORDS,
         _read,
         bench_env,
         cached_sha256,
         cpu_quota,
         model_identity,
+        option_value,
+        redacted_argv,
     )
 
 MAX_SERVERS = 16
@@ -47,8 +48,6 @@ READ_S = 3.0
 PROBE_S = 30.0
 PROBE = {"prompt": "Count from one to ten in words:", "n_predict": 24, "temperature": 0,
          "seed": 1, "top_k": 1, "cache_prompt": False, "ignore_eos": True, "stream": False}
-ARG_CAP = 512  # characters of one argument kept
-SECRET_VALUE = "(secret)"
 DEFAULT_PORT = 8080
 
 
@@ -63,37 +62,6 @@ def _cmdline(pid):
 
 def _is_server(argv):
     return os.path.basename(argv[0]) == "llama-server"
-
-
-def redacted_argv(argv):
-    # type: (list[str]) -> list[str]
-    """The argv with the value of every option that looks like a secret replaced
-    (``--api-key K``, ``--api-key=K``; a file of keys is a path, kept)."""
-    out, hide = [], False
-    for arg in argv[:256]:
-        if hide:
-            out.append(SECRET_VALUE)
-            hide = False
-            continue
-        name, eq, _ = arg.partition("=")
-        secret = name.startswith("-") and any(w in name.upper() for w in SECRET_WORDS) \
-            and not name.upper().endswith("-FILE")
-        if secret and eq:
-            out.append(name + "=" + SECRET_VALUE)
-        else:
-            out.append(arg[:ARG_CAP])
-            hide = secret
-    return out
-
-
-def _option(argv, names, env, env_name):
-    """The value of the last of ``names`` in argv (``-x V`` or ``--x=V``), else the variable."""
-    found = None
-    for i, arg in enumerate(argv):
-        name, eq, value = arg.partition("=")
-        if name in names:
-            found = value if eq else (argv[i + 1] if i + 1 < len(argv) else None)
-    return found if found is not None else env.get(env_name)
 
 
 def _environ(pid):
@@ -271,9 +239,9 @@ def describe(pid, argv, probe):
         exe = None
     env = _environ(pid)
     status = _status(pid)
-    port = _option(argv, ("--port",), env or {}, "LLAMA_ARG_PORT") or DEFAULT_PORT
-    host = _option(argv, ("--host",), env or {}, "LLAMA_ARG_HOST") or "127.0.0.1"
-    model = _option(argv, ("-m", "--model"), env or {}, "LLAMA_ARG_MODEL")
+    port = option_value(argv, ("--port",), env or {}, "LLAMA_ARG_PORT") or DEFAULT_PORT
+    host = option_value(argv, ("--host",), env or {}, "LLAMA_ARG_HOST") or "127.0.0.1"
+    model = option_value(argv, ("-m", "--model"), env or {}, "LLAMA_ARG_MODEL")
     server = {
         "kind": "llama-server", "pid": int(pid), "argv": redacted_argv(argv), "exe": exe,
         "env": bench_env(env) if env is not None else None,

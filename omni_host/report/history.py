@@ -73,13 +73,12 @@ class History:
                              (f" ({len(found)} do)" if found else ""))
         return found[0]
 
-    def for_host(self, host: str, *, watches: bool = False
-                 ) -> list[tuple[StoredAudit, dict[str, Any]]]:
-        """(audit, host entry) newest first, reachable entries only; a stability watch's
-        report (one check, no facts) only with ``watches``: the Cold Case, the served
-        window and the timelines compare audits."""
+    def for_host(self, host: str) -> list[tuple[StoredAudit, dict[str, Any]]]:
+        """(audit, host entry) newest first, reachable entries only, and never a stability
+        watch's report (one check, no facts): the Cold Case, the served window and the
+        timelines compare audits."""
         return [(a, h) for a in self.audits if (h := a.host(host)) and h.get("reachable")
-                and (watches or a.doc.get("source") != WATCH_SOURCE)]
+                and a.doc.get("source") != WATCH_SOURCE]
 
 
 WATCH_SOURCE = "serve-watch"  # app.watch's reports

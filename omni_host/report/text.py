@@ -79,10 +79,16 @@ PERF = "perf.tokens-per-s"
 def perf_result(host: dict[str, Any]) -> dict[str, Any] | None:
     """A host entry's tokens/s result (a bench's), None for an audit's (or an entry whose
     results are not a list of results: a hand-edited store)."""
+    return result_of(host, PERF)
+
+
+def result_of(host: dict[str, Any], check_id: str) -> dict[str, Any] | None:
+    """A host entry's result of one check, None where it has none (or its results are not a
+    list of results: a hand-edited store)."""
     results = host.get("results")
     if not isinstance(results, list):
         return None
-    return next((r for r in results if isinstance(r, dict) and r.get("id") == PERF), None)
+    return next((r for r in results if isinstance(r, dict) and r.get("id") == check_id), None)
 
 
 SERVED = "serve.tokens-per-s"
@@ -90,10 +96,7 @@ SERVED = "serve.tokens-per-s"
 
 def served_result(host: dict[str, Any]) -> dict[str, Any] | None:
     """A host entry's serve.tokens-per-s result, where its servers were looked for."""
-    results = host.get("results")
-    if not isinstance(results, list):
-        return None
-    return next((r for r in results if isinstance(r, dict) and r.get("id") == SERVED), None)
+    return result_of(host, SERVED)
 
 
 def served_rates(host: dict[str, Any]) -> dict[str, dict[str, Any]]:

@@ -16,8 +16,7 @@ from typing import Any
 from omni_host.errors import ParseError
 from omni_host.model import InferenceServer, ServedCounters, ServedProbe
 from omni_host.probes.parsers import excerpt
-from omni_host.remote.procfacts import SECRET_WORDS
-from omni_host.remote.serve import redacted_argv
+from omni_host.remote.procfacts import SECRET_WORDS, redacted_argv
 
 # llama-server's counters (tools/server/server.cpp, ``llamacpp:`` family) -> our names
 COUNTERS = {
