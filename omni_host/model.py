@@ -186,6 +186,20 @@ class GpuSummary:
 
 
 @dataclass(frozen=True)
+class MemorySummary:
+    """The CPU's memory system (dmidecode, sysfs): the channels its slots name and how many hold
+    a DIMM, the slowest configured speed, the theoretical bandwidth they give, the L3 domains
+    (one per CCD on AMD Zen 3 and later) and what their links allow (about 64 GB/s each)."""
+
+    channels: int | None = None
+    channels_populated: int | None = None
+    mts: int | None = None
+    bandwidth_gbs: float | None = None
+    l3_domains: int | None = None
+    ccd_links_gbs: float | None = None
+
+
+@dataclass(frozen=True)
 class ModelSummary:
     """A model the host's policy serves (omni_models), as examined on the host."""
 
@@ -273,6 +287,7 @@ class FactSummary:
     containers: tuple[str, ...] | None = None
     models: tuple[ModelSummary, ...] | None = None  # None: no omni_models, or not examined
     servers: tuple[InferenceServer, ...] | None = None  # None: not looked for (older bundles)
+    memory: MemorySummary | None = None  # None: neither dmidecode nor the L3 topology read
 
 
 class EngineStatus(str, enum.Enum):

@@ -11,11 +11,10 @@ from pathlib import Path
 from omni_host.collect.bundle import Bundle, read_bundles
 from omni_host.model import CommandResult
 from omni_host.plan.policy import Policy
-from omni_host.probes.catalog import DYNAMIC, probes_for
+from omni_host.probes.catalog import DYNAMIC, helper_code, probes_for
 
 BUNDLES = Path(__file__).resolve().parent / "fixtures" / "bundles"
 GPU_MACHINES = ("h100-x1", "h200-x2")
-MODEL_HELPER = Path(__file__).resolve().parent.parent / "omni_host" / "remote" / "gguf_models.py"
 
 
 @cache
@@ -82,7 +81,7 @@ def write_gguf(path: Path, arch: str, size: int | None = None) -> Path:
 
 def model_helper(*args: str) -> str:
     """The stdout of omni-host's real model helper (the model.files probe) run here."""
-    return subprocess.run([sys.executable, "-c", MODEL_HELPER.read_text(), *args],
+    return subprocess.run([sys.executable, "-c", helper_code("gguf_models", ("gguf",)), *args],
                           capture_output=True, text=True, check=True).stdout
 
 

@@ -2,7 +2,12 @@
 llama-spm vocab file), written with the gguf package. llama-bench measures it exactly as it
 would trained weights of the same shapes: the bench tests' model, and the lent GPU machine's.
 
-    python3 tests/random_llama.py VOCAB.gguf OUT.gguf [--embd N --layers N --ff N --heads N]
+    python3 tests/random_llama.py VOCAB.gguf OUT.gguf [--embd N --layers N --ff N --heads N
+                                                       --experts N --experts-used N]
+
+With ``--experts`` each layer's feed-forward is a mixture of experts (llama.cpp reads it the
+way it reads Mixtral: a router, ``ffn_{gate,up,down}_exps`` holding every expert, and
+``--experts-used`` of them chosen per token).
 """
 
 from __future__ import annotations
@@ -12,7 +17,8 @@ from pathlib import Path
 
 
 def write_random_llama(vocab: Path, out: Path, *, embd: int = 512, layers: int = 8,
-                       ff: int = 2048, heads: int = 8, seed: int = 0) -> Path:
+                       ff: int = 2048, heads: int = 8, experts: int = 0, experts_used: int = 0,
+                       seed: int = 0) -> Path:
     import gguf
     import numpy as np
 
@@ -35,6 +41,9 @@ def write_random_llama(vocab: Path, out: Path, *, embd: int = 512, layers: int =
     writer.add_head_count_kv(heads)
     writer.add_rope_dimension_count(embd // heads)
     writer.add_layer_norm_rms_eps(1e-5)
+    if experts:
+        writer.add_expert_count(experts)
+        writer.add_expert_used_count(experts_used)
     writer.add_file_type(gguf.LlamaFileType.MOSTLY_F16)
     writer.add_tokenizer_model("llama")
     writer.add_token_list(tokens)
@@ -60,9 +69,15 @@ def write_random_llama(vocab: Path, out: Path, *, embd: int = 512, layers: int =
         tensor(p + "ffn_norm.weight", (embd,), norm=True)
         for name in ("attn_q", "attn_k", "attn_v", "attn_output"):
             tensor(p + name + ".weight", (embd, embd))
-        tensor(p + "ffn_gate.weight", (ff, embd))
-        tensor(p + "ffn_up.weight", (ff, embd))
-        tensor(p + "ffn_down.weight", (embd, ff))
+        if experts:
+            tensor(p + "ffn_gate_inp.weight", (experts, embd))
+            tensor(p + "ffn_gate_exps.weight", (experts, ff, embd))
+            tensor(p + "ffn_up_exps.weight", (experts, ff, embd))
+            tensor(p + "ffn_down_exps.weight", (experts, embd, ff))
+        else:
+            tensor(p + "ffn_gate.weight", (ff, embd))
+            tensor(p + "ffn_up.weight", (ff, embd))
+            tensor(p + "ffn_down.weight", (embd, ff))
     writer.write_header_to_file()
     writer.write_kv_data_to_file()
     writer.write_tensors_to_file()
@@ -74,8 +89,10 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser()
     parser.add_argument("vocab", type=Path)
     parser.add_argument("out", type=Path)
-    for name, default in (("embd", 512), ("layers", 8), ("ff", 2048), ("heads", 8)):
+    for name, default in (("embd", 512), ("layers", 8), ("ff", 2048), ("heads", 8),
+                          ("experts", 0), ("experts-used", 0)):
         parser.add_argument(f"--{name}", type=int, default=default)
     a = parser.parse_args()
-    write_random_llama(a.vocab, a.out, embd=a.embd, layers=a.layers, ff=a.ff, heads=a.heads)
+    write_random_llama(a.vocab, a.out, embd=a.embd, layers=a.layers, ff=a.ff, heads=a.heads,
+                       experts=a.experts, experts_used=a.experts_used)
     print(a.out, a.out.stat().st_size)

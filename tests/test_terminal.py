@@ -113,11 +113,17 @@ def test_a_fleet_starts_with_its_matrix_and_says_each_finding_once() -> None:
     rows = lines[2:10]
     assert [row.split()[0] for row in rows] == [f"gpu-{i:02d}" for i in range(1, 9)]
     assert "UNREACHABLE: cannot connect to gpu-08.lab:22" in rows[7]
-    # one glyph per check, in the legend's order; the glyphs read without colour
-    checks = [r["id"] for r in doc["hosts"][2]["results"]]
+    # one glyph per check, in the legend's order; the glyphs read without colour; a check
+    # skipped on every reachable host is named once below the matrix, not given a column
     glyph = {"pass": "\u2713", "fail": "\u2717", "skip": "\u2013", "warn": "!", "error": "E"}
-    assert rows[2].split()[1:] == [glyph[r["effective_status"]] for r in doc["hosts"][2]["results"]]
-    assert f"1 {checks[0]}" in lines[10]
+    reachable = [h for h in doc["hosts"] if h["reachable"]]
+    judged = {r["id"] for h in reachable for r in h["results"] if r["effective_status"] != "skip"}
+    shown = [r for r in doc["hosts"][2]["results"] if r["id"] in judged]
+    assert rows[2].split()[1:] == [glyph[r["effective_status"]] for r in shown]
+    assert f"1 {shown[0]['id']}" in lines[10]
+    silent = [r["id"] for r in doc["hosts"][2]["results"] if r["id"] not in judged]
+    assert silent and f"skipped on every host ({len(silent)}):" in text
+    assert all(c in " ".join(text.split()) for c in silent)
     assert max(len(line) for line in lines) <= 80
     # the swap failure of three hosts: once, naming them, each distinct summary with its
     # hosts, one fix command for the three

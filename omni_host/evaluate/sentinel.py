@@ -15,6 +15,7 @@ from omni_host.model import (
     EngineVerdict,
     FactSummary,
     GpuSummary,
+    MemorySummary,
     ModelSummary,
     ProbeResult,
 )
@@ -30,6 +31,31 @@ def _models(facts: HostFacts, policy: Policy | None) -> tuple[ModelSummary, ...]
     seen = {m.path: m for m in probe.fact.models if not m.error} if probe.ok else {}
     return tuple(ModelSummary(w.path, seen[w.path].size_bytes, seen[w.path].architecture)
                  if w.path in seen else ModelSummary(w.path) for w in policy.models)
+
+
+# About 64 GB/s of reads per CCD link on Zen 3 and later (llama.cpp PR #13435): a part with few
+# CCDs cannot read all its channels' bandwidth.
+CCD_LINK_GBS = 64.0
+ZEN3_FAMILY = 25
+
+
+def _memory(facts: HostFacts, cpu: Any) -> MemorySummary | None:
+    dimms = facts.get("mem.dimms") if "mem.dimms" in facts.probes else None
+    l3 = facts.get("cpu.l3") if "cpu.l3" in facts.probes else None
+    system = dimms.fact if dimms is not None and dimms.ok else None
+    domains = l3.fact if l3 is not None and l3.ok else None
+    if system is None and domains is None:
+        return None
+    channels = system.channels() if system is not None and system.channels_named else None
+    speeds = [d.configured_mts for d in system.populated if d.configured_mts] if system else []
+    zen3 = cpu is not None and cpu.vendor == "AuthenticAMD" and (cpu.family or 0) >= ZEN3_FAMILY
+    return MemorySummary(
+        channels=len(channels) if channels else None,
+        channels_populated=sum(1 for d in channels.values() if d) if channels else None,
+        mts=min(speeds) if speeds else None,
+        bandwidth_gbs=system.bandwidth_gbs() if system else None,
+        l3_domains=domains,
+        ccd_links_gbs=domains * CCD_LINK_GBS if domains and zen3 else None)
 
 
 def fact_summary(facts: HostFacts, policy: Policy | None = None) -> FactSummary:
@@ -64,6 +90,7 @@ def fact_summary(facts: HostFacts, policy: Policy | None = None) -> FactSummary:
         containers=tuple(sorted(c.name for c in containers)) if containers is not None else None,
         models=_models(facts, policy),
         servers=fact("serve.servers"),
+        memory=_memory(facts, cpu),
     )
 
 

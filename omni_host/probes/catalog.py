@@ -76,6 +76,8 @@ GPU_QUERY_FIELDS = ("index,name,compute_cap,pcie.link.gen.current,pcie.link.gen.
                     "ecc.errors.uncorrected.volatile.total")
 # dmesg is often root-only: say so (exit 126) rather than report no Xid.
 # The uptime first: dmesg's stamps are seconds since boot, so an Xid's age is uptime - stamp.
+# One line per L3 cache domain (a CCD on AMD Zen, a socket on most Intel parts).
+L3_DOMAINS = "cat /sys/devices/system/cpu/cpu*/cache/index3/shared_cpu_list | sort -u"
 XID = ('log=$(dmesg 2>&1) || { echo "$log" | tail -1 >&2; exit 126; }; '
        'read up _ < /proc/uptime; echo "uptime $up"; '
        'printf "%s\\n" "$log" | grep -E "NVRM: Xid" | tail -50; exit 0')
@@ -142,9 +144,9 @@ class Probe:
 _DOCKER_API = resources_text("remote/docker_api.py")
 
 
-def helper_code(name: str) -> str:
-    """A helper's program as the host runs it: the shared process facts, then the helper."""
-    return resources_text("remote/procfacts.py") + "\n\n" + resources_text(f"remote/{name}.py")
+def helper_code(name: str, shared: tuple[str, ...] = ("procfacts",)) -> str:
+    """A helper's program as the host runs it: the shared modules it uses, then the helper."""
+    return "\n\n".join(resources_text(f"remote/{part}.py") for part in (*shared, name))
 # NVML answers nothing without the kernel driver: then the fallback costs a Python start for
 # nothing (nvidia-smi itself still runs: its "couldn't communicate" message is evidence).
 NVIDIA_DRIVER = ("/proc/driver/nvidia/version", "no NVIDIA kernel driver loaded")
@@ -171,6 +173,10 @@ PROBES: tuple[Probe, ...] = (
     Probe("mem.psutil", ("{python}", "-c", PSUTIL_CODE), memory.parse_psutil,
           fallback_for="mem.meminfo"),
     Probe("fs.fstab", ("cat", "/etc/fstab"), memory.parse_fstab, inline=True),
+    Probe("mem.dimms", ("dmidecode", "-t", "4", "-t", "17"), memory.parse_dmidecode_memory,
+          timeout_s=20),
+    Probe("cpu.l3", ("sh", "-c", L3_DOMAINS), memory.parse_l3_domains,
+          label="sort -u /sys/devices/system/cpu/cpu*/cache/index3/shared_cpu_list"),
     Probe("docker.containers", ("{python}", "-c", _DOCKER_API, "containers"),
           docker.parse_docker_inspect, timeout_s=20, redact="docker-inspect", inline=True,
           label="docker inspect $(docker ps -q) (Docker API on its socket)"),
@@ -191,7 +197,7 @@ PROBES: tuple[Probe, ...] = (
 # Probes whose arguments come from the policy (paths, package names). They are appended to
 # the plan only when the policy names something for them; the values travel as argv, after
 # a fixed script, so no inventory value is ever parsed by a shell.
-_MODELS_HELPER = resources_text("remote/gguf_models.py")
+_MODELS_HELPER = helper_code("gguf_models", ("gguf",))
 DYNAMIC: tuple[Probe, ...] = (
     Probe("llamacpp.cuobjdump", ("sh", "-c", CUOBJDUMP, "cuobjdump"), build.parse_cuobjdump,
           timeout_s=60, label="cuobjdump --list-elf <omni_llamacpp_binaries>"),
@@ -224,7 +230,7 @@ def bench_probe(spec: BenchSpec, *, force: bool = False) -> Probe:
             "--max-busy-pct", f"{spec.max_busy_pct:g}", "--env-json", json.dumps(dict(spec.env)),
             *(("--force",) if force else ()),
             "--", *spec.args)
-    return dataclasses.replace(BENCH, argv=(*BENCH.argv, helper_code("bench"), *argv),
+    return dataclasses.replace(BENCH, argv=(*BENCH.argv, helper_code("bench", ("procfacts", "gguf")), *argv),
                                timeout_s=spec.budget_s + 60)
 
 

@@ -9,7 +9,8 @@ arrive as argv (never through a shell). It prints one JSON document:
   (``refused``) unless ``--force``;
 * ``context``: what llama-bench's own records lack: the CPUs this process may use (affinity and
   the cgroup CPU quota, v1 or v2), the load, the binary's and its libraries' sha256, the model's
-  size, each GPU's link, power limit and clocks (nvidia-smi) and memory bus (NVML, for the
+  size and tensor table (GGUF header: which bytes each device reads per token), each GPU's
+  link, power limit and clocks (nvidia-smi), memory bus and free memory (NVML, for the
   ceiling);
 * ``run``: llama-bench's argv, exit, stdout (its ``-o json`` records) and the tail of stderr;
 * ``during``: GPU clocks, power and clock-event reasons sampled while it ran, other processes
@@ -56,6 +57,8 @@ if "cpu_quota" not in globals():  # imported as a module; on the host procfacts.
         cpu_quota,
         model_identity,
     )
+if "gguf_header" not in globals():  # likewise gguf.py
+    from omni_host.remote.gguf import gguf_model_files, gguf_tensor_map
 
 
 def _args(argv):
@@ -140,6 +143,9 @@ def nvml_memory():
                 entry["bus_width_bits"] = width.value
             if nvml.nvmlDeviceGetMaxClockInfo(handle, 2, ctypes.byref(clock)) == 0:  # MEM
                 entry["max_mem_clock_mhz"] = clock.value
+            memory = (ctypes.c_ulonglong * 3)()  # nvmlMemory_t: total, free, used
+            if nvml.nvmlDeviceGetMemoryInfo(handle, ctypes.byref(memory)) == 0:
+                entry["memory_free_bytes"] = memory[1]  # llama.cpp's default -ts weighs this
             found.append(entry)
     finally:
         nvml.nvmlShutdown()
@@ -393,7 +399,8 @@ def main(argv):
     started = time.monotonic()
     become_subreaper()
     found = _together(gpu=gpu_state, apps=compute_apps, nvml=nvml_memory,
-                      binary=lambda: binary_identity(binary), model=lambda: model_identity(model))
+                      binary=lambda: binary_identity(binary), model=lambda: model_identity(model),
+                      tensors=lambda: gguf_tensor_map(gguf_model_files(model)))
     gpus = found["gpu"]
     apps = found["apps"] if gpus is not None else None
     doc["gate"] = {"compute_apps": apps, "max_busy_pct": float(opts["max_busy_pct"]),
@@ -420,7 +427,7 @@ def main(argv):
     doc["context"] = {
         "cpus_allowed": affinity, "cpu_quota": cpu_quota(),
         "loadavg": (_read("/proc/loadavg") or "").split()[:3],
-        "model": model_id, "env": bench_env(env),
+        "model": model_id, "env": bench_env(env), "tensor_map": found["tensors"],
         "gpus": gpus, "nvml": (found["nvml"] or []) if gpus is not None else [],
         "busy_before": busy,
     }

@@ -117,9 +117,13 @@ class _Page:
 # -- the fleet matrix ------------------------------------------------------------------------
 
 def _matrix(doc: dict[str, Any], page: _Page) -> None:
-    checks = check_ids(doc)
+    every = check_ids(doc)
     legend = "  ".join(f"{GLYPHS[s]} {s}" for s in ORDER)
-    page.text(f"Fleet: {len(doc['hosts'])} hosts x {len(checks)} checks   {legend}", "bold")
+    page.text(f"Fleet: {len(doc['hosts'])} hosts x {len(every)} checks   {legend}", "bold")
+    # a column of skips on every host says nothing a line cannot: the matrix keeps its width
+    judged = {r["id"] for h in doc["hosts"] if h["reachable"] for r in h["results"]
+              if status_of(r) != "skip"}
+    checks = [c for c in every if c in judged] or every
     name_w = max(8, min(max(len(h["host"]) for h in doc["hosts"]), page.width - 3 * len(checks)))
     page.add(_plain(" " * name_w + "".join(f"{i:>3}" for i in range(1, len(checks) + 1)), "dim"))
     for host in doc["hosts"]:
@@ -133,6 +137,9 @@ def _matrix(doc: dict[str, Any], page: _Page) -> None:
                  for c in checks]
         page.add(_line((name, "bold"), *cells))
     page.packed([f"{i} {c}" for i, c in enumerate(checks, 1)], "dim")
+    skipped = [c for c in every if c not in checks]
+    if skipped:
+        page.packed([f"skipped on every host ({len(skipped)}):", *skipped], "dim")
 
 
 # -- one host --------------------------------------------------------------------------------

@@ -102,3 +102,143 @@ def parse_psutil(text: str) -> MemInfo:
                        doc["swap_total"] // 1024, doc["swap_free"] // 1024)
     except (ValueError, KeyError, TypeError) as exc:
         raise ParseError(f"psutil output is not the expected JSON: {exc}") from exc
+
+
+# --- The memory system: ``dmidecode -t 4 -t 17`` (SMBIOS processors and memory devices) ---
+# A slot's channel, where its names say it (None otherwise: Dell's "A1".."A12" number slots,
+# not channels). Socket and channel keys as the board names them.
+_CHANNEL_PATTERNS = (
+    # AMD AGESA: "Bank Locator: P0 CHANNEL A", "Locator: DIMM 0"
+    ("bank", re.compile(r"^P(\d+) CHANNEL ([A-Z])$", re.I)),
+    # Supermicro / AMI: "Bank Locator: P0_Node0_Channel2_Dimm0"
+    ("bank", re.compile(r"^P(\d+)_Node\d+_Channel(\d+)_Dimm\d+$", re.I)),
+    # Cisco: "Bank Locator: NODE 0 CHANNEL 0 DIMM 0"
+    ("bank", re.compile(r"^NODE (\d+) CHANNEL (\d+) DIMM \d+$", re.I)),
+    # "CPU1_DIMM_A1", "CPU0_DIMM_A1", "P1-DIMMA1", "DIMM_P0_A0": socket, channel letter, slot
+    ("loc", re.compile(r"^(?:CPU|P)(\d+)[_-]DIMM_?([A-Z])\d+$", re.I)),
+    ("loc", re.compile(r"^DIMM_P(\d+)_([A-Z])\d+$", re.I)),
+    # Intel desktop and Xeon E: "ChannelA-DIMM0", "Controller0-ChannelA-DIMM0"
+    ("loc", re.compile(r"^(?:Controller(\d+)-)?Channel([A-Z])-DIMM\d+$", re.I)),
+)
+# "Locator: DIMM_A1" with "Bank Locator: NODE 1": the socket from the bank, the channel letter
+_NODE_BANK = re.compile(r"^NODE (\d+)$", re.I)
+_LETTER_SLOT = re.compile(r"^DIMM_?([A-Z])\d+$", re.I)
+_SPEED = re.compile(r"^(\d+) (?:MT/s|MHz)$")
+_SIZE = re.compile(r"^(\d+) (MB|GB|TB)$")
+
+
+@dataclass(frozen=True)
+class Dimm:
+    """One SMBIOS memory device (a slot): its size (0: empty), rated and configured speed."""
+
+    locator: str
+    bank: str
+    size_mib: int
+    rated_mts: int | None
+    configured_mts: int | None
+    kind: str  # DDR4, DDR5, ...
+    channel: tuple[str, str] | None  # (socket, channel) where the names say it
+
+    @property
+    def name(self) -> str:
+        return " ".join(p for p in (self.bank, self.locator) if p and p != "Not Specified")
+
+
+@dataclass(frozen=True)
+class MemorySystem:
+    dimms: tuple[Dimm, ...]
+    cpus: tuple[str, ...]  # populated processor sockets: their version strings
+
+    @property
+    def populated(self) -> tuple[Dimm, ...]:
+        return tuple(d for d in self.dimms if d.size_mib)
+
+    @property
+    def channels_named(self) -> bool:
+        return bool(self.dimms) and all(d.channel for d in self.dimms)
+
+    def channels(self) -> dict[tuple[str, str], list[Dimm]]:
+        """Each channel the slots name -> its populated DIMMs, on sockets that hold a CPU
+        (the slots of an empty socket are no channels of this machine)."""
+        found: dict[tuple[str, str], list[Dimm]] = {}
+        for d in self.dimms:
+            if d.channel:
+                found.setdefault(d.channel, [])
+                if d.size_mib:
+                    found[d.channel].append(d)
+        sockets = sorted({c[0] for c in found}, key=lambda s: (len(s), s))
+        live = set(sockets[:len(self.cpus)]) if self.cpus else set(sockets)
+        return {c: ds for c, ds in found.items() if c[0] in live}
+
+    def bandwidth_gbs(self) -> float | None:
+        """The theoretical read bandwidth: 8 bytes a transfer on each populated channel, at the
+        speed its slowest DIMM runs (configured); None where channels or speeds are not known."""
+        channels = self.channels()
+        if not self.channels_named or not channels:
+            return None
+        total = 0.0
+        for dimms in channels.values():
+            speeds = [d.configured_mts for d in dimms]
+            if not dimms:
+                continue
+            if None in speeds:
+                return None
+            total += 8 * min(s for s in speeds if s) * 1e6
+        return round(total / 1e9, 1)
+
+
+def _channel(locator: str, bank: str) -> tuple[str, str] | None:
+    for where, pattern in _CHANNEL_PATTERNS:
+        match = pattern.match(bank if where == "bank" else locator)
+        if match:
+            return (match.group(1) or "0", match.group(2).upper())
+    node, slot = _NODE_BANK.match(bank), _LETTER_SLOT.match(locator)
+    if node and slot:
+        return (node.group(1), slot.group(1).upper())
+    return None
+
+
+def _mts(value: str) -> int | None:
+    match = _SPEED.match(value)
+    return int(match.group(1)) if match and int(match.group(1)) else None
+
+
+def _size_mib(value: str) -> int:
+    match = _SIZE.match(value)
+    if not match:
+        return 0  # "No Module Installed", "Not Installed", "0 B"
+    return int(match.group(1)) * {"MB": 1, "GB": 1024, "TB": 1024 * 1024}[match.group(2)]
+
+
+def parse_dmidecode_memory(text: str) -> MemorySystem:
+    """``dmidecode -t 4 -t 17``: each memory device (slot) and the populated CPU sockets."""
+    if "Memory Device" not in text and "Processor Information" not in text:
+        why = "permission denied: dmidecode needs root" if "ermission denied" in text else \
+            f"no SMBIOS memory device: {excerpt(text, 80)!r}"
+        raise ParseError(why)
+    dimms, cpus = [], []
+    for block in re.split(r"\n\s*\n", text):
+        lines = block.strip().splitlines()
+        if len(lines) < 2:
+            continue
+        fields: dict[str, str] = dict(re.findall(r"^\s+([^:\n]+): (.*?)\s*$", block, re.M))
+        if lines[1].strip() == "Memory Device":
+            locator, bank = fields.get("Locator", ""), fields.get("Bank Locator", "")
+            configured = fields.get("Configured Memory Speed",
+                                    fields.get("Configured Clock Speed", ""))
+            dimms.append(Dimm(locator, bank, _size_mib(fields.get("Size", "")),
+                              _mts(fields.get("Speed", "")), _mts(configured),
+                              fields.get("Type", "Unknown"), _channel(locator, bank)))
+        elif lines[1].strip() == "Processor Information" and \
+                fields.get("Status", "").startswith("Populated"):
+            cpus.append(fields.get("Version", "").strip())
+    return MemorySystem(tuple(dimms), tuple(cpus))
+
+
+def parse_l3_domains(text: str) -> int:
+    """The distinct ``shared_cpu_list`` of the CPUs' L3 caches (sysfs): one per CCD on AMD Zen,
+    one per socket on most Intel parts."""
+    domains = {line.strip() for line in text.splitlines() if line.strip()}
+    if not domains or not all(re.fullmatch(r"[\d,\-]+", d) for d in domains):
+        raise ParseError(f"not L3 shared_cpu_list lines: {excerpt(text, 80)!r}")
+    return len(domains)

@@ -1,0 +1,116 @@
+"""memory.channels and memory.speed (S-005's lesson at the DIMM level): the CPU's share of a
+model is read at the bandwidth of the memory channels that hold DIMMs, at the speed they were
+trained to. An empty channel or a DIMM below its rating is bandwidth the box was bought with
+and does not use, whatever the BIOS NUMA mode.
+
+Both read ``dmidecode -t 4 -t 17`` (root only): each slot's names, size, rated ``Speed`` and
+``Configured Memory Speed``, and which CPU sockets are populated (the slots of an empty socket
+are not channels of this machine). A channel is known only where the slot's names say it (AMD
+``P0 CHANNEL A``, Supermicro ``P0_Node0_Channel2_Dimm0``, ``CPU1_DIMM_A1``, ``DIMM_A1`` on
+``NODE 1``...); Dell's ``A1``..``A12`` number slots, so there the channel check declines.
+"""
+
+from __future__ import annotations
+
+from omni_host.evaluate.checks import CheckMeta, check
+from omni_host.evaluate.facts import HostFacts
+from omni_host.model import CheckResult, Evidence, Status
+from omni_host.plan.policy import Policy
+from omni_host.probes.parsers.memory import Dimm, MemorySystem
+
+PROBE = "mem.dimms"
+
+
+def _line(d: Dimm) -> str:
+    if not d.size_mib:
+        return f"{d.name}: empty"
+    rated = f"{d.rated_mts} MT/s" if d.rated_mts else "rating unknown"
+    run = f"{d.configured_mts} MT/s" if d.configured_mts else "speed unknown"
+    return f"{d.name}: {d.size_mib // 1024 or d.size_mib} {'GB' if d.size_mib >= 1024 else 'MB'} " \
+           f"{d.kind}, rated {rated}, runs at {run}"
+
+
+def _evidence(facts: HostFacts, system: MemorySystem) -> tuple[Evidence, ...]:
+    probe = facts.get(PROBE)
+    cpus = [f"CPU socket populated: {c}" for c in system.cpus]
+    return (Evidence(probe.probe_id, probe.command, (*cpus, *(_line(d) for d in system.dimms))),)
+
+
+def _names(keys: list[tuple[str, str]]) -> str:
+    """"channels F, J, L of socket 0; ..." as the slots name them."""
+    sockets: dict[str, list[str]] = {}
+    for socket, channel in keys:
+        sockets.setdefault(socket, []).append(channel)
+    return "; ".join(f"channel{'s' if len(cs) > 1 else ''} {', '.join(cs)} of socket {s}"
+                     for s, cs in sockets.items())
+
+
+@check("memory.channels")
+def channels(facts: HostFacts, policy: Policy, meta: CheckMeta) -> CheckResult:
+    probe = facts.get(PROBE)
+    if not probe.ok:
+        return meta.not_evaluated(probe)
+    system: MemorySystem = probe.fact
+    evidence = _evidence(facts, system)
+    slots, filled = len(system.dimms), len(system.populated)
+    if not system.channels_named:
+        return meta.result(Status.SKIP, f"{filled} of {slots} memory slots hold a DIMM; the "
+                           "slots' names do not say their channels, so empty channels cannot be "
+                           "told", actual={"slots": slots, "populated": filled}, evidence=evidence)
+    by_channel = system.channels()
+    empty = sorted(c for c, dimms in by_channel.items() if not dimms)
+    used = len(by_channel) - len(empty)
+    per_channel = sorted({len(d) for d in by_channel.values() if d})
+    bandwidth = system.bandwidth_gbs()
+    actual = {"channels": len(by_channel), "populated": used, "empty": [list(c) for c in empty],
+              "dimms_per_channel": per_channel, "bandwidth_gbs": bandwidth}
+    width = f"; {bandwidth:g} GB/s theoretical" if bandwidth else ""
+    if not empty:
+        return meta.result(Status.PASS, f"all {used} memory channels hold a DIMM "
+                           f"({' or '.join(map(str, per_channel))} per channel){width}",
+                           actual=actual, evidence=evidence)
+    share = used / len(by_channel)
+    status = Status.FAIL if share <= 0.5 else Status.WARN
+    return meta.result(status, f"{used} of {len(by_channel)} memory channels hold a DIMM "
+                       f"({_names(empty)} empty): the CPU reads memory at {share:.0%} of the "
+                       f"bandwidth its channels give{width}",
+                       expected={"channels_populated": len(by_channel)}, actual=actual,
+                       evidence=evidence)
+
+
+@check("memory.speed")
+def speed(facts: HostFacts, policy: Policy, meta: CheckMeta) -> CheckResult:
+    probe = facts.get(PROBE)
+    if not probe.ok:
+        return meta.not_evaluated(probe)
+    system: MemorySystem = probe.fact
+    evidence = _evidence(facts, system)
+    known = [d for d in system.populated if d.rated_mts and d.configured_mts]
+    if not known:
+        return meta.result(Status.SKIP, "no DIMM states both its rated and its configured "
+                           "speed", evidence=evidence)
+    runs = min(d.configured_mts or 0 for d in known)
+    slow = [d for d in known if (d.configured_mts or 0) < (d.rated_mts or 0)]
+    actual = {"configured_mts": sorted({d.configured_mts or 0 for d in known}),
+              "rated_mts": sorted({d.rated_mts or 0 for d in known}), "below_rating": len(slow)}
+    if not slow:
+        each = f"all {len(known)} DIMMs run at their" if len(known) > 1 else \
+            "the one DIMM runs at its"
+        return meta.result(Status.PASS, f"{each} rated {runs} MT/s ({known[0].kind})",
+                           actual=actual, evidence=evidence)
+    slowest = min(d.rated_mts or 0 for d in known)
+    rated = "/".join(str(r) for r in sorted({d.rated_mts or 0 for d in slow}))
+    if runs >= slowest:  # the slowest DIMMs set the speed of all
+        setters = [d.name for d in known if d.rated_mts == slowest]
+        why = (f"the slowest DIMMs set it: {len(setters)} rated {slowest} MT/s "
+               f"({', '.join(setters[:4])}{'...' if len(setters) > 4 else ''}); DIMMs of one "
+               f"rating would run at {rated} MT/s")
+    else:
+        cpu = f" ({system.cpus[0]})" if system.cpus else ""
+        why = (f"below every DIMM's rating, so not the DIMMs' limit: the CPU's memory "
+               f"controller{cpu}, two DIMMs per channel, or the BIOS memory frequency caps it")
+    return meta.result(Status.WARN, f"{len(slow)} of {len(known)} DIMMs rated {rated} MT/s run "
+                       f"at {runs} MT/s ({1 - runs / max(d.rated_mts or 0 for d in slow):.0%} "
+                       f"of their bandwidth lost): {why}",
+                       expected={"configured_mts": "the DIMMs' rated speed"}, actual=actual,
+                       evidence=evidence)
