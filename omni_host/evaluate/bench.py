@@ -27,6 +27,7 @@ import math
 from dataclasses import dataclass
 from typing import Any, TypeGuard
 
+from omni_host.evaluate.ceiling import CPU, bytes_per_token, ceiling, placement
 from omni_host.evaluate.checks import CheckMeta
 from omni_host.model import CheckResult, Evidence, FactSummary, Status
 from omni_host.plan.policy import BenchSpec
@@ -36,6 +37,7 @@ from omni_host.probes.parsers.bench import (
     BenchRun,
     BenchTest,
     Estimate,
+    TensorMap,
     estimate,
     rate,
     robust_spread,
@@ -151,6 +153,13 @@ def bench_context(summary: FactSummary, run: BenchRun) -> dict[str, Any]:
     ctx["NVIDIA driver"] = summary.driver_version
     ctx["CUDA (driver)"] = summary.cuda_version
     ctx["kernel"] = summary.kernel
+    memory = summary.memory
+    if memory is not None:
+        if memory.channels:
+            ctx["CPU memory channels with DIMMs"] = f"{memory.channels_populated} of {memory.channels}"
+        ctx["CPU memory speed (MT/s)"] = memory.mts
+        ctx[CPU_BANDWIDTH] = memory.bandwidth_gbs
+        ctx[CCD_LINKS] = memory.ccd_links_gbs
     quota = run.context.get("cpu_quota")
     ctx["CPU quota (cgroup)"] = (f"{quota['cpus']:g} CPUs ({quota['cgroup']})"
                                  if isinstance(quota, dict) else "none")
@@ -282,34 +291,84 @@ def judge_test(name: str, base: list[float], now: list[float], tolerance_pct: fl
                        detectable, tolerance)
 
 
-def ceiling(run: BenchRun, test: BenchTest) -> dict[str, Any]:
-    """What the hardware allows a generation test, or why no ceiling is claimed."""
+CPU_BANDWIDTH = "CPU memory bandwidth (GB/s)"
+CCD_LINKS = "CPU CCD links (GB/s)"
+
+
+def _bandwidths(run: BenchRun, context: dict[str, Any]) -> dict[str, float]:
+    """Each device's memory bandwidth in bytes/s, where known."""
+    found = {f"GPU{g.get('index', i)}": g["bus_width_bits"] / 8 * g["max_mem_clock_mhz"] * 1e6 * 2
+             for i, g in enumerate(run.context.get("nvml") or [])
+             if g.get("bus_width_bits") and g.get("max_mem_clock_mhz")}
+    cpu = [v for v in (context.get(CPU_BANDWIDTH), context.get(CCD_LINKS)) if v]
+    if cpu:
+        found[CPU] = min(cpu) * 1e9
+    return found
+
+
+def _dense_fallback(run: BenchRun, test: BenchTest) -> dict[str, float] | str:
+    """Without the tensor table (a bench recorded before it was read): llama-bench's model
+    size, for a dense model with every layer on one GPU."""
+    assert run.result is not None
+    model_type = (run.result.model_type or "").lower()
+    if not run.result.model_size_bytes:
+        return "llama-bench did not state the model's size"
+    if any(word in model_type for word in MOE_WORDS):
+        return "a mixture-of-experts model, and no tensor table to count its active experts"
+    ngl = test.params.get("n_gpu_layers")
+    gpus = len(run.context.get("nvml") or [])
+    if not gpus or not isinstance(ngl, int) or 0 <= ngl < ALL_LAYERS:
+        return "layers on the CPU, and no tensor table to place them"
+    free = [0] * gpus
+    where = placement(test.params, free)
+    if isinstance(where, str):
+        return where
+    if where.split_mode == "none" or gpus == 1:
+        return {f"GPU{where.main_gpu if gpus > 1 else 0}": float(run.result.model_size_bytes)}
+    return {f"GPU{i}": run.result.model_size_bytes * share for i, share in enumerate(where.shares)}
+
+
+def test_ceiling(run: BenchRun, test: BenchTest, context: dict[str, Any]) -> dict[str, Any]:
+    """What the memory system allows a generation test (bytes per token per device, at each
+    device's bandwidth) and what limits it, or why no ceiling is claimed."""
     if run.result is None or test.kind != "tg":
         return {"why_not": "only generation has a bandwidth ceiling"}
-    model_bytes = run.result.model_size_bytes
-    model_type = (run.result.model_type or "").lower()
-    if not model_bytes:
-        return {"why_not": "llama-bench did not state the model's size"}
-    if any(word in model_type for word in MOE_WORDS):
-        return {"why_not": "a mixture-of-experts model: the bytes read per token depend on the "
-                           "active experts, which the run does not state"}
-    ngl = test.params.get("n_gpu_layers")
-    nvml = [g for g in run.context.get("nvml") or [] if g.get("bus_width_bits")
-            and g.get("max_mem_clock_mhz")]
-    if not nvml or not isinstance(ngl, int) or 0 <= ngl < ALL_LAYERS:  # -1: every layer
-        return {"why_not": "layers on the CPU, whose memory bandwidth omni-host does not read"
-                if nvml else "no GPU memory bandwidth known (NVML)"}
-    gpus = nvml[:1] if test.params.get("split_mode") == "none" else nvml
-    given = [float(s) for s in str(test.params.get("tensor_split") or "").split("/") if _num(s)]
-    shares = given if len(given) == len(gpus) else [1.0] * len(gpus)  # layers split by -ts
-    bandwidths = [g["bus_width_bits"] / 8 * g["max_mem_clock_mhz"] * 1e6 * 2 for g in gpus]
-    # each GPU reads its share of the layers in turn
-    seconds = sum(model_bytes * share / sum(shares) / bw
-                  for share, bw in zip(shares, bandwidths, strict=True))
-    limit = 1 / seconds
-    return {"ceiling_ts": round(limit, 1), "fraction": round(test.mean_ts / limit, 3),
-            "bytes_per_token": model_bytes,
-            "bandwidth_gbs": [round(bw / 1e9, 1) for bw in bandwidths]}
+    free = [int(g.get("memory_free_bytes") or 0) for g in run.context.get("nvml") or []]
+    where = placement(test.params, free)
+    if isinstance(where, str):
+        return {"why_not": where}
+    if isinstance(run.tensors, TensorMap):
+        read: dict[str, float] | str = bytes_per_token(run.tensors, where)
+        source = "the GGUF tensor table"
+    else:
+        read, source = _dense_fallback(run, test), "llama-bench's model size"
+    if isinstance(read, str):
+        return {"why_not": read}
+    bandwidth = _bandwidths(run, context)
+    unknown = sorted(d for d, b in read.items() if b > 0 and d not in bandwidth)
+    per_device = {d: round(b / 1e9, 3) for d, b in read.items() if b > 0}
+    if unknown:
+        why = ("the CPU's memory bandwidth is unknown (memory.channels: dmidecode, as root, "
+               "reads it)" if unknown == [CPU] else
+               f"no memory bandwidth known for {', '.join(unknown)} (NVML)")
+        return {"why_not": why, "gb_per_token": per_device}
+    c = ceiling(read, bandwidth, where.split_mode == "row")
+    out: dict[str, Any] = {
+        "ceiling_ts": round(c.tokens_per_s, 1), "fraction": round(test.mean_ts / c.tokens_per_s, 3),
+        "bytes_per_token": round(sum(c.bytes_by_device.values())),
+        "bandwidth_gbs": [round(c.gbs_by_device[d] / 1e9, 1) for d in c.gbs_by_device],
+        "devices": {d: {"gb_per_token": per_device[d], "gbs": round(c.gbs_by_device[d] / 1e9, 1),
+                        "ms": round(c.seconds_by_device[d] * 1e3, 3)} for d in c.seconds_by_device},
+        "limit": f"{c.limit} memory", "source": source}
+    if CPU in c.bytes_by_device and len(c.bytes_by_device) > 1:
+        # what the CPU's share reached, the GPUs' parts counted at their ceiling: a floor
+        gpu_s = 1 / c.tokens_per_s - c.seconds_by_device[CPU]
+        rest = 1 / test.mean_ts - gpu_s
+        if rest > 0:
+            out["cpu_effective_gbs"] = round(c.bytes_by_device[CPU] / rest / 1e9, 1)
+    elif set(c.bytes_by_device) == {CPU}:
+        out["cpu_effective_gbs"] = round(c.bytes_by_device[CPU] * test.mean_ts / 1e9, 1)
+    return out
 
 
 def _evidence(run: BenchRun) -> tuple[Evidence, ...]:
@@ -419,7 +478,8 @@ def key_diff(before: tuple[tuple[str, str], ...], after: tuple[tuple[str, str], 
 # The order changes are named in: what takes tokens/s away (other work, limits, the binary,
 # the environment, the platform) before what follows from it (clocks and their reasons).
 CAUSE_ORDER = ("other processes on the GPUs", "CPU quota", "CPUs allowed", "env ",
-               "llama-bench sha256", "lib", "llama.cpp build", "backends", "NUMA", "NVIDIA driver",
+               "llama-bench sha256", "lib", "llama.cpp build", "backends", "CPU memory",
+               "CPU CCD", "NUMA", "NVIDIA driver",
                "CUDA", "kernel", "GPU", "other CPU load", "CPU llama-bench got", "model bytes")
 SYMPTOMS = ("GPU clock event reasons", "SM clock MHz (median")
 
@@ -447,7 +507,7 @@ def judge(meta: CheckMeta, spec: BenchSpec, run: BenchRun, context: dict[str, An
         return meta.result(Status.ERROR, f"llama-bench failed: {run.error}", evidence=_evidence(run),
                            details={"error": run.error, "stderr_tail": list(run.stderr_tail)})
     tests = {t.name: t for t in run.result.tests}
-    limits = {t.name: ceiling(run, t) for t in run.result.tests if t.kind == "tg"}
+    limits = {t.name: test_ceiling(run, t, context) for t in run.result.tests if t.kind == "tg"}
     ceilings = {n: c for n, c in limits.items() if "ceiling_ts" in c}
     no_ceiling = {n: c["why_not"] for n, c in limits.items() if "why_not" in c}
     unfit = unfit_reasons(spec, run)
@@ -457,7 +517,7 @@ def judge(meta: CheckMeta, spec: BenchSpec, run: BenchRun, context: dict[str, An
         "recorded_baseline": False, "forced": bool(run.gate.get("forced")),
         "fit": not unfit, "unfit": unfit}
     ceiling_note = "; ".join(f"{n} at {c['fraction']:.0%} of its {c['ceiling_ts']:g} t/s ceiling"
-                             for n, c in ceilings.items())
+                             f" ({c['limit']} limits it)" for n, c in ceilings.items())
     measured = ", ".join(f"{t.name} {t.estimate.center_ts:.1f} t/s ±{t.estimate.spread:.1%}"
                          for t in run.result.tests)
     if record or baseline is None:

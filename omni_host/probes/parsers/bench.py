@@ -20,8 +20,10 @@ from omni_host.probes.parsers import excerpt, na
 
 # Parameters that tell two records of one run apart (llama-bench takes lists for each).
 VARYING = ("n_threads", "n_gpu_layers", "split_mode", "tensor_split", "flash_attn", "n_batch",
-           "n_ubatch", "type_k", "type_v", "n_cpu_moe", "main_gpu", "no_kv_offload")
-SHORT = {"n_threads": "t", "n_gpu_layers": "ngl", "split_mode": "sm", "tensor_split": "ts",
+           "n_ubatch", "type_k", "type_v", "n_cpu_moe", "main_gpu", "no_kv_offload",
+           "tensor_buft_overrides")
+SHORT = {"tensor_buft_overrides": "ot",
+         "n_threads": "t", "n_gpu_layers": "ngl", "split_mode": "sm", "tensor_split": "ts",
          "flash_attn": "fa", "n_batch": "b", "n_ubatch": "ub", "type_k": "ctk", "type_v": "ctv",
          "n_cpu_moe": "ncmoe", "main_gpu": "mg", "no_kv_offload": "nkvo"}
 
@@ -195,6 +197,36 @@ def parse_llama_bench_json(text: str) -> LlamaBench:
 
 
 @dataclass(frozen=True)
+class TensorMap:
+    """The model's GGUF tensor table, as the bench helper read it on the host: what each
+    generated token can read. ``tensors``: (name, bytes, rows)."""
+
+    architecture: str
+    block_count: int
+    expert_count: int
+    expert_used_count: int
+    tensors: tuple[tuple[str, int, int], ...]
+
+
+def tensor_map(raw: Any) -> TensorMap | str:
+    """The helper's tensor table, typed, or why there is none (one line)."""
+    if not isinstance(raw, dict):
+        return "the bench helper read no tensor table (an older helper)"
+    if raw.get("error"):
+        return f"the model's tensor table could not be read: {excerpt(str(raw['error']), 160)}"
+    try:
+        rows = tuple((str(n), int(b), int(r)) for n, b, r in raw["tensors"])
+        counts = [int(raw.get(k) or 0) for k in ("block_count", "expert_count",
+                                                  "expert_used_count")]
+    except (KeyError, TypeError, ValueError) as exc:
+        return f"the model's tensor table is malformed: {exc}"
+    if not rows or any(b < 0 or r < 1 for _, b, r in rows) or min(counts) < 0:
+        return "the model's tensor table is empty or holds negative sizes"
+    return TensorMap(str(raw.get("architecture") or "unknown"), counts[0], counts[1], counts[2],
+                     rows)
+
+
+@dataclass(frozen=True)
 class BenchRun:
     """The helper's document: refused (why), or run (llama-bench parsed, or why not)."""
 
@@ -209,6 +241,7 @@ class BenchRun:
     result: LlamaBench | None = None
     stderr_tail: tuple[str, ...] = ()
     during: dict[str, Any] | None = None
+    tensors: TensorMap | str = "not read"  # the model's tensor table, or why there is none
 
 
 def _run_error(run: dict[str, Any]) -> str | None:
@@ -240,9 +273,10 @@ def parse_bench_run(text: str) -> BenchRun:
     if not isinstance(doc, dict) or doc.get("helper") != 1:
         raise ParseError(f"not the bench helper's document: {excerpt(text, 120)!r}")
     context = _object(doc.get("context"))
+    tensors = tensor_map(context.pop("tensor_map", None))
     gate = _object(doc.get("gate"))
     if doc.get("refused"):
-        return BenchRun(str(doc["refused"]), context, gate)
+        return BenchRun(str(doc["refused"]), context, gate, tensors=tensors)
     run = doc.get("run")
     if not isinstance(run, dict):
         raise ParseError("bench helper document without a run")
@@ -256,4 +290,5 @@ def parse_bench_run(text: str) -> BenchRun:
     return BenchRun(None, context, gate, tuple(str(a) for a in run.get("argv") or ()),
                     run.get("exit_code"), bool(run.get("timed_out")), run.get("duration_s"),
                     error, result, tuple(str(x) for x in run.get("stderr_tail") or ()),
-                    doc.get("during") if isinstance(doc.get("during"), dict) else None)
+                    doc.get("during") if isinstance(doc.get("during"), dict) else None,
+                    tensors)

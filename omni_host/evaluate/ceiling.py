@@ -1,0 +1,163 @@
+"""The ceiling of generation, pure: the bytes one generated token reads on each device, from
+the model's own tensor table, at that device's memory bandwidth.
+
+* **Where each tensor lies** follows llama.cpp's loader (``llama_model::load_tensors``): the
+  token embedding stays on the CPU (a token reads one row of it); with ``-ngl N`` the last N
+  layers of the ``block_count`` + 1 (the output layer counts as one) go to the GPUs, the
+  repeating layers split among them by ``-ts`` (default: their free memory) in order;
+  ``-sm none`` keeps them on the main GPU; ``-sm row`` splits each GPU layer's matrices across
+  the GPUs by ``-ts``, read side by side. ``-ot`` patterns (``tensor_buft_overrides``) move a
+  tensor to the buffer they name, the first match winning, then ``-ncmoe N`` moves the first
+  N layers' expert tensors to the CPU, as llama-bench appends it.
+* **What a token reads**: every tensor of its layers once, except the expert tensors of a
+  mixture of experts (``ffn_{gate,up,down}_exps``: one tensor holds every expert), of which it
+  reads ``expert_used_count`` of ``expert_count``. Shared experts, routers, attention and
+  dense layers are read whole. The KV cache is left out (small beside the weights at the
+  depths llama-bench generates at).
+* **The time**: a token passes the devices in turn (layers), so their times add; under
+  ``-sm row`` the GPUs read at once (their longest counts). The ceiling is one token over
+  that time; the device that takes longest is what limits it. Bandwidth: GPU, NVML's bus
+  width x maximum memory clock x 2; CPU, the memory channels that hold DIMMs x 8 bytes x
+  their configured speed (dmidecode), or on AMD Zen 3 and later the CCD links' ~64 GB/s each
+  where that is lower. Weights on the CPU are read by the CPU in generation: no PCIe
+  transfer bounds it.
+"""
+
+from __future__ import annotations
+
+import bisect
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from omni_host.probes.parsers.bench import TensorMap
+
+CPU = "CPU"
+ALL_LAYERS = 99  # llama-bench's default -ngl
+EXPERTS = re.compile(r"\.ffn_(up|down|gate|gate_up)_(ch|)exps\.")
+LAYER = re.compile(r"^blk\.(\d+)\.")
+ROW = "GPU*"  # a tensor split by rows across every GPU
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Where llama.cpp puts a model's tensors, from one llama-bench test's parameters."""
+
+    n_gpu_layers: int
+    gpus: int
+    split_mode: str  # layer, row, none
+    main_gpu: int
+    shares: tuple[float, ...]  # each GPU's share of the layers (normalised)
+    overrides: tuple[tuple[str, str], ...]  # (pattern, device), first match wins
+
+
+@dataclass(frozen=True)
+class Ceiling:
+    bytes_by_device: dict[str, float]  # read per generated token
+    gbs_by_device: dict[str, float]
+    seconds_by_device: dict[str, float]
+    tokens_per_s: float
+    limit: str  # the device that takes longest
+    parallel_gpus: bool
+
+
+def _device(buffer: str) -> str | None:
+    """llama.cpp's buffer type name as a device: CPU (host memory) or GPU<n>."""
+    name = buffer.strip().upper()
+    if name.startswith("CPU") or "HOST" in name:
+        return CPU
+    match = re.search(r"(\d+)$", name)
+    return f"GPU{int(match.group(1))}" if match else None
+
+
+def placement(params: dict[str, Any], free_bytes: list[int]) -> Placement | str:
+    """The placement a test ran under (``free_bytes``: each GPU's free memory before it, the
+    default split), or why it cannot be told."""
+    gpus = len(free_bytes)
+    ngl = params.get("n_gpu_layers", ALL_LAYERS)
+    if not isinstance(ngl, int) or isinstance(ngl, bool):
+        return f"-ngl {ngl!r} is not a layer count"
+    split_mode = str(params.get("split_mode") or "layer")
+    given = [float(x) for x in re.findall(r"[\d.]+", str(params.get("tensor_split") or ""))]
+    weights = given[:gpus] if gpus and len(given) >= gpus and sum(given[:gpus]) > 0 else \
+        [float(f) for f in free_bytes] if free_bytes and sum(free_bytes) > 0 else [1.0] * gpus
+    total = sum(weights) or 1.0
+    overrides: list[tuple[str, str]] = []
+    for item in str(params.get("tensor_buft_overrides") or "none").split(";"):
+        pattern, _, buffer = item.rpartition("=")
+        device = _device(buffer) if pattern else None
+        if item.strip() in ("", "none"):
+            continue
+        if device is None:
+            return f"-ot {item!r}: buffer {buffer!r} is not a CPU or a numbered GPU"
+        try:
+            re.compile(pattern)
+        except re.error as exc:
+            return f"-ot pattern {pattern!r} does not compile here: {exc}"
+        overrides.append((pattern, device))
+    n_cpu_moe = params.get("n_cpu_moe") or 0
+    if isinstance(n_cpu_moe, int) and n_cpu_moe > 0:
+        overrides += [(rf"blk\.{i}\.ffn_(up|down|gate|gate_up)_(ch|)exps", CPU)
+                      for i in range(n_cpu_moe)]
+    main = params.get("main_gpu") or 0
+    return Placement(ngl if ngl >= 0 else 10**6, gpus, split_mode,
+                     main if isinstance(main, int) else 0,
+                     tuple(w / total for w in weights), tuple(overrides))
+
+
+def layer_device(il: int, n_layer: int, p: Placement) -> str:
+    """Layer ``il`` (``n_layer``: the output layer) as llama.cpp assigns it."""
+    if p.gpus == 0:
+        return CPU
+    start = max(n_layer + 1 - p.n_gpu_layers, 0)
+    active = min(p.n_gpu_layers, n_layer + 1)
+    if il < start or il - start >= active:
+        return CPU
+    if p.split_mode == "none":
+        return f"GPU{p.main_gpu}"
+    if p.split_mode == "row":
+        return ROW
+    cumulative = [sum(p.shares[:i + 1]) for i in range(p.gpus)]
+    return f"GPU{min(bisect.bisect_right(cumulative, (il - start) / active), p.gpus - 1)}"
+
+
+def bytes_per_token(tensors: TensorMap, p: Placement) -> dict[str, float]:
+    """The bytes a generated token reads, per device."""
+    n_layer = tensors.block_count or 1 + max(
+        (int(m.group(1)) for n, _, _ in tensors.tensors if (m := LAYER.match(n))), default=-1)
+    used = tensors.expert_used_count / tensors.expert_count \
+        if tensors.expert_count and tensors.expert_used_count else 1.0
+    tied = not any(n == "output.weight" for n, _, _ in tensors.tensors)
+    read: dict[str, float] = {}
+
+    def add(device: str, amount: float) -> None:
+        if device == ROW:
+            for i, share in enumerate(p.shares):
+                read[f"GPU{i}"] = read.get(f"GPU{i}", 0.0) + amount * share
+        else:
+            read[device] = read.get(device, 0.0) + amount
+
+    output = layer_device(n_layer, n_layer, p)
+    for name, size, rows in tensors.tensors:
+        layer = LAYER.match(name)
+        device = layer_device(int(layer.group(1)), n_layer, p) if layer else \
+            output if name.startswith("output") else CPU
+        device = next((d for pattern, d in p.overrides if re.search(pattern, name)), device)
+        if name == "token_embd.weight":
+            add(device, size / rows)  # a token reads its own row
+            if tied:  # no output.weight: the output layer reads the embedding whole
+                add(output, float(size))
+            continue
+        add(device, size * used if EXPERTS.search(name) else float(size))
+    return read
+
+
+def ceiling(read: dict[str, float], bandwidth: dict[str, float], row: bool) -> Ceiling:
+    """The ceiling of ``read`` bytes per device at ``bandwidth`` bytes/s per device (every
+    device that reads must have one)."""
+    seconds = {d: b / bandwidth[d] for d, b in read.items() if b > 0}
+    gpu = [s for d, s in seconds.items() if d != CPU]
+    total = seconds.get(CPU, 0.0) + (max(gpu, default=0.0) if row else sum(gpu))
+    return Ceiling({d: b for d, b in read.items() if b > 0},
+                   {d: bandwidth[d] for d in seconds}, seconds, 1 / total,
+                   max(seconds, key=lambda d: seconds[d]), row)
