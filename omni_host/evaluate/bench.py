@@ -13,11 +13,10 @@ state that changed since it, and the ceiling the hardware allows.
   llama.cpp build, the CPUs allowed and the cgroup CPU quota, other load on the GPUs and CPUs.
   Numbers differ only beyond 5% (other load: 0.25 CPUs; the CPU llama-bench got: 0.25 CPUs or
   20% of it), so measurement jitter is not called a change.
-* **The ceiling** of generation: every weight is read once per generated token (dense models),
-  so tokens/s cannot exceed memory bandwidth / bytes of weights. GPU bandwidth is NVML's bus
-  width x maximum memory clock x 2 (double data rate). With layers on the CPU, or a
-  mixture-of-experts model (whose active bytes per token the run does not state), no ceiling is
-  claimed.
+* **The ceiling** of generation (``evaluate/ceiling.py``): the bytes a token reads on each
+  device, from the model's GGUF tensor table and the test's placement (partial offload and
+  mixtures of experts included), at each device's bandwidth; where the CPU's is unknown, at
+  the rate an all-CPU test of the same run reached (a prediction, said so).
 """
 
 from __future__ import annotations
@@ -27,7 +26,7 @@ import math
 from dataclasses import dataclass
 from typing import Any, TypeGuard
 
-from omni_host.evaluate.ceiling import CPU, bytes_per_token, ceiling, placement
+from omni_host.evaluate.ceiling import CCD_LINKS, CPU_BANDWIDTH, run_ceilings
 from omni_host.evaluate.checks import CheckMeta
 from omni_host.model import CheckResult, Evidence, FactSummary, Status
 from omni_host.plan.policy import BenchSpec
@@ -37,7 +36,6 @@ from omni_host.probes.parsers.bench import (
     BenchRun,
     BenchTest,
     Estimate,
-    TensorMap,
     estimate,
     rate,
     robust_spread,
@@ -51,10 +49,6 @@ LOAD_TOLERANCE_CPUS = 0.25
 # ordinary-machine's loops on both CPUs: "no change in the recorded host state").
 OWN_CPU_TOLERANCE = 0.20
 OWN_CPU = "CPU llama-bench got during the run (CPUs)"
-ALL_LAYERS = 99  # llama-bench's default -ngl: every layer on the GPU
-# llama-bench's model_type starts with the GGUF architecture: these are mixtures of experts.
-MOE_WORDS = ("moe", "deepseek", "mixtral", "gpt-oss", "llama4", "dbrx", "grok", "arctic", "jamba",
-             "hunyuan", "bailing", "minimax", "olmoe")
 RANK = {Status.PASS: 0, Status.WARN: 1, Status.FAIL: 2}
 
 
@@ -291,86 +285,6 @@ def judge_test(name: str, base: list[float], now: list[float], tolerance_pct: fl
                        detectable, tolerance)
 
 
-CPU_BANDWIDTH = "CPU memory bandwidth (GB/s)"
-CCD_LINKS = "CPU CCD links (GB/s)"
-
-
-def _bandwidths(run: BenchRun, context: dict[str, Any]) -> dict[str, float]:
-    """Each device's memory bandwidth in bytes/s, where known."""
-    found = {f"GPU{g.get('index', i)}": g["bus_width_bits"] / 8 * g["max_mem_clock_mhz"] * 1e6 * 2
-             for i, g in enumerate(run.context.get("nvml") or [])
-             if g.get("bus_width_bits") and g.get("max_mem_clock_mhz")}
-    cpu = [v for v in (context.get(CPU_BANDWIDTH), context.get(CCD_LINKS)) if v]
-    if cpu:
-        found[CPU] = min(cpu) * 1e9
-    return found
-
-
-def _dense_fallback(run: BenchRun, test: BenchTest) -> dict[str, float] | str:
-    """Without the tensor table (a bench recorded before it was read): llama-bench's model
-    size, for a dense model with every layer on one GPU."""
-    assert run.result is not None
-    model_type = (run.result.model_type or "").lower()
-    if not run.result.model_size_bytes:
-        return "llama-bench did not state the model's size"
-    if any(word in model_type for word in MOE_WORDS):
-        return "a mixture-of-experts model, and no tensor table to count its active experts"
-    ngl = test.params.get("n_gpu_layers")
-    gpus = len(run.context.get("nvml") or [])
-    if not gpus or not isinstance(ngl, int) or 0 <= ngl < ALL_LAYERS:
-        return "layers on the CPU, and no tensor table to place them"
-    free = [0] * gpus
-    where = placement(test.params, free)
-    if isinstance(where, str):
-        return where
-    if where.split_mode == "none" or gpus == 1:
-        return {f"GPU{where.main_gpu if gpus > 1 else 0}": float(run.result.model_size_bytes)}
-    return {f"GPU{i}": run.result.model_size_bytes * share for i, share in enumerate(where.shares)}
-
-
-def test_ceiling(run: BenchRun, test: BenchTest, context: dict[str, Any]) -> dict[str, Any]:
-    """What the memory system allows a generation test (bytes per token per device, at each
-    device's bandwidth) and what limits it, or why no ceiling is claimed."""
-    if run.result is None or test.kind != "tg":
-        return {"why_not": "only generation has a bandwidth ceiling"}
-    free = [int(g.get("memory_free_bytes") or 0) for g in run.context.get("nvml") or []]
-    where = placement(test.params, free)
-    if isinstance(where, str):
-        return {"why_not": where}
-    if isinstance(run.tensors, TensorMap):
-        read: dict[str, float] | str = bytes_per_token(run.tensors, where)
-        source = "the GGUF tensor table"
-    else:
-        read, source = _dense_fallback(run, test), "llama-bench's model size"
-    if isinstance(read, str):
-        return {"why_not": read}
-    bandwidth = _bandwidths(run, context)
-    unknown = sorted(d for d, b in read.items() if b > 0 and d not in bandwidth)
-    per_device = {d: round(b / 1e9, 3) for d, b in read.items() if b > 0}
-    if unknown:
-        why = ("the CPU's memory bandwidth is unknown (memory.channels: dmidecode, as root, "
-               "reads it)" if unknown == [CPU] else
-               f"no memory bandwidth known for {', '.join(unknown)} (NVML)")
-        return {"why_not": why, "gb_per_token": per_device}
-    c = ceiling(read, bandwidth, where.split_mode == "row")
-    out: dict[str, Any] = {
-        "ceiling_ts": round(c.tokens_per_s, 1), "fraction": round(test.mean_ts / c.tokens_per_s, 3),
-        "bytes_per_token": round(sum(c.bytes_by_device.values())),
-        "bandwidth_gbs": [round(c.gbs_by_device[d] / 1e9, 1) for d in c.gbs_by_device],
-        "devices": {d: {"gb_per_token": per_device[d], "gbs": round(c.gbs_by_device[d] / 1e9, 1),
-                        "ms": round(c.seconds_by_device[d] * 1e3, 3)} for d in c.seconds_by_device},
-        "limit": f"{c.limit} memory", "source": source}
-    if CPU in c.bytes_by_device and len(c.bytes_by_device) > 1:
-        # what the CPU's share reached, the GPUs' parts counted at their ceiling: a floor
-        gpu_s = 1 / c.tokens_per_s - c.seconds_by_device[CPU]
-        rest = 1 / test.mean_ts - gpu_s
-        if rest > 0:
-            out["cpu_effective_gbs"] = round(c.bytes_by_device[CPU] / rest / 1e9, 1)
-    elif set(c.bytes_by_device) == {CPU}:
-        out["cpu_effective_gbs"] = round(c.bytes_by_device[CPU] * test.mean_ts / 1e9, 1)
-    return out
-
-
 def _evidence(run: BenchRun) -> tuple[Evidence, ...]:
     lines = [f"{t.name}: {t.estimate.center_ts:.2f} t/s ±{t.estimate.spread:.1%} (median and "
              f"robust spread of {t.estimate.used} of {len(t.samples_ts)} repetitions: "
@@ -507,7 +421,7 @@ def judge(meta: CheckMeta, spec: BenchSpec, run: BenchRun, context: dict[str, An
         return meta.result(Status.ERROR, f"llama-bench failed: {run.error}", evidence=_evidence(run),
                            details={"error": run.error, "stderr_tail": list(run.stderr_tail)})
     tests = {t.name: t for t in run.result.tests}
-    limits = {t.name: test_ceiling(run, t, context) for t in run.result.tests if t.kind == "tg"}
+    limits = run_ceilings(run, context)
     ceilings = {n: c for n, c in limits.items() if "ceiling_ts" in c}
     no_ceiling = {n: c["why_not"] for n, c in limits.items() if "why_not" in c}
     unfit = unfit_reasons(spec, run)
@@ -516,8 +430,12 @@ def judge(meta: CheckMeta, spec: BenchSpec, run: BenchRun, context: dict[str, An
         "context": context, "ceiling": ceilings, "no_ceiling": no_ceiling,
         "recorded_baseline": False, "forced": bool(run.gate.get("forced")),
         "fit": not unfit, "unfit": unfit}
-    ceiling_note = "; ".join(f"{n} at {c['fraction']:.0%} of its {c['ceiling_ts']:g} t/s ceiling"
-                             f" ({c['limit']} limits it)" for n, c in ceilings.items())
+    ceiling_note = "; ".join(
+        f"{n} at {c['fraction']:.0%} of " + (f"its {c['ceiling_ts']:g} t/s ceiling"
+                                             if c.get("basis", "theoretical") == "theoretical"
+                                             else f"the {c['ceiling_ts']:g} t/s predicted at "
+                                             f"{c['basis']}") + f" ({c['limit']} limits it)"
+        for n, c in ceilings.items())
     measured = ", ".join(f"{t.name} {t.estimate.center_ts:.1f} t/s ±{t.estimate.spread:.1%}"
                          for t in run.result.tests)
     if record or baseline is None:

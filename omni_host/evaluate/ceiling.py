@@ -30,13 +30,16 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from omni_host.probes.parsers.bench import TensorMap
+from omni_host.probes.parsers.bench import BenchRun, BenchTest, TensorMap
 
 CPU = "CPU"
 ALL_LAYERS = 99  # llama-bench's default -ngl
 EXPERTS = re.compile(r"\.ffn_(up|down|gate|gate_up)_(ch|)exps\.")
 LAYER = re.compile(r"^blk\.(\d+)\.")
 ROW = "GPU*"  # a tensor split by rows across every GPU
+# llama-bench's model_type starts with the GGUF architecture: these are mixtures of experts.
+MOE_WORDS = ("moe", "deepseek", "mixtral", "gpt-oss", "llama4", "dbrx", "grok", "arctic", "jamba",
+             "hunyuan", "bailing", "minimax", "olmoe")
 
 
 @dataclass(frozen=True)
@@ -161,3 +164,130 @@ def ceiling(read: dict[str, float], bandwidth: dict[str, float], row: bool) -> C
     return Ceiling({d: b for d, b in read.items() if b > 0},
                    {d: bandwidth[d] for d in seconds}, seconds, 1 / total,
                    max(seconds, key=lambda d: seconds[d]), row)
+
+
+CPU_BANDWIDTH = "CPU memory bandwidth (GB/s)"
+CCD_LINKS = "CPU CCD links (GB/s)"
+
+
+def _bandwidths(run: BenchRun, context: dict[str, Any]) -> dict[str, float]:
+    """Each device's memory bandwidth in bytes/s, where known."""
+    found = {f"GPU{g.get('index', i)}": g["bus_width_bits"] / 8 * g["max_mem_clock_mhz"] * 1e6 * 2
+             for i, g in enumerate(run.context.get("nvml") or [])
+             if g.get("bus_width_bits") and g.get("max_mem_clock_mhz")}
+    cpu = [v for v in (context.get(CPU_BANDWIDTH), context.get(CCD_LINKS)) if v]
+    if cpu:
+        found[CPU] = min(cpu) * 1e9
+    return found
+
+
+def _dense_fallback(run: BenchRun, test: BenchTest) -> dict[str, float] | str:
+    """Without the tensor table (a bench recorded before it was read): llama-bench's model
+    size, for a dense model with every layer on one GPU."""
+    assert run.result is not None
+    model_type = (run.result.model_type or "").lower()
+    if not run.result.model_size_bytes:
+        return "llama-bench did not state the model's size"
+    if any(word in model_type for word in MOE_WORDS):
+        return "a mixture-of-experts model, and no tensor table to count its active experts"
+    ngl = test.params.get("n_gpu_layers")
+    gpus = len(run.context.get("nvml") or [])
+    if not gpus or not isinstance(ngl, int) or 0 <= ngl < ALL_LAYERS:
+        return "layers on the CPU, and no tensor table to place them"
+    free = [0] * gpus
+    where = placement(test.params, free)
+    if isinstance(where, str):
+        return where
+    if where.split_mode == "none" or gpus == 1:
+        return {f"GPU{where.main_gpu if gpus > 1 else 0}": float(run.result.model_size_bytes)}
+    return {f"GPU{i}": run.result.model_size_bytes * share for i, share in enumerate(where.shares)}
+
+
+# A device whose bandwidth is unknown but which reads under this per token (the embedding's
+# row a token looks up: 4 KiB on a 2048-wide F16 model) takes microseconds at any memory's
+# speed: it is left out of the time, never a reason to claim nothing.
+NEGLIGIBLE_BYTES = 1 << 20
+
+
+def _reads(run: BenchRun, test: BenchTest) -> tuple[dict[str, float] | str, str, bool]:
+    """(bytes per token per device, or why not; where they came from; split by rows)."""
+    free = [int(g.get("memory_free_bytes") or 0) for g in run.context.get("nvml") or []]
+    where = placement(test.params, free)
+    if isinstance(where, str):
+        return where, "", False
+    if isinstance(run.tensors, TensorMap):
+        return bytes_per_token(run.tensors, where), "the GGUF tensor table", \
+            where.split_mode == "row"
+    return _dense_fallback(run, test), "llama-bench's model size", where.split_mode == "row"
+
+
+def test_ceiling(run: BenchRun, test: BenchTest, context: dict[str, Any],
+                 measured: tuple[str, float] | None = None) -> dict[str, Any]:
+    """What the memory system allows a generation test (bytes per token per device, at each
+    device's bandwidth) and what limits it, or why no ceiling is claimed. ``measured``: the
+    CPU's rate an all-CPU test of the same run reached (name, bytes/s), used where the
+    theoretical one is unknown: then the figure is a prediction, not a ceiling."""
+    if run.result is None or test.kind != "tg":
+        return {"why_not": "only generation has a bandwidth ceiling"}
+    read, source, row = _reads(run, test)
+    if isinstance(read, str):
+        return {"why_not": read}
+    bandwidth = _bandwidths(run, context)
+    read = {d: b for d, b in read.items() if d in bandwidth or b >= NEGLIGIBLE_BYTES}
+    basis = "theoretical"
+    if CPU in read and CPU not in bandwidth and measured is not None \
+            and measured[0] != test.name:
+        bandwidth[CPU], basis = measured[1], f"the CPU rate {measured[0]} reached"
+    per_device = {d: round(b / 1e9, 3) for d, b in read.items() if b > 0}
+    unknown = sorted(d for d, b in read.items() if b > 0 and d not in bandwidth)
+    if unknown:
+        why = ("the CPU's memory bandwidth is unknown (memory.channels: dmidecode, as root, "
+               "reads it; or add -ngl 0 to the bench's args, to measure it)" if unknown == [CPU]
+               else f"no memory bandwidth known for {', '.join(unknown)} (NVML)")
+        if measured is not None and measured[0] == test.name:
+            why = "this test measures the CPU's rate the others are predicted at"
+        out_why: dict[str, Any] = {"why_not": why, "gb_per_token": per_device}
+        if set(per_device) == {CPU}:
+            out_why["cpu_effective_gbs"] = round(read[CPU] * test.estimate.center_ts / 1e9, 1)
+        return out_why
+    c = ceiling(read, bandwidth, row)
+    achieved = test.estimate.center_ts  # the verdict's estimator: the warm-up repetition left out
+    out: dict[str, Any] = {
+        "ceiling_ts": round(c.tokens_per_s, 1), "fraction": round(achieved / c.tokens_per_s, 3),
+        "bytes_per_token": round(sum(c.bytes_by_device.values())),
+        "bandwidth_gbs": [round(c.gbs_by_device[d] / 1e9, 1) for d in c.gbs_by_device],
+        "devices": {d: {"gb_per_token": per_device[d], "gbs": round(c.gbs_by_device[d] / 1e9, 1),
+                        "ms": round(c.seconds_by_device[d] * 1e3, 3)} for d in c.seconds_by_device},
+        "limit": f"{c.limit} memory", "source": source, "basis": basis}
+    if CPU in c.bytes_by_device and basis == "theoretical":
+        channels, links = context.get(CPU_BANDWIDTH), context.get(CCD_LINKS)
+        out["cpu_bandwidth_from"] = ("the memory channels with DIMMs" if channels and
+                                     (not links or channels <= links) else
+                                     "the CCD links (~64 GB/s each): an upper bound")
+    if c.bytes_by_device.get(CPU, 0) >= NEGLIGIBLE_BYTES and len(c.bytes_by_device) > 1:
+        # what the CPU's share reached, the GPUs' parts counted at their ceiling: a floor
+        rest = 1 / achieved - (1 / c.tokens_per_s - c.seconds_by_device[CPU])
+        if rest > 0:
+            out["cpu_effective_gbs"] = round(c.bytes_by_device[CPU] / rest / 1e9, 1)
+    elif set(c.bytes_by_device) == {CPU}:
+        out["cpu_effective_gbs"] = round(c.bytes_by_device[CPU] * achieved / 1e9, 1)
+    return out
+
+
+def run_ceilings(run: BenchRun, context: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """Every generation test's ceiling. Where the CPU's bandwidth is unknown and the run holds
+    a test with every weight on the CPU (-ngl 0), the rate that test reached predicts the
+    others (its bytes per token x its tokens/s: the CPU's effective bandwidth, same threads,
+    same binary, same minutes)."""
+    if run.result is None:
+        return {}
+    tests = [t for t in run.result.tests if t.kind == "tg"]
+    measured = None
+    if CPU not in _bandwidths(run, context):
+        for t in tests:
+            read = _reads(run, t)[0]
+            if isinstance(read, dict) and read.get(CPU) and \
+                    sum(b for d, b in read.items() if d != CPU) < NEGLIGIBLE_BYTES:
+                measured = (t.name, read[CPU] * t.estimate.center_ts)
+                break
+    return {t.name: test_ceiling(run, t, context, measured) for t in tests}
