@@ -258,3 +258,18 @@ def test_the_bench_verdict_says_prediction_and_what_limits_it(tmp_path: Path) ->
     assert "tg128 ngl=7 at 98% of the 91.7 t/s predicted at the CPU rate tg128 ngl=0 reached " \
         "(CPU memory limits it)" in perf.summary
     assert perf.details["no_ceiling"]["tg128 ngl=0"].startswith("this test measures")
+
+
+def test_the_documented_table_is_what_the_bundles_give(capsys: pytest.CaptureFixture[str]) -> None:
+    import importlib.util
+
+    path = Path(__file__).resolve().parent.parent / "benchmarks" / "ceiling_gpu.py"
+    spec = importlib.util.spec_from_file_location("ceiling_gpu", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    module.table(H100, ["dense-ngl", "moe", "moe-experts-on-cpu"])
+    table = capsys.readouterr().out
+    assert table == (H100 / "ceiling.md").read_text()
+    docs = (Path(__file__).resolve().parent.parent / "docs" / "bench.md").read_text()
+    assert table.strip() in docs

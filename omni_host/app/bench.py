@@ -19,9 +19,11 @@ from omni_host.errors import TransportError, UsageError
 from omni_host.evaluate.audit import evaluate_bundle, unreachable
 from omni_host.evaluate.bench import CHECK_ID, bench_context, judge
 from omni_host.evaluate.checks import catalog
+from omni_host.evaluate.sweep import CHECK_ID as SWEEP_CHECK
+from omni_host.evaluate.sweep import judge_sweep, plan_sweep
 from omni_host.model import Bundle, CheckResult, FactSummary, HostReport, Status, scrub_host
 from omni_host.plan.hosts import HostPlan
-from omni_host.plan.policy import Policy
+from omni_host.plan.policy import BenchSpec, Policy
 from omni_host.plan.waivers import Waiver
 from omni_host.probes.catalog import BENCH, bench_probe, evaluate
 from omni_host.probes.parsers.bench import BenchRun
@@ -63,18 +65,50 @@ def bench_result(bundle: Bundle, policy: Policy, summary: FactSummary | None, hi
 
 
 def bench_host(plan: HostPlan, ssh: SshOptions, history: History, *, record: bool,
-               force: bool, probe_timeout_s: float | None = None) -> BenchHost:
-    """Collect and bench one host; raises BenchRefused when it refused to run."""
+               force: bool, probe_timeout_s: float | None = None,
+               sweep: bool = False) -> BenchHost:
+    """Collect and bench one host (``sweep``: the split sweep instead of the baseline's
+    args); raises BenchRefused when it refused to run."""
     spec = plan.policy.bench
     if spec is None:
         raise UsageError(f"{plan.name}: no omni_bench in its policy: set omni_bench.llama_bench, "
                          "omni_bench.model and omni_bench.args (docs/bench.md)")
+    advised: tuple[int, ...] = ()
+    if sweep:
+        baseline = find_baseline(history, plan.name)
+        vram = [g.vram_gib for g in plan.policy.gpus or ()]
+        swept = plan_sweep(spec, vram, baseline.tests if baseline else None)
+        if isinstance(swept, str):
+            raise BenchRefused(f"{plan.name}: split sweep refused: {swept}")
+        spec, advised = dataclasses.replace(spec, args=swept.args), swept.splits[0]
     start = time.monotonic()
     try:
         bundle = collect_host(plan, ssh, probe_timeout_s, extra=(bench_probe(spec, force=force),))
     except TransportError as exc:
         return BenchHost(unreachable(plan, str(exc), time.monotonic() - start), False, None)
+    if sweep:
+        return judge_sweep_bundle(bundle, plan, spec, advised,
+                                  duration_s=time.monotonic() - start)
     return judge_bench(bundle, plan, history, record=record, duration_s=time.monotonic() - start)
+
+
+def judge_sweep_bundle(bundle: Bundle, plan: HostPlan, spec: BenchSpec, advised: tuple[int, ...],
+                       *, duration_s: float = 0.0) -> BenchHost:
+    """A collected split-sweep bundle judged: its audit and perf.split-sweep (never a
+    baseline). Raises BenchRefused where the helper refused to run."""
+    report = evaluate_bundle(bundle, plan.policy, address=plan.address, duration_s=duration_s,
+                             expected=plan.expected)
+    meta = catalog()[SWEEP_CHECK]
+    probe = evaluate(BENCH, bundle.results.get(BENCH.id))
+    if not probe.ok:
+        result = meta.result(Status.ERROR, f"sweep not run: {probe.why_not()}")
+    else:
+        run: BenchRun = probe.fact
+        if run.refused:
+            raise BenchRefused(f"{bundle.host}: sweep refused: {run.refused}")
+        result = judge_sweep(meta, spec, run, advised)
+    report = dataclasses.replace(report, results=(*report.results, result))
+    return BenchHost(scrub_host(report, plan.secrets), False, None)
 
 
 def judge_bench(bundle: Bundle, plan: HostPlan, history: History, *, record: bool,
@@ -96,12 +130,13 @@ def judge_bench(bundle: Bundle, plan: HostPlan, history: History, *, record: boo
 
 def bench(plans: list[HostPlan], ssh: SshOptions, history: History, *, record: bool,
           force: bool, waivers: tuple[Waiver, ...], inventory: str | None,
-          probe_timeout_s: float | None = None) -> tuple[AuditRun, list[BenchHost]]:
+          probe_timeout_s: float | None = None,
+          sweep: bool = False) -> tuple[AuditRun, list[BenchHost]]:
     """Bench each host in turn (never two benchmarks at once: they would measure each other
     where hosts share a machine), then one report as an audit's."""
     started = time.time()
     done = [bench_host(p, ssh, history, record=record, force=force,
-                       probe_timeout_s=probe_timeout_s) for p in plans]
+                       probe_timeout_s=probe_timeout_s, sweep=sweep) for p in plans]
     hosts = Hosts([d.report for d in done], "bench", started)
     return finish(hosts, inventory=inventory, waivers=waivers, history=history), done
 

@@ -31,6 +31,10 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
                             "a host always is)")
     bench.add_argument("--force", action="store_true",
                        help="run even when a GPU is busy or runs compute processes")
+    bench.add_argument("--sweep-split", action="store_true",
+                       help="on a multi-GPU host: run llama-bench over the advised --tensor-split "
+                            "and splits around it, -sm layer and row, and say which is "
+                            "fastest beyond the noise (perf.split-sweep; never a baseline)")
     bench.add_argument("--format", default="table", choices=FORMATS)
     add_view_args(bench)
     bench.add_argument("--output", type=Path, default=None,
@@ -49,6 +53,10 @@ def cmd_bench(args: argparse.Namespace) -> int:
     from omni_host.report.history import load_history
     from omni_host.report.store import default_report_dir
 
+    if args.sweep_split and args.baseline:
+        err("--sweep-split never records a baseline: run omni-host bench --baseline with the "
+            "split it found fastest")
+        return EXIT_USAGE
     store_root = args.report_dir or default_report_dir()
     host_plans = plans(args)
     waivers = audit.read_waivers(args.waivers)
@@ -63,7 +71,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
         run, done = bench(host_plans, ssh_options(args), history, record=args.baseline,
                           force=args.force, waivers=waivers,
                           inventory=str(args.inventory) if args.inventory else None,
-                          probe_timeout_s=args.probe_timeout)
+                          probe_timeout_s=args.probe_timeout, sweep=args.sweep_split)
     except KeyboardInterrupt as exc:  # the collector's process group went with the session
         from omni_host.cli import Terminated
 

@@ -289,7 +289,9 @@ def _evidence(run: BenchRun) -> tuple[Evidence, ...]:
     lines = [f"{t.name}: {t.estimate.center_ts:.2f} t/s ±{t.estimate.spread:.1%} (median and "
              f"robust spread of {t.estimate.used} of {len(t.samples_ts)} repetitions: "
              f"{', '.join(f'{s:.2f}' for s in t.samples_ts)})" for t in run.result.tests] \
-        if run.result else [*run.stderr_tail[-5:]]
+        if run.result else []
+    if run.error:  # what it said when it failed (after the tests it finished, if any)
+        lines += [*run.stderr_tail[-5:]]
     return (Evidence("bench.llama", " ".join(run.argv) or "llama-bench", tuple(lines)),)
 
 

@@ -10,6 +10,7 @@ from typing import Any
 from omni_host.errors import UsageError
 from omni_host.evaluate.bench import CHECK_ID
 from omni_host.evaluate.checks import CheckMeta, catalog, registry
+from omni_host.evaluate.sweep import CHECK_ID as SWEEP_ID
 from omni_host.evaluate.watch import CHECK_ID as WATCH_ID
 
 _LESSON = re.compile(r"^[FSP]-\d{3}$")
@@ -30,7 +31,8 @@ def find(term: str) -> list[CheckMeta]:
     raise UsageError(f"unknown check or lesson {term!r}{hint}")
 
 
-BY_COMMAND = {CHECK_ID: "omni-host bench", WATCH_ID: "omni-host serve watch"}  # never an audit
+BY_COMMAND = {CHECK_ID: "omni-host bench", SWEEP_ID: "omni-host bench --sweep-split",
+              WATCH_ID: "omni-host serve watch"}  # never an audit
 
 
 def list_lines() -> list[str]:

@@ -9,6 +9,7 @@ tokens; ``pp512+tg128``) under one set of parameters, with every repetition's to
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import statistics
@@ -165,6 +166,28 @@ def _key(rec: dict[str, Any]) -> tuple[tuple[str, str], ...]:
                         for k, v in rec.items() if k not in NOT_KEY))
 
 
+def completed_records(text: str) -> str | None:
+    """The records a llama-bench that died mid-run had finished: it writes its JSON array one
+    record at a time, so a configuration that failed (a model -sm row cannot load) leaves
+    the ones before it whole. Returned as a JSON array, or None where none is whole."""
+    decoder = json.JSONDecoder()
+    body = text.lstrip()
+    if not body.startswith("["):
+        return None
+    records, at = [], 1
+    while True:
+        while at < len(body) and body[at] in " \t\r\n,":
+            at += 1
+        try:
+            record, at = decoder.raw_decode(body, at)
+        except ValueError:
+            break
+        if not isinstance(record, dict):
+            break
+        records.append(record)
+    return json.dumps(records) if records else None
+
+
 def parse_llama_bench_json(text: str) -> LlamaBench:
     """``llama-bench -o json``: a JSON array of records (one per test and parameter set)."""
     try:
@@ -282,11 +305,15 @@ def parse_bench_run(text: str) -> BenchRun:
         raise ParseError("bench helper document without a run")
     error = _run_error(run)
     result = None
+    stdout = str(run.get("stdout") or "")
     if error is None:
         try:
-            result = parse_llama_bench_json(str(run.get("stdout") or ""))
+            result = parse_llama_bench_json(stdout)
         except ParseError as exc:
             error = f"llama-bench exited 0 but {exc}"
+    elif (done := completed_records(stdout)) is not None:
+        with contextlib.suppress(ParseError):  # what it finished before it failed: evidence
+            result = parse_llama_bench_json(done)
     return BenchRun(None, context, gate, tuple(str(a) for a in run.get("argv") or ()),
                     run.get("exit_code"), bool(run.get("timed_out")), run.get("duration_s"),
                     error, result, tuple(str(x) for x in run.get("stderr_tail") or ()),
