@@ -300,7 +300,10 @@ def test_a_hostile_endpoint_is_one_line_in_bounded_time(behaviour, message: str)
 
 # --- real llama-servers over the loopback sshd ---------------------------------------------
 
-BENCH_ARGS = ["-p", "16", "-n", "32", "-t", "2"]
+# One thread, bench and server alike: two threads on this 2-vCPU VM spin-wait for each other
+# beside a busy loop (ordinary-machine): a two-thread server ran at 2.0 t/s there while its
+# bench had measured ten times that, and the check rightly failed it.
+BENCH_ARGS = ["-p", "16", "-n", "32", "-t", "1"]
 # The tests' 127 MiB model generates a token in about 4 ms, where llama-server's own per-token
 # work (sampling, the HTTP answer) is a large share: a server like its bench measured 0.64 of
 # llama-bench's tg32 here. The tests judge at 0.25 (a real model's token takes 10-100 ms,
@@ -390,7 +393,7 @@ def _audit(sshd: Sshd, inv: Path, store: Path, pid: int, *extra: str) -> tuple[d
 @pytest.mark.system
 def test_a_server_run_as_its_bench_passes_on_its_own_counters(sshd: Sshd, benched) -> None:
     inv, store, model = benched
-    with _llama_server(model, "-t", "2") as (pid, port):
+    with _llama_server(model, "-t", "1") as (pid, port):
         _, first = _audit(sshd, inv, store, pid)
         text = _get(port, "/metrics")  # nothing served since the audit read it
         tokens = _sample(text, "llamacpp:tokens_predicted_total")
@@ -430,13 +433,13 @@ def _served_in_the_reports(store: Path, first: dict, second: dict) -> None:
 
 
 @pytest.mark.system
-@pytest.mark.parametrize("case", ["fewer threads", "affinity", "quota", "another binary"])
+@pytest.mark.parametrize("case", ["more threads", "affinity", "quota", "another binary"])
 def test_each_induced_difference_is_named(sshd: Sshd, benched, tmp_path: Path,
                                           case: str) -> None:
     inv, store, model = benched
-    args, prefix, binary = ["-t", "2"], (), None
-    if case == "fewer threads":
-        args = ["-t", "1"]
+    args, prefix, binary = ["-t", "1"], (), None
+    if case == "more threads":
+        args = ["-t", "2"]
     elif case == "affinity":
         prefix = ("taskset", "-c", "0")
     elif case == "another binary":  # a rebuilt server: other bytes than the benched build's
@@ -453,7 +456,7 @@ def test_each_induced_difference_is_named(sshd: Sshd, benched, tmp_path: Path,
             if quota is not None:
                 quota.remove()
     want = {
-        "fewer threads": "threads: the bench ran 2, the server runs 1",
+        "more threads": "threads: the bench ran 1, the server runs 2",
         "affinity": "CPUs allowed: the bench had 2, the server has 1 (0)",
         "quota": f"CPU quota (cgroup): the bench had none, the server has 0.5 CPUs "
                  f"(/{quota.path.name})" if quota else "",
@@ -467,10 +470,10 @@ def test_each_induced_difference_is_named(sshd: Sshd, benched, tmp_path: Path,
 def test_a_server_without_metrics_is_not_evaluated_and_a_quiet_one_is_probed(
         sshd: Sshd, benched, tmp_path: Path) -> None:
     inv, store, model = benched
-    with _llama_server(model, "-t", "2", metrics=False, requests=0) as (pid, _):
+    with _llama_server(model, "-t", "1", metrics=False, requests=0) as (pid, _):
         _, mine = _audit(sshd, inv, store, pid)
     assert mine["status"] == "skip" and "(start it with --metrics)" in mine["line"]
-    with _llama_server(model, "-t", "2", requests=0) as (pid, port):
+    with _llama_server(model, "-t", "1", requests=0) as (pid, port):
         _, idle = _audit(sshd, inv, store, pid)
         assert idle["status"] == "skip" and "0 tokens served so far: too few" in idle["line"]
         _, probed = _audit(sshd, inv, store, pid, "-e", json.dumps(
@@ -536,9 +539,9 @@ def test_a_server_in_a_container_is_read_through_its_published_port(
     assert mine["server"] == f"llama-server 127.0.0.1:{port} in container {container[:12]}"
     assert mine["model"] == f"/models/{model.name}" and "served_ts" in mine
     assert "not comparable" not in mine["line"]  # the bench's model, seen through the mount
-    # One thread: beside a busy loop (ordinary-machine) this container's two threads served
-    # 1.9 t/s, spin-waiting for each other; the one difference from the bench is named
-    assert mine["differences"] == ["threads: the bench ran 2, the server runs 1"], mine
+    # One thread, as its bench: beside a busy loop (ordinary-machine) this container's two
+    # threads served 1.9 t/s, spin-waiting for each other. Nothing differs from the bench
+    assert mine["differences"] == [], mine
     assert mine["status"] == "pass", mine
 
 
