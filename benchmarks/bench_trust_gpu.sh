@@ -11,21 +11,13 @@
 set -u
 final=$1 out=/tmp/trust
 mkdir -p "$out" "$final"
-python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .devcarry/whl/*.whl \
-  > "$out/pip.log" 2>&1 || { echo "wheels did not install"; tail -5 "$out/pip.log"; }
-export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1
-python3 -m compileall -q omni_host /tmp/site > /dev/null 2>&1  # as pip install does: no compile per run
-ll=/tmp/llama.cpp bin=/tmp/llama.cpp/build/bin/llama-bench model=/tmp/model.gguf
+. benchmarks/gpu_lib.sh
+gpu_python "$out"
+bin=$LLAMA_BIN/llama-bench model=/tmp/model.gguf
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.mem --format=csv
 t0=$(date +%s)
-mkdir -p "$ll" && tar xzf .devcarry/llama-src.tar.gz -C "$ll"
-( cmake -S "$ll" -B "$ll/build" -DGGML_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 -DBUILD_SHARED_LIBS=OFF \
-    -DLLAMA_CURL=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=OFF \
-    -DCMAKE_BUILD_TYPE=Release && cmake --build "$ll/build" --target llama-bench -j "$(nproc)" ) \
-  > "$out/build.log" 2>&1 &
-build=$!
-python3 tests/random_llama.py .devcarry/vocab.gguf "$model" --embd 2048 --layers 14 --ff 5632 \
-  --heads 16 > "$out/model.log" 2>&1
+gpu_build_start "$out" llama-bench
+random_dense "$model" "$out/model.log"
 wait $build; echo "build exit $? after $(( $(date +%s) - t0 )) s; $(ls -la $bin 2>&1)"
 [ -x "$bin" ] || { tail -20 "$out/build.log"; exit 1; }
 

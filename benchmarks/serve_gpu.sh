@@ -16,23 +16,15 @@
 set -u
 out=$1
 mkdir -p "$out"
-python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .devcarry/whl/*.whl \
-  > "$out/pip.log" 2>&1 || { echo "wheels did not install"; tail -5 "$out/pip.log"; }
-export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1
-python3 -m compileall -q omni_host /tmp/site > /dev/null 2>&1
-ll=/tmp/llama.cpp bin=/tmp/llama.cpp/build/bin model=/tmp/model.gguf
+. benchmarks/gpu_lib.sh
+gpu_python "$out"
+bin=$LLAMA_BIN model=/tmp/model.gguf
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
 t0=$(date +%s)
 if [ ! -x "$bin/llama-server" ]; then
-mkdir -p "$ll" && tar xzf .devcarry/llama-src.tar.gz -C "$ll"
-( cmake -S "$ll" -B "$ll/build" -DGGML_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 -DBUILD_SHARED_LIBS=OFF \
-    -DLLAMA_CURL=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=ON \
-    -DCMAKE_BUILD_TYPE=Release && cmake --build "$ll/build" --target llama-bench llama-server \
-    -j "$(nproc)" ) > "$out/build.log" 2>&1 &
-build=$!
-python3 tests/random_llama.py .devcarry/vocab.gguf "$model" --embd 2048 --layers 14 --ff 5632 \
-  --heads 16 > "$out/model.log" 2>&1
-wait $build; echo "build exit $? after $(( $(date +%s) - t0 )) s"
+  gpu_build_start "$out" llama-bench llama-server
+  random_dense "$model" "$out/model.log"
+  wait $build; echo "build exit $? after $(( $(date +%s) - t0 )) s"
 fi
 [ -x "$bin/llama-server" ] || { tail -20 "$out/build.log"; exit 1; }
 [ "${2:-}" = build ] && exit 0

@@ -7,19 +7,12 @@
 set -u
 out=$1
 mkdir -p "$out"
-python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .devcarry/whl/*.whl \
-  > "$out/pip.log" 2>&1
-export PYTHONPATH=/tmp/site:$PWD
-ll=/tmp/llama.cpp bin=/tmp/llama.cpp/build/bin dense=/tmp/dense.gguf
+. benchmarks/gpu_lib.sh
+gpu_python "$out"
+bin=$LLAMA_BIN dense=/tmp/dense.gguf
 if [ ! -x "$bin/llama-bench" ]; then
-  mkdir -p "$ll" && tar xzf .devcarry/llama-src.tar.gz -C "$ll"
-  ( cmake -S "$ll" -B "$ll/build" -DGGML_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 -DBUILD_SHARED_LIBS=OFF \
-      -DLLAMA_CURL=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=OFF \
-      -DCMAKE_BUILD_TYPE=Release && cmake --build "$ll/build" --target llama-bench -j "$(nproc)" ) \
-    > "$out/build.log" 2>&1 &
-  build=$!
-  python3 tests/random_llama.py .devcarry/vocab.gguf "$dense" --embd 2048 --layers 14 --ff 5632 \
-    --heads 16 > "$out/model.log" 2>&1
+  gpu_build_start "$out" llama-bench
+  random_dense "$dense" "$out/model.log"
   wait $build
 fi
 [ -x "$bin/llama-bench" ] || { tail -20 "$out/build.log"; exit 1; }

@@ -30,7 +30,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from omni_host.probes.parsers.bench import BenchRun, BenchTest, TensorMap
+from omni_host.probes.parsers.bench import BenchRun, BenchTest, TensorMap, split_values
 
 CPU = "CPU"
 ALL_LAYERS = 99  # llama-bench's default -ngl
@@ -81,7 +81,7 @@ def placement(params: dict[str, Any], free_bytes: list[int]) -> Placement | str:
     if not isinstance(ngl, int) or isinstance(ngl, bool):
         return f"-ngl {ngl!r} is not a layer count"
     split_mode = str(params.get("split_mode") or "layer")
-    given = [float(x) for x in re.findall(r"[\d.]+", str(params.get("tensor_split") or ""))]
+    given = split_values(params)
     weights = given[:gpus] if gpus and len(given) >= gpus and sum(given[:gpus]) > 0 else \
         [float(f) for f in free_bytes] if free_bytes and sum(free_bytes) > 0 else [1.0] * gpus
     total = sum(weights) or 1.0
@@ -221,6 +221,14 @@ def _reads(run: BenchRun, test: BenchTest) -> tuple[dict[str, float] | str, str,
     return _dense_fallback(run, test), "llama-bench's model size", where.split_mode == "row"
 
 
+def _all_cpu_rate(read: dict[str, float], test: BenchTest) -> float | None:
+    """Bytes/s the CPU read where a test put every weight on it (its bytes per token x its
+    tokens/s: the CPU's effective bandwidth); None for any other placement."""
+    if not read.get(CPU) or sum(b for d, b in read.items() if d != CPU) >= NEGLIGIBLE_BYTES:
+        return None
+    return read[CPU] * test.estimate.center_ts
+
+
 def test_ceiling(run: BenchRun, test: BenchTest, context: dict[str, Any],
                  measured: tuple[str, float] | None = None) -> dict[str, Any]:
     """What the memory system allows a generation test (bytes per token per device, at each
@@ -229,10 +237,16 @@ def test_ceiling(run: BenchRun, test: BenchTest, context: dict[str, Any],
     theoretical one is unknown: then the figure is a prediction, not a ceiling."""
     if run.result is None or test.kind != "tg":
         return {"why_not": "only generation has a bandwidth ceiling"}
-    read, source, row = _reads(run, test)
+    return _judged(test, _reads(run, test), _bandwidths(run, context), context, measured)
+
+
+def _judged(test: BenchTest, reads: tuple[dict[str, float] | str, str, bool],
+            known: dict[str, float], context: dict[str, Any],
+            measured: tuple[str, float] | None) -> dict[str, Any]:
+    read, source, row = reads
     if isinstance(read, str):
         return {"why_not": read}
-    bandwidth = _bandwidths(run, context)
+    bandwidth = dict(known)
     read = {d: b for d, b in read.items() if d in bandwidth or b >= NEGLIGIBLE_BYTES}
     basis = "theoretical"
     if CPU in read and CPU not in bandwidth and measured is not None \
@@ -240,6 +254,7 @@ def test_ceiling(run: BenchRun, test: BenchTest, context: dict[str, Any],
         bandwidth[CPU], basis = measured[1], f"the CPU rate {measured[0]} reached"
     per_device = {d: round(b / 1e9, 3) for d, b in read.items() if b > 0}
     unknown = sorted(d for d, b in read.items() if b > 0 and d not in bandwidth)
+    all_cpu = _all_cpu_rate(read, test)
     if unknown:
         why = ("the CPU's memory bandwidth is unknown (memory.channels: dmidecode, as root, "
                "reads it; or add -ngl 0 to the bench's args, to measure it)" if unknown == [CPU]
@@ -247,8 +262,8 @@ def test_ceiling(run: BenchRun, test: BenchTest, context: dict[str, Any],
         if measured is not None and measured[0] == test.name:
             why = "this test measures the CPU's rate the others are predicted at"
         out_why: dict[str, Any] = {"why_not": why, "gb_per_token": per_device}
-        if set(per_device) == {CPU}:
-            out_why["cpu_effective_gbs"] = round(read[CPU] * test.estimate.center_ts / 1e9, 1)
+        if all_cpu is not None:
+            out_why["cpu_effective_gbs"] = round(all_cpu / 1e9, 1)
         return out_why
     c = ceiling(read, bandwidth, row)
     achieved = test.estimate.center_ts  # the verdict's estimator: the warm-up repetition left out
@@ -264,13 +279,13 @@ def test_ceiling(run: BenchRun, test: BenchTest, context: dict[str, Any],
         out["cpu_bandwidth_from"] = ("the memory channels with DIMMs" if channels and
                                      (not links or channels <= links) else
                                      "the CCD links (~64 GB/s each): an upper bound")
-    if c.bytes_by_device.get(CPU, 0) >= NEGLIGIBLE_BYTES and len(c.bytes_by_device) > 1:
+    if all_cpu is not None:
+        out["cpu_effective_gbs"] = round(all_cpu / 1e9, 1)
+    elif c.bytes_by_device.get(CPU, 0) >= NEGLIGIBLE_BYTES:
         # what the CPU's share reached, the GPUs' parts counted at their ceiling: a floor
         rest = 1 / achieved - (1 / c.tokens_per_s - c.seconds_by_device[CPU])
         if rest > 0:
             out["cpu_effective_gbs"] = round(c.bytes_by_device[CPU] / rest / 1e9, 1)
-    elif set(c.bytes_by_device) == {CPU}:
-        out["cpu_effective_gbs"] = round(c.bytes_by_device[CPU] * achieved / 1e9, 1)
     return out
 
 
@@ -278,16 +293,15 @@ def run_ceilings(run: BenchRun, context: dict[str, Any]) -> dict[str, dict[str, 
     """Every generation test's ceiling. Where the CPU's bandwidth is unknown and the run holds
     a test with every weight on the CPU (-ngl 0), the rate that test reached predicts the
     others (its bytes per token x its tokens/s: the CPU's effective bandwidth, same threads,
-    same binary, same minutes)."""
+    same binary, same minutes). Each test is placed once, the bandwidths read once."""
     if run.result is None:
         return {}
     tests = [t for t in run.result.tests if t.kind == "tg"]
+    reads = {t.name: _reads(run, t) for t in tests}
+    known = _bandwidths(run, context)
     measured = None
-    if CPU not in _bandwidths(run, context):
-        for t in tests:
-            read = _reads(run, t)[0]
-            if isinstance(read, dict) and read.get(CPU) and \
-                    sum(b for d, b in read.items() if d != CPU) < NEGLIGIBLE_BYTES:
-                measured = (t.name, read[CPU] * t.estimate.center_ts)
-                break
-    return {t.name: test_ceiling(run, t, context, measured) for t in tests}
+    if CPU not in known:
+        measured = next(((t.name, rate) for t in tests
+                         if isinstance(read := reads[t.name][0], dict)
+                         and (rate := _all_cpu_rate(read, t)) is not None), None)
+    return {t.name: _judged(t, reads[t.name], known, context, measured) for t in tests}

@@ -40,8 +40,7 @@ ZEN3_FAMILY = 25
 
 
 def _memory(facts: HostFacts, cpu: Any) -> MemorySummary | None:
-    dimms = facts.get("mem.dimms") if "mem.dimms" in facts.probes else None
-    l3 = facts.get("cpu.l3") if "cpu.l3" in facts.probes else None
+    dimms, l3 = facts.probes.get("mem.dimms"), facts.probes.get("cpu.l3")
     system = dimms.fact if dimms is not None and dimms.ok else None
     domains = l3.fact if l3 is not None and l3.ok else None
     if system is None and domains is None:

@@ -35,7 +35,7 @@ from omni_host.evaluate.checks import CheckMeta
 from omni_host.evaluate.checks.gpu import tensor_split
 from omni_host.model import CheckResult, Evidence, Status
 from omni_host.plan.policy import BenchSpec
-from omni_host.probes.parsers.bench import BenchRun, BenchTest
+from omni_host.probes.parsers.bench import BenchRun, BenchTest, split_values
 
 CHECK_ID = "perf.split-sweep"
 SPLIT_OPTIONS = frozenset({"-ts", "--tensor-split", "-sm", "--split-mode"})
@@ -126,7 +126,7 @@ def _config(test: BenchTest) -> str:
 
 
 def _shares(test: BenchTest) -> tuple[float, ...]:
-    values = [float(x) for x in re.findall(r"[\d.]+", str(test.params.get("tensor_split") or ""))]
+    values = split_values(test.params)
     total = sum(values) or 1.0
     return tuple(round(v / total, 2) for v in values)
 

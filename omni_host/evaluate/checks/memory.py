@@ -30,10 +30,15 @@ def _line(d: Dimm) -> str:
            f"{d.kind}, rated {rated}, runs at {run}"
 
 
-def _evidence(facts: HostFacts, system: MemorySystem) -> tuple[Evidence, ...]:
+def _observed(facts: HostFacts, meta: CheckMeta) -> tuple[MemorySystem, tuple[Evidence, ...]] | CheckResult:
+    """The memory system dmidecode gave, with its evidence; or the check's skip/error."""
     probe = facts.get(PROBE)
+    if not probe.ok:
+        return meta.not_evaluated(probe)
+    system: MemorySystem = probe.fact
     cpus = [f"CPU socket populated: {c}" for c in system.cpus]
-    return (Evidence(probe.probe_id, probe.command, (*cpus, *(_line(d) for d in system.dimms))),)
+    return system, (Evidence(probe.probe_id, probe.command,
+                             (*cpus, *(_line(d) for d in system.dimms))),)
 
 
 def _names(keys: list[tuple[str, str]]) -> str:
@@ -47,11 +52,10 @@ def _names(keys: list[tuple[str, str]]) -> str:
 
 @check("memory.channels")
 def channels(facts: HostFacts, policy: Policy, meta: CheckMeta) -> CheckResult:
-    probe = facts.get(PROBE)
-    if not probe.ok:
-        return meta.not_evaluated(probe)
-    system: MemorySystem = probe.fact
-    evidence = _evidence(facts, system)
+    observed = _observed(facts, meta)
+    if isinstance(observed, CheckResult):
+        return observed
+    system, evidence = observed
     slots, filled = len(system.dimms), len(system.populated)
     if not system.channels_named:
         return meta.result(Status.SKIP, f"{filled} of {slots} memory slots hold a DIMM; the "
@@ -80,11 +84,10 @@ def channels(facts: HostFacts, policy: Policy, meta: CheckMeta) -> CheckResult:
 
 @check("memory.speed")
 def speed(facts: HostFacts, policy: Policy, meta: CheckMeta) -> CheckResult:
-    probe = facts.get(PROBE)
-    if not probe.ok:
-        return meta.not_evaluated(probe)
-    system: MemorySystem = probe.fact
-    evidence = _evidence(facts, system)
+    observed = _observed(facts, meta)
+    if isinstance(observed, CheckResult):
+        return observed
+    system, evidence = observed
     known = [d for d in system.populated if d.rated_mts and d.configured_mts]
     if not known:
         return meta.result(Status.SKIP, "no DIMM states both its rated and its configured "

@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import json
 import math
+import re
 import statistics
 from dataclasses import dataclass
 from typing import Any
@@ -166,15 +167,16 @@ def _key(rec: dict[str, Any]) -> tuple[tuple[str, str], ...]:
                         for k, v in rec.items() if k not in NOT_KEY))
 
 
-def completed_records(text: str) -> str | None:
+def completed_records(text: str) -> list[dict[str, Any]]:
     """The records a llama-bench that died mid-run had finished: it writes its JSON array one
     record at a time, so a configuration that failed (a model -sm row cannot load) leaves
-    the ones before it whole. Returned as a JSON array, or None where none is whole."""
+    the ones before it whole."""
     decoder = json.JSONDecoder()
     body = text.lstrip()
+    records: list[dict[str, Any]] = []
     if not body.startswith("["):
-        return None
-    records, at = [], 1
+        return records
+    at = 1
     while True:
         while at < len(body) and body[at] in " \t\r\n,":
             at += 1
@@ -185,7 +187,7 @@ def completed_records(text: str) -> str | None:
         if not isinstance(record, dict):
             break
         records.append(record)
-    return json.dumps(records) if records else None
+    return records
 
 
 def parse_llama_bench_json(text: str) -> LlamaBench:
@@ -196,6 +198,11 @@ def parse_llama_bench_json(text: str) -> LlamaBench:
         raise ParseError(f"llama-bench output is not JSON ({exc}): {excerpt(text, 120)!r}") from exc
     if not isinstance(records, list) or not records or not all(isinstance(r, dict) for r in records):
         raise ParseError(f"llama-bench JSON is not a list of records: {excerpt(text, 120)!r}")
+    return llama_bench_records(records)
+
+
+def llama_bench_records(records: list[dict[str, Any]]) -> LlamaBench:
+    """llama-bench's records (at least one), as parsed from its JSON."""
     varying = [k for k in VARYING if len({json.dumps(r.get(k)) for r in records}) > 1]
     tests = []
     for rec in records:
@@ -217,6 +224,11 @@ def parse_llama_bench_json(text: str) -> LlamaBench:
     return LlamaBench(tuple(tests), text_of("build_commit"), int_of("build_number"),
                       text_of("backends"), text_of("model_type"), int_of("model_size"),
                       int_of("model_n_params"), text_of("cpu_info"), text_of("gpu_info"))
+
+
+def split_values(params: dict[str, Any]) -> list[float]:
+    """A record's ``tensor_split`` ("0.75/0.25", "75.00/25.00", "0.00") as numbers."""
+    return [float(x) for x in re.findall(r"[\d.]+", str(params.get("tensor_split") or ""))]
 
 
 @dataclass(frozen=True)
@@ -311,9 +323,9 @@ def parse_bench_run(text: str) -> BenchRun:
             result = parse_llama_bench_json(stdout)
         except ParseError as exc:
             error = f"llama-bench exited 0 but {exc}"
-    elif (done := completed_records(stdout)) is not None:
+    elif done := completed_records(stdout):
         with contextlib.suppress(ParseError):  # what it finished before it failed: evidence
-            result = parse_llama_bench_json(done)
+            result = llama_bench_records(done)
     return BenchRun(None, context, gate, tuple(str(a) for a in run.get("argv") or ()),
                     run.get("exit_code"), bool(run.get("timed_out")), run.get("duration_s"),
                     error, result, tuple(str(x) for x in run.get("stderr_tail") or ()),

@@ -1,0 +1,30 @@
+# Sourced by the scripts that run on a lent GPU machine (bench_trust_gpu.sh, serve_gpu.sh,
+# ceiling_gpu.sh, sweep_gpu.sh). The machine reaches no registry: .devcarry/ brings whl/,
+# llama-src.tar.gz (the llama-cpp-python 0.3.36 sdist's llama.cpp) and vocab.gguf.
+LL=/tmp/llama.cpp
+LLAMA_BIN=$LL/build/bin
+
+gpu_python() {  # gpu_python OUTDIR: the carried wheels and this tree on PYTHONPATH, compiled once
+  python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site \
+    .devcarry/whl/*.whl > "$1/pip.log" 2>&1 || { echo "wheels did not install"; tail -5 "$1/pip.log"; }
+  export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1
+  python3 -m compileall -q omni_host /tmp/site > /dev/null 2>&1  # as pip install does
+}
+
+gpu_build_start() {  # gpu_build_start OUTDIR TARGET...: llama.cpp with CUDA (sm_90, static) in
+  # the background, its log in OUTDIR/build.log; its pid in $build
+  local out=$1 server=OFF
+  shift
+  case " $* " in *" llama-server "*) server=ON ;; esac
+  mkdir -p "$LL" && tar xzf .devcarry/llama-src.tar.gz -C "$LL"
+  ( cmake -S "$LL" -B "$LL/build" -DGGML_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 \
+      -DBUILD_SHARED_LIBS=OFF -DLLAMA_CURL=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF \
+      -DLLAMA_BUILD_SERVER=$server -DCMAKE_BUILD_TYPE=Release \
+      && cmake --build "$LL/build" --target "$@" -j "$(nproc)" ) > "$out/build.log" 2>&1 &
+  build=$!
+}
+
+random_dense() {  # random_dense OUT.gguf LOG: the 1.7 GB random F16 llama of the H100 figures
+  python3 tests/random_llama.py .devcarry/vocab.gguf "$1" --embd 2048 --layers 14 --ff 5632 \
+    --heads 16 > "$2" 2>&1
+}
