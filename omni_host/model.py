@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import enum
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -51,10 +52,7 @@ class Bundle:
     def scrubbed(self, secrets: tuple[str, ...]) -> Bundle:
         """The bundle without the clear text of any secret in any output: the one bundle
         scrub, for what is stored and what is shown."""
-        if not secrets:
-            return self
-        return dataclasses.replace(self, results={k: scrub_command(v, secrets)
-                                                  for k, v in self.results.items()})
+        return scrub(self, secrets) if secrets else self
 
 
 class Outcome(str, enum.Enum):
@@ -267,6 +265,18 @@ class InferenceServer:
     # the llama-server built beside the benchmarked llama-bench (omni_bench.llama_bench)
     bench_server_path: str | None = None
     bench_server_sha256: str | None = None
+
+
+class Servers(tuple[InferenceServer, ...]):
+    """The servers the helper read, and how many more llama-server processes it left unread
+    (its limit reached: said, never silently skipped)."""
+
+    unread: int = 0
+
+    def __new__(cls, servers: Iterable[InferenceServer] = (), unread: int = 0) -> Servers:
+        made = super().__new__(cls, servers)
+        made.unread = unread
+        return made
 
 
 @dataclass(frozen=True)
@@ -524,23 +534,7 @@ def scrub(value: Any, secrets: tuple[str, ...]) -> Any:
     return value
 
 
-def scrub_command(result: CommandResult, secrets: tuple[str, ...]) -> CommandResult:
-    return dataclasses.replace(result, argv=scrub(result.argv, secrets),
-                               stdout=scrub(result.stdout, secrets),
-                               stderr=scrub(result.stderr, secrets),
-                               reason=scrub(result.reason, secrets))
-
-
 def scrub_host(host: HostReport, secrets: tuple[str, ...]) -> HostReport:
-    """A host report (its findings, evidence and raw bundle) without the secrets."""
-    if not secrets:
-        return host
-    results = tuple(dataclasses.replace(
-        r, summary=scrub(r.summary, secrets), expected=scrub(r.expected, secrets),
-        actual=scrub(r.actual, secrets), details=scrub(r.details, secrets),
-        evidence=tuple(Evidence(e.probe, scrub(e.command, secrets), scrub(e.lines, secrets))
-                       for e in r.evidence)) for r in host.results)
-    bundle = host.bundle.scrubbed(secrets) if host.bundle is not None else None
-    return dataclasses.replace(host, results=results, bundle=bundle,
-                               facts=scrub(host.facts, secrets),
-                               probes=scrub(host.probes, secrets))
+    """A host report (its findings, evidence, summaries, engines, past and raw bundle)
+    without the secrets: every string it holds, whatever field it sits in."""
+    return scrub(host, secrets) if secrets else host

@@ -26,7 +26,7 @@ from omni_host.evaluate.audit import audit_many, evaluate_bundle
 from omni_host.evaluate.checks import catalog
 from omni_host.evaluate.serve import CHECK_ID as SERVE_CHECK
 from omni_host.evaluate.serve import DEFAULT_MIN_FRACTION, judge_served
-from omni_host.model import Bundle, HostReport, InferenceServer, Report, make_report
+from omni_host.model import Bundle, HostReport, InferenceServer, Report, make_report, scrub_host
 from omni_host.plan.hosts import HostPlan, local_plan, plan_host
 from omni_host.plan.inventory import Inventory
 from omni_host.plan.policy import ExpectedState, policy_from_vars
@@ -106,8 +106,9 @@ def audit_bundles(paths: list[Path], inventory: Inventory | None) -> Hosts:
     for path in paths:
         for bundle in read_bundles(path):
             plan = judge_plan(bundle, inventory, str(path))
-            reports.append(evaluate_bundle(bundle, plan.policy, address=f"bundle {path}",
-                                           expected=plan.expected))
+            reports.append(scrub_host(evaluate_bundle(
+                bundle, plan.policy, address=f"bundle {path}", expected=plan.expected),
+                plan.secrets))
     return Hosts(reports, "bundle", started)
 
 
@@ -119,8 +120,9 @@ def recheck(audit_dir: Path, audit_id: str, inventory: Inventory | None) -> Host
     reports = []
     for bundle in read_bundles(bundles_dir) if bundles_dir.is_dir() else []:
         plan = judge_plan(bundle, inventory, str(bundles_dir))
-        reports.append(evaluate_bundle(bundle, plan.policy, address=f"recheck of {audit_id}",
-                                       expected=plan.expected))
+        reports.append(scrub_host(evaluate_bundle(
+            bundle, plan.policy, address=f"recheck of {audit_id}", expected=plan.expected),
+            plan.secrets))
     return Hosts(reports, "recheck", started)
 
 

@@ -278,6 +278,11 @@ def judge_served(meta: CheckMeta, servers: tuple[InferenceServer, ...],
     order = (Status.FAIL, Status.WARN, Status.PASS, Status.SKIP)
     status = next((s for s in order if any(v[0] is s for v in verdicts)), Status.SKIP)
     lines = tuple(line for _, line, _ in verdicts)
+    unread = getattr(servers, "unread", 0)
+    if unread:  # never a silent skip: the servers left unjudged are counted, and warned of
+        lines += (f"{unread} more llama-server process(es) left unread (the helper reads "
+                  f"{len(servers)}, listening servers first)",)
+        status = Status.WARN if status in (Status.PASS, Status.SKIP) else status
     return meta.result(status, "; ".join(lines), evidence=(Evidence("serve.servers", COMMAND, lines),),
                        details={"servers": [d | {"status": s.value, "line": line}
                                             for s, line, d in verdicts],

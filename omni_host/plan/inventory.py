@@ -132,6 +132,38 @@ def _origin(value: Any) -> str | None:
     return None
 
 
+def _came_through_vault(value: Any) -> bool:
+    """A value Ansible decrypted (an encrypted leaf, or a rendered one tagged as vaulted:
+    a template that names a vaulted variable carries the tag too)."""
+    if type(value).__name__ in _VAULTED:
+        return True
+    try:
+        from ansible.module_utils._internal._datatag import AnsibleTagHelper
+    except ImportError:
+        return False
+    return any(type(tag).__name__ == "VaultedValue" for tag in AnsibleTagHelper.tags(value))
+
+
+def vaulted_paths(value: Any, path: str) -> list[str]:
+    """The JSON-pointer paths (``omni_bench/env/HF_TOKEN``) of the parts of a variable that
+    came through vault, wherever they sit in its mappings and lists."""
+    if _came_through_vault(value):
+        return [path]
+    found: list[str] = []
+    if isinstance(value, dict):
+        for key, item in value.items():
+            found += vaulted_paths(item, f"{path}/{pointer_part(str(key))}")
+    elif isinstance(value, (list, tuple)):
+        for index, item in enumerate(value):
+            found += vaulted_paths(item, f"{path}/{index}")
+    return found
+
+
+def pointer_part(key: str) -> str:
+    """One key of a JSON pointer (RFC 6901)."""
+    return key.replace("~", "~0").replace("/", "~1")
+
+
 def _plain(value: Any) -> Any:
     """Ansible's tagged values as plain JSON types (they are subclasses of them)."""
     return json.loads(json.dumps(value))
@@ -334,7 +366,8 @@ class Inventory:
 def rendered_vars(all_vars: Any, templar: Any, where: str) -> tuple[dict[str, Any], dict[str, str]]:
     """A host's ``omni_*`` and connection variables out of Ansible's (tagged, maybe templated)
     values, rendered as a play would, and where each came from. Secrets are present, never
-    rendered; vaulted values are marked in their origin (``where``: names them in errors).
+    rendered; vaulted values are marked in their origin, and a vaulted part of a mapping or
+    list by its path (``omni_bench/env/HF_TOKEN``; ``where``: names them in errors).
     The inventory and the collection's audit action both read a host through it."""
     from ansible.errors import AnsibleError
 
@@ -350,7 +383,14 @@ def rendered_vars(all_vars: Any, templar: Any, where: str) -> tuple[dict[str, An
             resolved[key] = "<set>"  # presence matters, the value never leaves Ansible
             continue
         try:
-            resolved[key] = _plain(templar.template(value))
+            rendered = templar.template(value)
+            for path in vaulted_paths(rendered, key):  # a vaulted part: its path, never its value
+                if path == key:
+                    origins[key] = origins[key] if origins[key].startswith(VAULT_ORIGIN) \
+                        else f"{VAULT_ORIGIN}{origins[key]}"
+                else:
+                    origins[path] = f"{VAULT_ORIGIN}{origins[key]}"
+            resolved[key] = _plain(rendered)
         except AnsibleError as exc:
             raise InventoryError(f"{where}: {key}: {str(exc).splitlines()[0]}") from None
         except (TypeError, ValueError) as exc:

@@ -154,6 +154,7 @@ INIT_RECORDS = frozenset({"omni_numa_nps", "omni_gpu_driver_min", "omni_gpus", "
 
 DEFAULTS_ORIGIN = f"default: ansible_collections/omni/host/{ROLE}/defaults/main.yml"
 VAULTED = "<vaulted>"
+VAULT_ORIGIN = "vault: "  # an origin so marked: the value came through vault
 
 
 @dataclass(frozen=True)
@@ -165,10 +166,24 @@ class ExpectedState:
     values: dict[str, Any]
     origins: dict[str, str]
 
+    def vaulted(self) -> list[list[str]]:
+        """The paths (variable, then keys or indices) of every value that came through vault:
+        a whole variable (its origin says ``vault:``) or a part of one (an origin keyed by its
+        JSON pointer, ``omni_bench/env/HF_TOKEN``)."""
+        paths = []
+        for key, origin in self.origins.items():
+            name, _, rest = key.partition("/")
+            if origin.startswith(VAULT_ORIGIN) and name in self.values:
+                paths.append([name] + [p.replace("~1", "/").replace("~0", "~")
+                                       for p in rest.split("/")] if rest else [name])
+        return paths
+
     def to_dict(self) -> dict[str, Any]:
-        """The stored form: a vaulted value is recorded as vaulted, never in clear."""
-        values = {k: VAULTED if self.origins.get(k, "").startswith("vault: ") else v
-                  for k, v in self.values.items()}
+        """The stored form: a vaulted value, wherever it sits, is recorded as vaulted, never
+        in clear."""
+        values = dict(self.values)
+        for path in self.vaulted():
+            values = _replaced(values, path)
         return {"values": values, "origins": self.origins}
 
     @classmethod
@@ -179,7 +194,8 @@ class ExpectedState:
         origins = doc.get("origins")
         origins = origins if isinstance(origins, dict) else {}
         values = {k: v for k, v in doc["values"].items() if v != VAULTED}
-        return cls(values, {str(k): str(v) for k, v in origins.items() if k in values})
+        return cls(values, {str(k): str(v) for k, v in origins.items()
+                            if str(k).partition("/")[0] in values})
 
     def secrets(self) -> tuple[str, ...]:
         """The clear text of vaulted values: scrubbed from everything stored or shown."""
@@ -195,9 +211,8 @@ class ExpectedState:
             elif value is not None and not isinstance(value, bool) and len(str(value)) >= 3:
                 found.append(str(value))
 
-        for key, origin in self.origins.items():
-            if origin.startswith("vault: "):
-                walk(self.values.get(key))
+        for path in self.vaulted():
+            walk(_at(self.values, path))
         return tuple(sorted(set(found), key=len, reverse=True))
 
     @property
@@ -207,10 +222,37 @@ class ExpectedState:
 
 
 def expected_state(values: dict[str, Any], origins: dict[str, str]) -> ExpectedState:
-    """The host's ``omni_*`` values over the role defaults, each with its origin."""
+    """The host's ``omni_*`` values over the role defaults, each with its origin (and the
+    origin of each vaulted part of a value, by its path)."""
     resolved = resolve_vars(values)
+    parts = {k: o for k, o in origins.items()
+             if "/" in k and k.partition("/")[0] in values and o.startswith(VAULT_ORIGIN)}
     return ExpectedState(resolved, {k: origins.get(k, "inventory") if k in values
-                                    else DEFAULTS_ORIGIN for k in resolved})
+                                    else DEFAULTS_ORIGIN for k in resolved} | parts)
+
+
+def _at(value: Any, path: list[str]) -> Any:
+    """The part of ``value`` at ``path`` (keys, or indices as text), None where it is not."""
+    for part in path:
+        if isinstance(value, dict):
+            value = value.get(part)
+        elif isinstance(value, list) and part.isdigit() and int(part) < len(value):
+            value = value[int(part)]
+        else:
+            return None
+    return value
+
+
+def _replaced(value: Any, path: list[str]) -> Any:
+    """A copy of ``value`` with the part at ``path`` recorded as vaulted."""
+    if not path:
+        return VAULTED
+    head, rest = path[0], path[1:]
+    if isinstance(value, dict) and head in value:
+        return {**value, head: _replaced(value[head], rest)}
+    if isinstance(value, list) and head.isdigit() and int(head) < len(value):
+        return [_replaced(v, rest) if i == int(head) else v for i, v in enumerate(value)]
+    return value
 
 
 def resolve_vars(values: dict[str, Any]) -> dict[str, Any]:

@@ -12,13 +12,20 @@ Python 3.6.
 import hashlib
 import json
 import os
+import stat
 
 FINGERPRINT_BYTES = 1 << 20
 # The environment that changes what llama.cpp does (F-010's GLIBC_TUNABLES among them); a name
 # that looks like a secret is never recorded.
 ENV_PREFIXES = ("GGML_", "LLAMA_", "OMP_", "GOMP_", "KMP_", "MKL_", "OPENBLAS_", "CUDA_")
 ENV_NAMES = ("GLIBC_TUNABLES", "LD_PRELOAD", "LD_LIBRARY_PATH")
-SECRET_WORDS = ("KEY", "TOKEN", "SECRET", "PASS", "AUTH")
+SECRET_WORDS = ("KEY", "TOKEN", "SECRET", "PASS", "AUTH", "CREDENTIAL")
+# llama.cpp's own argument table (common/arg.cpp of the llama.cpp that llama-cpp-python 0.3.36
+# vendors): every spelling of the options whose value is a secret, the short ones too, whose
+# names do not say so (-hft is --hf-token). A URL's credentials are redacted in any value
+# (-mu/--model-url, -mmu/--mmproj-url, --server-base, LLAMA_ARG_MODEL_URL...).
+SECRET_OPTIONS = ("-hft", "--hf-token", "--api-key")
+_URL_END = "/?# \t\r\n\"'<>,;"
 ARG_CAP = 512  # characters of one argument kept
 SECRET_VALUE = "(secret)"
 
@@ -163,32 +170,98 @@ def cached_sha256(paths, cache_path=None):
 
 
 
-def model_identity(path):
+def model_identity(path, owner=None):
     """The model's size and a fingerprint: sha256 of its size, first and last MiB (its GGUF
     header, metadata and tensor table, and the end of its weights) - not its path, and not
-    hours of hashing a 400 GB file."""
+    hours of hashing a 400 GB file. Only a regular file is read (a FIFO, device or socket
+    that a process names is never opened to block or to be read); with ``owner`` (the uid and
+    gids of the process that names it), only a file that owner may read itself."""
     try:
-        size = os.path.getsize(path)
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0))
+    except (IOError, OSError) as exc:
+        return {"path": path, "size_bytes": None, "error": str(exc.strerror or exc)}
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            return {"path": path, "size_bytes": None, "error": "not a regular file"}
+        if owner is not None and not readable_by(st, owner[0], owner[1]):
+            return {"path": path, "size_bytes": None,
+                    "error": "not readable by the process's own user"}
+        size = st.st_size
         digest = hashlib.sha256(str(size).encode())
-        with open(path, "rb") as fh:
+        with os.fdopen(fd, "rb") as fh:
+            fd = None
             digest.update(fh.read(FINGERPRINT_BYTES))
             fh.seek(max(0, size - FINGERPRINT_BYTES))
             digest.update(fh.read(FINGERPRINT_BYTES))
     except (IOError, OSError) as exc:
         return {"path": path, "size_bytes": None, "error": str(exc.strerror or exc)}
+    finally:
+        if fd is not None:
+            os.close(fd)
     return {"path": path, "size_bytes": size, "fingerprint": digest.hexdigest()[:16]}
 
 
+def readable_by(st, uid, gids):
+    """Whether a user (``uid``, its ``gids``) may read a file of this stat by its mode bits."""
+    if uid == 0 or st.st_uid == uid:
+        return uid == 0 or bool(st.st_mode & stat.S_IRUSR)
+    if st.st_gid in gids:
+        return bool(st.st_mode & stat.S_IRGRP)
+    return bool(st.st_mode & stat.S_IROTH)
+
+
 def bench_env(env):
-    return dict((k, v[:200]) for k, v in sorted(env.items())
+    # type: (dict[str, str]) -> dict[str, str]
+    """The variables that change llama.cpp's speed; a name that carries a secret is left out,
+    and the credentials of a URL in a value are replaced."""
+    return dict((k[:80], redacted_url(v[:200])) for k, v in sorted(env.items())
                 if (k.startswith(ENV_PREFIXES) or k in ENV_NAMES)
                 and not any(word in k.upper() for word in SECRET_WORDS))
 
 
+def redacted_url(text):
+    # type: (str) -> str
+    """``text`` with the credentials of every URL in it replaced: the user information
+    (``user:password@``, a token as the user) and the query (signed URLs carry their
+    signature there). One pass, linear in the text."""
+    out, i, size = [], 0, len(text)
+    while True:
+        j = text.find("://", i)
+        if j < 0:
+            out.append(text[i:])
+            return "".join(out)
+        start = end = j + 3
+        while end < size and text[end] not in _URL_END:
+            end += 1
+        authority = text[start:end]
+        at = authority.rfind("@")
+        out.append(text[i:start])
+        out.append(SECRET_VALUE + authority[at:] if at >= 0 else authority)
+        k = end
+        while k < size and text[k] not in _URL_END[1:]:  # the path, to a query or an end
+            k += 1
+        out.append(text[end:k])
+        i = k
+        if k < size and text[k] == "?":
+            i = k + 1
+            while i < size and text[i] not in "# \t\r\n\"'<>":
+                i += 1
+            out.append("?" + SECRET_VALUE)
+
+
+def _secret_option(name):
+    # type: (str) -> bool
+    upper = name.upper()
+    return name.startswith("-") and (name in SECRET_OPTIONS or any(
+        w in upper for w in SECRET_WORDS) and not upper.endswith("-FILE"))
+
+
 def redacted_argv(argv):
     # type: (list[str]) -> list[str]
-    """The argv with the value of every option that looks like a secret replaced
-    (``--api-key K``, ``--api-key=K``; a file of keys is a path, kept)."""
+    """The argv with the value of every option that carries a secret replaced, in each of
+    its spellings (``--api-key K``, ``--api-key=K``, ``-hft T``; a file of keys is a path,
+    kept), and the credentials of any URL in any argument."""
     out, hide = [], False
     for arg in argv[:256]:
         if hide:
@@ -196,12 +269,11 @@ def redacted_argv(argv):
             hide = False
             continue
         name, eq, _ = arg.partition("=")
-        secret = name.startswith("-") and any(w in name.upper() for w in SECRET_WORDS) \
-            and not name.upper().endswith("-FILE")
+        secret = _secret_option(name)
         if secret and eq:
             out.append(name + "=" + SECRET_VALUE)
         else:
-            out.append(arg[:ARG_CAP])
+            out.append(redacted_url(arg[:ARG_CAP]))
             hide = secret
     return out
 

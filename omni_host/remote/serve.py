@@ -49,6 +49,7 @@ PROBE_S = 30.0
 PROBE = {"prompt": "Count from one to ten in words:", "n_predict": 24, "temperature": 0,
          "seed": 1, "top_k": 1, "cache_prompt": False, "ignore_eos": True, "stream": False}
 DEFAULT_PORT = 8080
+MAX_SOCKET_LINES = 4096  # of /proc/PID/net/tcp: a server's listening socket is among them
 
 
 def _cmdline(pid):
@@ -232,16 +233,67 @@ def _affinity(pid):
         return None
 
 
+def _owner(pid):
+    """(uid, gids) the process runs as, from its status; None when unreadable."""
+    status = _status(pid)
+    try:
+        uid = int(status["Uid"].split()[1])  # effective
+        gids = set(int(g) for g in status.get("Groups", "").split())
+        gids.add(int(status["Gid"].split()[1]))
+    except (KeyError, IndexError, ValueError):
+        return None
+    return uid, gids
+
+
+def _listening(pid, seen={}):  # noqa: B006 - one read a network namespace, this run
+    """The TCP ports listening in the process's own network namespace (its /proc/PID/net)."""
+    try:
+        namespace = os.readlink("/proc/%s/ns/net" % pid)
+    except OSError:
+        namespace = None
+    if namespace in seen:
+        return seen[namespace]
+    ports = seen[namespace] = set()
+    for name in ("tcp", "tcp6"):
+        text = _read("/proc/%s/net/%s" % (pid, name)) or ""
+        for line in text.splitlines()[1:MAX_SOCKET_LINES]:
+            fields = line.split()
+            if len(fields) > 3 and fields[3] == "0A":  # TCP_LISTEN
+                try:
+                    ports.add(int(fields[1].rpartition(":")[2], 16))
+                except ValueError:
+                    continue
+    return ports
+
+
+def _port(argv, env):
+    """The port a server's argv (or LLAMA_ARG_PORT) gives; raises ValueError when it is none."""
+    text = option_value(argv, ("--port",), env or {}, "LLAMA_ARG_PORT") or str(DEFAULT_PORT)
+    if not text.strip().isdigit() or not 0 < int(text) < 65536:
+        raise ValueError("port %r is not a TCP port" % text[:40])
+    return int(text)
+
+
 def describe(pid, argv, probe):
+    """One server's document; whatever is wrong with this process is its own entry's error."""
+    try:
+        return _describe(pid, argv, probe)
+    except Exception as exc:  # noqa: BLE001 - one process never costs the others their entry
+        return {"kind": "llama-server", "pid": int(pid), "argv": redacted_argv(argv),
+                "metrics_error": "process %s could not be read: %s: %s"
+                % (pid, type(exc).__name__, str(exc)[:160])}
+
+
+def _describe(pid, argv, probe):
     try:
         exe = os.readlink("/proc/%s/exe" % pid)
     except OSError:
         exe = None
     env = _environ(pid)
     status = _status(pid)
-    port = option_value(argv, ("--port",), env or {}, "LLAMA_ARG_PORT") or DEFAULT_PORT
     host = option_value(argv, ("--host",), env or {}, "LLAMA_ARG_HOST") or "127.0.0.1"
     model = option_value(argv, ("-m", "--model"), env or {}, "LLAMA_ARG_MODEL")
+    model = model[:4096] if model else model
     server = {
         "kind": "llama-server", "pid": int(pid), "argv": redacted_argv(argv), "exe": exe,
         "env": bench_env(env) if env is not None else None,
@@ -255,12 +307,12 @@ def describe(pid, argv, probe):
     if model:
         root = "/proc/%s/root" % pid  # the model as the server sees it (a container's mounts)
         server["model"] = model_identity(root + model if model.startswith("/") else
-                                         os.path.join("/proc/%s/cwd" % pid, model))
+                                         os.path.join("/proc/%s/cwd" % pid, model), _owner(pid))
         server["model"]["path"] = model
     try:
-        port = int(port)
-    except ValueError:
-        server["metrics_error"] = "port %r is not a number" % port
+        port = _port(argv, env)
+    except ValueError as exc:
+        server["metrics_error"] = str(exc)
         return server
     address = ("127.0.0.1" if host in ("0.0.0.0", "::", "localhost", "") else host, port)
     if _own_network(pid) is False:
@@ -279,6 +331,16 @@ def describe(pid, argv, probe):
     server["address"] = _where(address)
     _ask(server, address, probe)
     return server
+
+
+def _rank(entry):
+    """Real servers first: one listening on the port its argv names, then the rest by pid."""
+    pid, args = entry
+    try:
+        listening = _port(args, _environ(pid)) in _listening(pid)
+    except Exception:  # noqa: BLE001 - a process that cannot be ranked goes last
+        listening = False
+    return (0 if listening else 1, int(pid))
 
 
 def gpu_memory():
@@ -310,15 +372,15 @@ def main(argv):
         if os.path.isfile(beside):
             doc["bench_server"] = {"path": beside, "sha256": cached_sha256([beside])[beside]}
     me = str(os.getpid())
+    found = []
     for pid in sorted((p for p in os.listdir("/proc") if p.isdigit() and p != me), key=int):
         args = _cmdline(pid)
-        if not args:
-            continue
-        if not _is_server(args):
-            continue
-        if len(servers) == MAX_SERVERS:
-            break
+        if args and _is_server(args):
+            found.append((pid, args))
+    for pid, args in sorted(found, key=_rank)[:MAX_SERVERS]:
         servers.append(describe(pid, args, probe))
+    if len(found) > MAX_SERVERS:  # said, never a silent skip of the rest
+        doc["unread"] = len(found) - MAX_SERVERS
     if "--gpu" in argv and servers:
         held = gpu_memory()
         for server in servers:

@@ -14,11 +14,12 @@ import re
 from typing import Any
 
 from omni_host.errors import ParseError
-from omni_host.model import InferenceServer, ServedCounters, ServedProbe
+from omni_host.model import InferenceServer, ServedCounters, ServedProbe, Servers
 from omni_host.probes.parsers import excerpt
-from omni_host.remote.procfacts import SECRET_WORDS, redacted_argv
+from omni_host.remote.procfacts import bench_env, redacted_argv
 
 # llama-server's counters (tools/server/server.cpp, ``llamacpp:`` family) -> our names
+MAX_SERVERS = 64  # the helper reads 16; a forged document does not make the controller judge more
 COUNTERS = {
     "llamacpp:prompt_tokens_total": "prompt_tokens",
     "llamacpp:prompt_seconds_total": "prompt_seconds",
@@ -122,8 +123,7 @@ def _server(doc: dict[str, Any], beside: dict[str, Any]) -> InferenceServer:
         argv=redacted(argv if isinstance(argv := doc.get("argv"), list) else []),
         exe=_text(doc.get("exe")),
         sha256=_text(doc.get("sha256"), 80),
-        env={str(k)[:80]: str(v)[:200] for k, v in env.items()
-             if not any(w in str(k).upper() for w in SECRET_WORDS)}
+        env=bench_env({str(k): str(v) for k, v in env.items()})  # the helper's rule, again
         if isinstance(env, dict) else None,
         cpus_allowed=_int(doc.get("cpus_allowed")),
         cpus_allowed_list=_text(doc.get("cpus_allowed_list"), 200),
@@ -155,7 +155,7 @@ def _server(doc: dict[str, Any], beside: dict[str, Any]) -> InferenceServer:
     return dataclasses.replace(server, **changes)
 
 
-def parse_servers(text: str) -> tuple[InferenceServer, ...]:
+def parse_servers(text: str) -> Servers:
     try:
         doc = json.loads(text)
     except ValueError as exc:
@@ -164,4 +164,6 @@ def parse_servers(text: str) -> tuple[InferenceServer, ...]:
         raise ParseError(f"not the serve helper's document: {excerpt(text, 120)!r}")
     found = doc.get("bench_server")
     beside: dict[str, Any] = found if isinstance(found, dict) else {}
-    return tuple(_server(s, beside) for s in doc["servers"] if isinstance(s, dict))
+    unread = doc.get("unread")
+    return Servers((_server(s, beside) for s in doc["servers"][:MAX_SERVERS] if isinstance(s, dict)),
+                   unread if isinstance(unread, int) and 0 < unread < 1 << 31 else 0)

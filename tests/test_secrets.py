@@ -1,0 +1,203 @@
+"""No secret is stored or printed (issue 43): planted secrets, searched for in every file the
+store, the bundles and the collect tarball hold and in everything each command prints.
+
+The secrets reach omni-host the ways an operator's do: vaulted values nested in a mapping and
+in a list of the inventory (decrypted by Ansible with the vault password file), and a running
+llama-server's argv and environment on the host (real processes, read by the real helper over
+the loopback sshd): the short spelling of an option (``-hft``), ``--opt=value``, a password or
+a token inside a URL (``-mu``, ``--model-url=``, ``LLAMA_ARG_MODEL_URL``), a URL's query.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import subprocess
+import sys
+import tarfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import yaml
+from conftest import Sshd, run_cli
+
+from omni_host.plan.policy import ExpectedState
+from omni_host.remote.procfacts import bench_env, redacted_argv, redacted_url
+
+VAULT_PASSWORD = Path(__file__).parent / "inventories" / "vault" / "vault-pass.txt"
+# What is planted, and where: each must be found nowhere in what omni-host keeps or shows.
+VAULTED = {"nested": "hf_PLANTEDvaultNested", "list": "/srv/PLANTEDvaultList.gguf",
+           "bench env": "PLANTEDvaultBenchEnv"}
+SERVER = {"short option": "hf_PLANTEDshortOpt", "url password": "PLANTEDurlPass",
+          "url token as user": "PLANTEDurlUser", "url query": "PLANTEDurlQuery",
+          "api key =": "sk-PLANTEDapiKey", "env url": "PLANTEDenvUrlPass",
+          "env token": "PLANTEDenvToken"}
+PLANTED = tuple(VAULTED.values()) + tuple(SERVER.values())
+
+
+class _Vaulted(str):
+    """A value written as Ansible's ``!vault`` (encrypted with the tests' vault password)."""
+
+
+def _vault_yaml(value: dict) -> str:
+    from ansible.parsing.vault import VaultLib, VaultSecret
+
+    lib = VaultLib([("default", VaultSecret(VAULT_PASSWORD.read_text().strip().encode()))])
+
+    class Dumper(yaml.SafeDumper):
+        pass
+
+    Dumper.add_representer(_Vaulted, lambda d, v: d.represent_scalar(
+        "!vault", lib.encrypt(str(v)).decode(), style="|"))
+    return yaml.dump(value, Dumper=Dumper)
+
+
+def _inventory(sshd: Sshd, path: Path, bench: dict | None = None) -> Path:
+    path.mkdir(parents=True, exist_ok=True)
+    bench = bench or {"llama_bench": "/nonexistent/llama-bench", "model": "/nonexistent/m.gguf"}
+    host = {"ansible_host": "127.0.0.1", "ansible_port": sshd.port, "ansible_user": sshd.user,
+            "ansible_ssh_private_key_file": str(sshd.client_key),
+            "omni_bench": {**bench, "env": {"HF_TOKEN": _Vaulted(VAULTED["nested"]),
+                                            "GGML_PLANTED": _Vaulted(VAULTED["bench env"])}},
+            "omni_models": [{"path": _Vaulted(VAULTED["list"]), "loader": "gguf"}]}
+    (path / "hosts.yml").write_text(_vault_yaml({"all": {
+        "vars": {"omni_build_packages": []}, "children": {"lab": {"hosts": {"loop": host}}}}}))
+    return path
+
+
+@contextlib.contextmanager
+def _server_with_secrets() -> Iterator[int]:
+    """A real process named llama-server whose argv and environment carry secrets (the helper
+    reads any process of that name; this one answers nothing)."""
+    argv = ["llama-server", "-c", "import time; time.sleep(300)", "-hft", SERVER["short option"],
+            "-mu", f"http://admin:{SERVER['url password']}@models.example/m.gguf",
+            f"--model-url=https://{SERVER['url token as user']}@hf.example/m.gguf?sig="
+            f"{SERVER['url query']}", f"--api-key={SERVER['api key =']}", "--port", "1"]
+    env = {"PATH": "/usr/bin:/bin",
+           "LLAMA_ARG_MODEL_URL": f"https://u:{SERVER['env url']}@hf.example/m.gguf",
+           "LLAMA_ARG_HF_TOKEN": SERVER["env token"]}
+    proc = subprocess.Popen(argv, executable=sys.executable, env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        yield proc.pid
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def _leaks(texts: dict[str, bytes]) -> list[str]:
+    return [f"{secret} in {where}" for where, data in texts.items() for secret in PLANTED
+            if secret.encode() in data]
+
+
+def _files(root: Path) -> dict[str, bytes]:
+    found = {str(p): p.read_bytes() for p in root.rglob("*") if p.is_file()}
+    for path in list(found):
+        if path.endswith((".tar.gz", ".tgz")):
+            with tarfile.open(path) as tar:
+                found.update({f"{path}:{m.name}": tar.extractfile(m).read()
+                              for m in tar.getmembers() if m.isfile()})
+    return found
+
+
+def test_redaction_rules_by_what_the_values_are() -> None:
+    """llama.cpp's own table: -hft is --hf-token; a URL's credentials in any argument."""
+    argv = ["llama-server", "-hft", "T1", "--hf-token=T2", "--api-key", "K", "--api-key-file",
+            "/etc/k", "-mu", "http://u:p@h/m.gguf", "-m", "/m.gguf", "--server-base",
+            "https://tok@h/x?a=1#f"]
+    assert redacted_argv(argv) == [
+        "llama-server", "-hft", "(secret)", "--hf-token=(secret)", "--api-key", "(secret)",
+        "--api-key-file", "/etc/k", "-mu", "http://(secret)@h/m.gguf", "-m", "/m.gguf",
+        "--server-base", "https://(secret)@h/x?(secret)#f"]
+    assert bench_env({"LLAMA_ARG_MODEL_URL": "http://u:p@h/m", "LLAMA_ARG_HF_TOKEN": "t",
+                      "LLAMA_API_KEY": "k", "GGML_CUDA_GRAPHS": "0"}) == {
+        "GGML_CUDA_GRAPHS": "0", "LLAMA_ARG_MODEL_URL": "http://(secret)@h/m"}
+    assert redacted_url("no url: here") == "no url: here"
+    assert redacted_url("a://" * 3) == "a://a://a://"  # no credentials, nothing taken
+
+
+def test_a_long_hostile_url_is_redacted_in_linear_time() -> None:
+    import time
+
+    text = "http://" + "a" * 200_000 + "@" + "?" * 200_000 + "://" * 50_000
+    started = time.monotonic()
+    out = redacted_url(text)
+    assert time.monotonic() - started < 1.0 and "a" * 100 not in out
+
+
+def test_a_vaulted_part_of_a_mapping_is_recorded_as_vaulted_and_is_a_secret() -> None:
+    state = ExpectedState({"omni_bench": {"env": {"HF_TOKEN": "hf_x1", "A/B": "ab_y2"}, "r": 3},
+                           "omni_models": [{"path": "/m/one.gguf"}, {"path": "/m/two.gguf"}]},
+                          {"omni_bench": "inventory", "omni_models": "inventory",
+                           "omni_bench/env/HF_TOKEN": "vault: hosts.yml:7",
+                           "omni_bench/env/A~1B": "vault: hosts.yml:9",
+                           "omni_models/1/path": "vault: hosts.yml:12"})
+    stored = state.to_dict()["values"]
+    assert stored["omni_bench"] == {"env": {"HF_TOKEN": "<vaulted>", "A/B": "<vaulted>"}, "r": 3}
+    assert stored["omni_models"] == [{"path": "/m/one.gguf"}, {"path": "<vaulted>"}]
+    assert set(state.secrets()) == {"hf_x1", "ab_y2", "/m/two.gguf"}
+    assert state.values["omni_bench"]["env"]["HF_TOKEN"] == "hf_x1"  # judged with the clear text
+
+
+@pytest.mark.system
+def test_planted_secrets_are_in_no_output_and_no_stored_file(sshd: Sshd, tmp_path: Path) -> None:
+    inv = _inventory(sshd, tmp_path / "inv")
+    store, out = tmp_path / "store", tmp_path / "out"
+    out.mkdir()
+    common = ("-i", str(inv), "loop", "--vault-password-file", str(VAULT_PASSWORD),
+              "--known-hosts", str(sshd.known_hosts), "--ssh-config", str(tmp_path / "none"))
+    printed: dict[str, bytes] = {}
+    doc: dict = {}
+    with _server_with_secrets() as pid:
+        for fmt in ("json", "table", "markdown", "html", "junit", "prometheus"):
+            result = run_cli("audit", *common, "--report-dir", str(store), "--format", fmt, "-v")
+            assert result.code in (0, 1), result.stderr
+            printed[f"audit --format {fmt}"] = (result.stdout + result.stderr).encode()
+            doc = json.loads(result.stdout) if fmt == "json" else doc
+        result = run_cli("collect", *common, "--out", str(out / "fleet.tar.gz"))
+        assert result.code == 0, result.stderr
+        printed["collect"] = (result.stdout + result.stderr).encode()
+        result = run_cli("audit", "--bundle", str(out / "fleet.tar.gz"), "-i", str(inv),
+                         "--vault-password-file", str(VAULT_PASSWORD), "--format", "json",
+                         "--no-store")
+        printed["audit --bundle"] = (result.stdout + result.stderr).encode()
+        result = run_cli("serve", "watch", *common, "--for", "2s", "--every", "1s",
+                         "--report-dir", str(store), "--format", "json",
+                         "--output", str(out / "watch.json"))
+        assert result.code in (0, 1), result.stderr
+        printed["serve watch"] = (result.stdout + result.stderr).encode()
+    kept = _files(store) | _files(out)
+    assert not _leaks(printed) and not _leaks(kept)
+    # ...and what was searched holds the records: the policy, the server, the watch
+    (host,) = doc["hosts"]
+    assert host["policy"]["values"]["omni_bench"]["env"]["HF_TOKEN"] == "<vaulted>"
+    assert host["policy"]["values"]["omni_models"][0]["path"] == "<vaulted>"
+    mine = next(s for s in host["facts"]["servers"] if s["pid"] == pid)
+    assert "(secret)" in " ".join(mine["argv"]) and "-hft" in mine["argv"]
+    assert any(name.endswith("fleet.tar.gz:loop/manifest.json") for name in kept)
+    assert (out / "watch.json").exists()
+
+
+@pytest.mark.system
+def test_a_bench_stores_no_vaulted_value(sshd: Sshd, llama, tmp_path: Path) -> None:
+    """The vaulted variables of omni_bench.env reach llama-bench (GGML_PLANTED is one the
+    bench records as speed-relevant) and nowhere else."""
+    from test_bench import BENCH_ARGS
+
+    binary, model = llama
+    spec = {"llama_bench": str(binary), "model": str(model), "args": BENCH_ARGS,
+            "repetitions": 2, "max_other_cpus": 4, "max_spread_pct": 10000}
+    inv = _inventory(sshd, tmp_path / "inv", spec)
+    store = tmp_path / "store"
+    result = run_cli("bench", "-i", str(inv), "loop", "--vault-password-file",
+                     str(VAULT_PASSWORD), "--known-hosts", str(sshd.known_hosts), "--ssh-config",
+                     str(tmp_path / "none"), "--report-dir", str(store), "--format", "json",
+                     timeout=900)
+    assert result.code in (0, 1), result.stderr
+    doc = json.loads(result.stdout)
+    perf = next(r for r in doc["hosts"][0]["results"] if r["id"] == "perf.tokens-per-s")
+    assert perf["status"] != "skip", perf["summary"]  # it ran, with the clear value in its env
+    assert "<vaulted>" in result.stdout
+    assert not _leaks({"bench": (result.stdout + result.stderr).encode()}) and \
+        not _leaks(_files(store))
