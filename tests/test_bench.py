@@ -120,10 +120,12 @@ def test_h100_benches_judged_against_their_stored_baseline(tmp_path: Path) -> No
     assert results["llamacpp.build"].status is Status.FAIL
     assert "GGML_CUDA_NO_VMM" in results["llamacpp.build"].summary
     # this run's own generation repetitions spread ±3.2% (918, 892, 878, 930, 932): a drop
-    # of the 5% tolerance cannot be told from that noise, and the verdict says so
+    # of the 5% tolerance cannot be told from that noise, and the binary changed: a warn that
+    # names the change first (issue 44), then the resolution it was judged at
     assert novmm.status is Status.WARN, novmm.summary
+    assert novmm.summary.startswith("since the baseline: llama-bench sha256: ")
     assert "tg128 2% below baseline" in novmm.summary
-    assert "cannot judge drops below 7% (tolerance 5%)" in novmm.summary
+    assert "judged at its resolution, drops past 7% (tolerance 5%)" in novmm.summary
     assert any(c.startswith("llama-bench sha256: ") for c in novmm.details["changed"])
 
 
@@ -149,15 +151,25 @@ def test_thresholds_come_from_the_measured_noise(base, now, status) -> None:
     assert judge_test("tg128", base, now, tolerance_pct=5).status is status
 
 
-def test_noise_too_wide_to_judge_the_tolerance_is_a_warn_never_a_pass() -> None:
-    """A baseline whose repetitions spread ±30% cannot see a 5% drop: the verdict says so
-    (it passed before, and widened its line without bound: a 90% drop passed)."""
+def test_noise_too_wide_for_the_tolerance_is_judged_at_its_resolution_and_says_it() -> None:
+    """A baseline whose repetitions spread ±30% cannot see a 5% drop: the test is judged at
+    the resolution its baseline has, and says so in one clause; noise is not the host's fault,
+    so it is no warn by itself (issue 44: 28 warns in 30 unchanged runs). A halving still
+    fails (it once widened its line without bound: a 90% drop passed)."""
     wide = judge_test("tg128", [100.0, 140, 60, 100, 100], [80.0, 81, 79, 80, 80], 5)
-    assert wide.status is Status.WARN and wide.blind
-    assert "cannot judge drops below 63% (tolerance 5%)" in wide.line()
+    assert wide.status is Status.PASS and wide.blind
+    assert "judged at its resolution, drops past 63% (tolerance 5%)" in wide.line()
     assert "noise ±21.0%" in wide.line()
     gone = judge_test("pp64", [100.0, 150, 50, 100, 100], [10.0, 10.1, 9.9, 10, 10], 5)
     assert gone.status is Status.FAIL, gone.line()  # 90% slower: never a pass, now a fail
+
+
+def test_a_run_noisier_than_its_baseline_resolves_is_a_warn_about_the_host() -> None:
+    """A tight baseline and a run whose repetitions scatter ±20%: what scattered it is on the
+    host (another load), so this is the host's warn, said as such."""
+    noisy = judge_test("tg128", [926.0, 927, 933, 926, 925], [920.0, 700, 1100, 930, 800], 5)
+    assert noisy.status is Status.WARN and noisy.noisier
+    assert "this run scattered past what its baseline resolves (drops past 5%)" in noisy.line()
 
 
 def test_every_verdict_states_the_smallest_drop_it_could_detect() -> None:
@@ -177,7 +189,8 @@ def test_the_spread_between_runs_is_robust_and_widens_honestly() -> None:
     outliers = judge_test("tg", base, now, 5, [100.0, 99.0, 101.0, 100.5, 165.0, 40.0])
     assert outliers.status is Status.FAIL and outliers.threshold == pytest.approx(0.05)
     wide = judge_test("tg", base, now, 5, [100.0, 93.0, 106.0, 96.0])  # runs spread ±5%
-    assert wide.status is Status.WARN and wide.blind and wide.threshold > 0.12
+    assert wide.status is Status.PASS and wide.blind and wide.threshold > 0.12
+    assert f"judged at its resolution, drops past {wide.threshold:.0%}" in wide.line()
 
 
 def test_the_bench_probe_never_splices_inventory_values_into_a_shell() -> None:

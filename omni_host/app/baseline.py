@@ -14,7 +14,8 @@ from omni_host.report.text import perf_result
 def find_baseline(history: History, host: str, warn: Callable[[str], None] = lambda _: None
                   ) -> Baseline | None:
     """The host's newest fit recorded baseline in the store, with the centers of the fit runs
-    of the same state judged against it since (their spread is the noise between runs). A
+    of the same state judged against it since, in time order (their spread is the noise
+    between runs, their modes the host's, their order tells a drift from noise). A
     stored bench whose details do not read is skipped with one warning."""
     later: list[StoredRun] = []
     for audit, entry in history.for_host(host):
@@ -34,9 +35,11 @@ def find_baseline(history: History, host: str, warn: Callable[[str], None] = lam
         if not stored.fit:  # stored before fitness was checked, and forced: not a baseline
             continue
         centers = {name: [c] for name, c in stored.centers().items()}
-        for run in later:
+        for run in reversed(later):  # in time order: a slide is told from noise by its order
             if run.baseline == audit.id and run.fit and not run.changed and \
                     all(run.keys.get(n, ()) == stored.keys.get(n, ()) for n in run.tests):
+                for name, center in run.first_centers.items():  # measured first
+                    centers.setdefault(name, []).append(center)
                 for name, center in run.centers().items():
                     centers.setdefault(name, []).append(center)
         return Baseline(audit.id, audit.started_at, stored.tests, dict(stored.context), centers,

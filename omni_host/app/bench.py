@@ -10,6 +10,7 @@ import dataclasses
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from omni_host.app.audit import AuditRun, Hosts, finish
 from omni_host.app.baseline import find_baseline
@@ -17,7 +18,7 @@ from omni_host.collect.run import collect_host
 from omni_host.collect.transport.base import SshOptions
 from omni_host.errors import TransportError, UsageError
 from omni_host.evaluate.audit import evaluate_bundle, unreachable
-from omni_host.evaluate.bench import CHECK_ID, bench_context, judge
+from omni_host.evaluate.bench import CHECK_ID, bench_context, first_run, judge
 from omni_host.evaluate.checks import catalog
 from omni_host.evaluate.sweep import CHECK_ID as SWEEP_CHECK
 from omni_host.evaluate.sweep import judge_sweep, plan_sweep
@@ -44,8 +45,8 @@ class BenchHost:
 
 
 def bench_result(bundle: Bundle, policy: Policy, summary: FactSummary | None, history: History, *,
-                 record: bool, warn: Callable[[str], None] = lambda _: None
-                 ) -> tuple[CheckResult, str | None]:
+                 record: bool, warn: Callable[[str], None] = lambda _: None,
+                 first: dict[str, Any] | None = None) -> tuple[CheckResult, str | None]:
     """perf.tokens-per-s of a collected bundle (live, or recorded) and the stored bench it was
     compared with; ``summary``: the audit's fact summary of the same bundle. Raises
     BenchRefused where the helper refused to run."""
@@ -60,7 +61,7 @@ def bench_result(bundle: Bundle, policy: Policy, summary: FactSummary | None, hi
     assert policy.bench is not None
     baseline = None if record else find_baseline(history, bundle.host, warn)
     context = bench_context(summary or FactSummary(), run)
-    result = judge(meta, policy.bench, run, context, baseline, record=record)
+    result = judge(meta, policy.bench, run, context, baseline, record=record, first=first)
     return result, baseline.audit if baseline is not None else None
 
 
@@ -89,7 +90,31 @@ def bench_host(plan: HostPlan, ssh: SshOptions, history: History, *, record: boo
     if sweep:
         return judge_sweep_bundle(bundle, plan, spec, advised,
                                   duration_s=time.monotonic() - start)
-    return judge_bench(bundle, plan, history, record=record, duration_s=time.monotonic() - start)
+    done = judge_bench(bundle, plan, history, record=record, duration_s=time.monotonic() - start)
+    first = None if record else first_of(done, spec, bundle)
+    if first is None:
+        return done
+    # a drop or a scattered run is measured once more before it is said (evaluate.bench.settle)
+    try:
+        again = collect_host(plan, ssh, probe_timeout_s, extra=(bench_probe(spec, force=force),))
+    except TransportError as exc:
+        return dataclasses.replace(done, warnings=(*done.warnings, f"{plan.name}: the second "
+                                                   f"run could not be collected: {exc}"))
+    try:
+        return judge_bench(again, plan, history, record=False,
+                           duration_s=time.monotonic() - start, first=first)
+    except BenchRefused as exc:  # busy now: the first run's verdict stands, and says so
+        return dataclasses.replace(done, warnings=(*done.warnings, f"{exc}: the first run's "
+                                                   "verdict stands unconfirmed"))
+
+
+def first_of(done: BenchHost, spec: BenchSpec, bundle: Bundle) -> dict[str, Any] | None:
+    """The first run's verdicts, when they call for a second run (evaluate.bench.first_run)."""
+    result = next((r for r in done.report.results if r.id == CHECK_ID), None)
+    probe = evaluate(BENCH, bundle.results.get(BENCH.id))
+    if result is None or not probe.ok or result.status is Status.ERROR:
+        return None
+    return first_run(result, spec, probe.fact)
 
 
 def judge_sweep_bundle(bundle: Bundle, plan: HostPlan, spec: BenchSpec, advised: tuple[int, ...],
@@ -112,14 +137,14 @@ def judge_sweep_bundle(bundle: Bundle, plan: HostPlan, spec: BenchSpec, advised:
 
 
 def judge_bench(bundle: Bundle, plan: HostPlan, history: History, *, record: bool,
-                duration_s: float = 0.0) -> BenchHost:
+                duration_s: float = 0.0, first: dict[str, Any] | None = None) -> BenchHost:
     """A collected bench bundle (live, or recorded) judged: its audit and its tokens/s, each
     probe's output parsed once. Raises BenchRefused where the helper refused to run."""
     report = evaluate_bundle(bundle, plan.policy, address=plan.address, duration_s=duration_s,
                              expected=plan.expected)
     warnings: list[str] = []
     result, compared = bench_result(bundle, plan.policy, report.facts, history, record=record,
-                                    warn=warnings.append)
+                                    warn=warnings.append, first=first)
     report = dataclasses.replace(report, results=(*report.results, result))
     recorded = bool(result.details.get("recorded_baseline"))
     unfit = result.details.get("unfit") or []

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import statistics
 from dataclasses import dataclass
 from typing import Any, TypeGuard
 
@@ -50,6 +51,7 @@ LOAD_TOLERANCE_CPUS = 0.25
 OWN_CPU_TOLERANCE = 0.20
 OWN_CPU = "CPU llama-bench got during the run (CPUs)"
 RANK = {Status.PASS: 0, Status.WARN: 1, Status.FAIL: 2}
+RANK_OF = {s.value: r for s, r in RANK.items()}
 
 
 @dataclass(frozen=True)
@@ -217,25 +219,48 @@ class TestVerdict:
     status: Status
     baseline_ts: float
     now_ts: float
-    drop: float  # fraction below the baseline (negative: faster)
+    drop: float  # fraction below the reference (negative: faster)
     threshold: float  # the drop that warns (fraction)
     noise: float = 0.0  # one run's relative standard deviation, as measured
     detectable: float = 0.0  # the smallest drop this comparison can tell from noise
     tolerance: float = 0.0  # the operator's (omni_bench.tolerance_pct), as a fraction
+    modes: tuple[float, ...] = ()  # the centers of the modes its unchanged runs cluster in
+    drift: float | None = None  # its runs since the baseline slid this much, in a row
+    resolution: float = 0.0  # the least drop its baseline (and runs since) can resolve
+
+    @property
+    def noisier(self) -> bool:
+        """This run scattered past what its baseline resolves: something on the host did."""
+        return not self.dropped and self.status is Status.WARN
 
     @property
     def blind(self) -> bool:
-        """The noise hides a drop of the operator's tolerance: no pass can be claimed."""
+        """The noise hides a drop of the operator's tolerance: judged at its resolution."""
         return self.detectable > self.tolerance
 
+    @property
+    def dropped(self) -> bool:
+        return self.drop > self.threshold
+
     def line(self) -> str:
-        where = (f"{abs(self.drop):.0%} {'below' if self.drop > 0 else 'above'} baseline"
-                 if abs(self.drop) >= 0.005 else "at baseline")
+        mark = "the nearest of its modes" if len(self.modes) > 1 else "baseline"
+        where = (f"{abs(self.drop):.0%} {'below' if self.drop > 0 else 'above'} {mark}"
+                 if abs(self.drop) >= 0.005 else f"at {mark}")
         text = (f"{self.name} {where} ({self.now_ts:.1f} vs {self.baseline_ts:.1f} t/s, "
                 f"noise ±{self.noise:.1%}, detects drops past {self.threshold:.0%})")
-        if self.blind and self.drop <= self.threshold:
-            text += (f": cannot judge drops below {self.detectable:.0%} (tolerance "
-                     f"{self.tolerance:.0%}): record a quieter baseline or raise tolerance_pct")
+        if len(self.modes) > 1:
+            text += (f"; its unchanged runs cluster in {len(self.modes)} modes ("
+                     + ", ".join(f"{m:.1f}" for m in self.modes) + " t/s): a drop is judged "
+                     "from the nearest, below the lowest")
+        if self.drift is not None:
+            text += (f"; its runs since the baseline fell {self.drift:.0%} and stayed down (a "
+                     "slide or a step): a drift, judged from the baseline, never learned as noise")
+        if self.noisier:
+            text += (f": this run scattered past what its baseline resolves (drops past "
+                     f"{self.resolution:.0%}): cannot judge drops below {self.detectable:.0%}")
+        elif self.blind and not self.dropped:
+            text += (f"; judged at its resolution, drops past {self.detectable:.0%} "
+                     f"(tolerance {self.tolerance:.0%})")
         return text
 
 
@@ -245,44 +270,127 @@ MEDIAN_SE = 1.2533  # the standard error of a median, in standard deviations / s
 
 SIGMAS = 3  # a drop past 3 standard deviations of one run is not noise
 HALVED = 0.5  # a significant drop to half fails however noisy the runs (S-005)
+# Modes: two groups of run centers are two modes when each holds at least MODE_SHARE of the
+# runs (and three of them) and their centers lie MODE_GAP pooled standard deviations apart.
+MODE_SHARE, MODE_MIN_RUNS, MODE_GAP, MAX_MODES = 0.2, 3, 4.0, 3
+MIN_SPREAD = 0.002  # a group of identical centers is known to 0.2%, not to 0
+MIN_RUNS_FOR_DRIFT = 4
+MAX_CENTERS = 60  # the baseline's and the latest runs' centers: the noise of today's host
+NOISIER = 1.5  # a run whose noise hides 1.5x what its baseline resolves is itself a finding
+DRIFT_TAU = -0.8  # Kendall's tau of the centers in time order at or below: a slide, not noise
 
 
 def _standard_error(est: Estimate) -> float:
     return MEDIAN_SE * est.spread / math.sqrt(est.used) if est.used else 0.0
 
 
+def _pooled(groups: list[list[float]]) -> float:
+    """The pooled relative robust spread within groups (each at least MIN_SPREAD)."""
+    parts = [(len(g), max(robust_spread(g), MIN_SPREAD)) for g in groups]
+    return math.sqrt(sum(n * s * s for n, s in parts) / sum(n for n, _ in parts))
+
+
+def modes(centers: list[float] | tuple[float, ...]) -> list[list[int]]:
+    """The run centers grouped by mode (each group: indices into ``centers``), lowest first.
+    A group is split where the split (the least pooled variance of the sorted centers, Otsu's
+    rule in one dimension) leaves two groups of at least MODE_SHARE of the runs whose medians
+    lie MODE_GAP pooled robust standard deviations apart; at most MAX_MODES. Unimodal centers
+    stay one group."""
+    least = max(MODE_MIN_RUNS, math.ceil(MODE_SHARE * len(centers)))
+    groups = [sorted(range(len(centers)), key=lambda i: centers[i])]
+    while len(groups) < MAX_MODES:
+        best: tuple[float, int, int] | None = None
+        for gi, group in enumerate(groups):
+            values = [centers[i] for i in group]
+            for cut in range(least, len(values) - least + 1):
+                cost = sum((v - statistics.fmean(part)) ** 2
+                           for part in (values[:cut], values[cut:]) for v in part)
+                if best is None or cost < best[0]:
+                    best = (cost, gi, cut)
+        if best is None:
+            break
+        _, gi, cut = best
+        low = [centers[i] for i in groups[gi][:cut]]
+        high = [centers[i] for i in groups[gi][cut:]]
+        gap = (statistics.median(high) - statistics.median(low)) / \
+            statistics.median(low + high)
+        if gap <= MODE_GAP * _pooled([low, high]):
+            break
+        groups[gi:gi + 1] = [groups[gi][:cut], groups[gi][cut:]]
+    return groups
+
+
+def slide(centers: list[float] | tuple[float, ...]) -> float | None:
+    """How far centers in time order (the baseline's first) slid, when they slide in a row
+    (Kendall's tau at or below DRIFT_TAU over at least MIN_RUNS_FOR_DRIFT runs): a regression
+    creeping in, which would otherwise be learned as noise. None when they do not."""
+    n = len(centers)
+    if n < MIN_RUNS_FOR_DRIFT:
+        return None
+    pairs = [(centers[j] > centers[i]) - (centers[j] < centers[i])
+             for i in range(n) for j in range(i + 1, n)]
+    tau = sum(pairs) / len(pairs)
+    fall = (centers[0] - centers[-1]) / centers[0] if centers[0] > 0 else 0.0
+    return fall if tau <= DRIFT_TAU and fall > 0 else None
+
+
 def judge_test(name: str, base: list[float], now: list[float], tolerance_pct: float,
                run_centers: list[float] | tuple[float, ...] = ()) -> TestVerdict:
     """``base`` and ``now``: each repetition's tokens/s; ``run_centers``: the centers of the
-    fit, comparable runs of the host's unchanged state (the baseline's and later ones), whose
-    robust spread is the noise between runs once there are at least three.
+    fit, comparable runs of the host's unchanged state in time order (the baseline's first),
+    whose spread is the noise between runs once there are at least three.
 
     The noise of the comparison: until the spread between runs is measured (three fit runs),
     the repetitions' pooled robust spread stands in for it (runs differ more from each other
     than repetitions do: measured, docs/bench.md); once measured, the larger of that spread
-    between runs and the standard error of the two medians (1.2533 x spread / sqrt(n) each:
-    a run whose repetitions scatter is judged by how well its median is known, not by its
-    scatter alone). ``detectable`` = 3 x the noise. A drop past max(tolerance, detectable)
-    warns; it fails past 1.5 x that line when it is also twice the tolerance, or when it
-    halves tokens/s (S-005: NPS4). Where ``detectable`` exceeds the tolerance the comparison
-    cannot see a drop the operator cares about: a warn that says so, never a pass."""
+    between runs and the standard error of the two medians (1.2533 x spread / sqrt(n) each).
+    Where the runs cluster in modes (``modes``), the spread between runs is the pooled spread
+    within modes and a run is compared with the nearest mode (below the lowest: with the
+    lowest). Where they slid in a row (``slide``), they are not noise: the run is judged from
+    the baseline at its repetitions' noise. ``detectable`` = 3 x the noise. A drop past
+    max(tolerance, detectable) warns; it fails past 1.5 x that line when it is also twice the
+    tolerance, or when it halves tokens/s (S-005: NPS4). Where ``detectable`` exceeds the
+    tolerance the test is judged at that resolution, and says so: noise is not the host's
+    fault, so it never warns by itself."""
     b, n = estimate(base), estimate(now)
-    if len(run_centers) >= MIN_RUNS_FOR_SPREAD:
-        within = math.hypot(_standard_error(b), _standard_error(n))
-        noise = max(within, robust_spread(list(run_centers)))
+    centers = (list(run_centers[:1]) + list(run_centers[1:])[1 - MAX_CENTERS:]
+               if len(run_centers) > MAX_CENTERS else list(run_centers))
+    drift = slide(centers)
+    groups = modes(centers) if len(centers) >= MIN_RUNS_FOR_SPREAD and drift is None \
+        else []
+    if len(groups) > 1 and min(groups[0]) > max(i for g in groups[1:] for i in g):
+        # the lowest group came after every run of the others: a step down, not a mode
+        before = [centers[i] for g in groups[1:] for i in g]
+        drift = 1 - statistics.median([centers[i] for i in groups[0]]) / statistics.median(before)
+        groups = groups[1:]
+    values = [[centers[i] for i in g] for g in groups]
+    reference, found = b.center_ts, tuple[float, ...]()
+    if sum(map(len, values)) >= MIN_RUNS_FOR_SPREAD:
+        if len(values) > 1:
+            found = tuple(statistics.median(v) for v in values)
+            reference = min(found, key=lambda m: abs(m - n.center_ts)) \
+                if n.center_ts >= found[0] else found[0]
+            between = _pooled(values)
+        else:
+            between = robust_spread(values[0])
+        noise = max(math.hypot(_standard_error(b), _standard_error(n)), between)
+        resolution_noise = max(math.sqrt(2) * _standard_error(b), between)
     else:
         noise = math.sqrt((b.spread ** 2 + n.spread ** 2) / 2)
+        resolution_noise = b.spread
     tolerance = tolerance_pct / 100
     detectable = SIGMAS * noise
     threshold = max(tolerance, detectable)
-    drop = (b.center_ts - n.center_ts) / b.center_ts
+    drop = (reference - n.center_ts) / reference
+    status = Status.PASS
     if drop > threshold:
         fails = drop > 1.5 * threshold and drop > 2 * tolerance or drop >= HALVED
         status = Status.FAIL if fails else Status.WARN
-    else:
-        status = Status.WARN if detectable > tolerance else Status.PASS
-    return TestVerdict(name, status, b.center_ts, n.center_ts, drop, threshold, noise,
-                       detectable, tolerance)
+    elif detectable > NOISIER * max(tolerance, SIGMAS * resolution_noise):
+        status = Status.WARN  # this run scattered past what its baseline resolves: the host's
+    return TestVerdict(name, status, reference, n.center_ts, drop, threshold, noise,
+                       detectable, tolerance, found, drift,
+                       max(tolerance, SIGMAS * resolution_noise))
 
 
 def _evidence(run: BenchRun) -> tuple[Evidence, ...]:
@@ -344,6 +452,9 @@ class StoredRun:
     fit: bool
     baseline: str | None  # the stored bench it was judged against
     changed: tuple[str, ...]
+    # the centers of the first of two runs (a drop or a scattered run measured once more),
+    # when that run was fit: the same host, measured
+    first_centers: dict[str, float] = dataclasses.field(default_factory=dict)
 
     def centers(self) -> dict[str, float]:
         return {name: estimate(samples).center_ts for name, samples in self.tests.items()}
@@ -377,8 +488,12 @@ def read_stored(details: Any) -> StoredRun:
         raise ValueError("changed is not a list")
     # a run stored before fitness was recorded: fit unless it was forced
     fit = details.get("fit", not details.get("forced")) is True
+    first = details.get("first_run")
+    firsts: dict[str, float] = {}
+    if isinstance(first, dict) and first.get("fit") is True and isinstance(first.get("centers"), dict):
+        firsts = {str(n): c for n, v in first["centers"].items() if (c := rate(v)) is not None}
     return StoredRun(tests, keys, context, details.get("recorded_baseline") is True, fit,
-                     audit if isinstance(audit, str) else None, tuple(map(str, changed)))
+                     audit if isinstance(audit, str) else None, tuple(map(str, changed)), firsts)
 
 
 def _flag(field: str) -> str:
@@ -398,6 +513,10 @@ CAUSE_ORDER = ("other processes on the GPUs", "CPU quota", "CPUs allowed", "env 
                "CPU CCD", "NUMA", "NVIDIA driver",
                "CUDA", "kernel", "GPU", "other CPU load", "CPU llama-bench got", "model bytes")
 SYMPTOMS = ("GPU clock event reasons", "SM clock MHz (median")
+# What the run measured rather than how the host is set: a change of these alone does not
+# make an inconclusive comparison a warn (a disturbance does, by itself).
+MEASURED = ("other CPU load", "CPU llama-bench got", "GPU clock event reasons", "other processes",
+            *(f"GPU{i} SM clock" for i in range(16)))
 
 
 def _rank(change: str) -> tuple[int, int]:
@@ -407,6 +526,23 @@ def _rank(change: str) -> tuple[int, int]:
     return int(symptom), place
 
 
+def comma_split(argv: tuple[str, ...] | list[str]) -> str | None:
+    """A tensor split given to llama-bench with commas: llama-bench reads a comma as a list
+    of configurations (-ts 75,25 is two tests, ts 75 and ts 25, each with every layer on one
+    GPU), and a split's shares with '/'. The words that say so, or None."""
+    for i, arg in enumerate(argv):
+        name, eq, value = arg.partition("=")
+        if name in ("-ts", "--tensor-split"):
+            value = value if eq else (argv[i + 1] if i + 1 < len(argv) else "")
+            parts = [p for p in value.split(",") if p]
+            if len(parts) > 1 and not any("/" in p for p in parts):
+                return (f"{name} {value} made llama-bench measure {len(parts)} configurations "
+                        f"({', '.join('ts ' + p for p in parts)}, each with every layer on one "
+                        f"GPU): llama-bench separates a split's shares with '/' ({name} "
+                        f"{'/'.join(parts)}), llama-server with ',' ({name} {value})")
+    return None
+
+
 def _test_details(t: BenchTest) -> dict[str, Any]:
     est = t.estimate
     return {"kind": t.kind, "samples_ts": list(t.samples_ts), "mean_ts": round(t.mean_ts, 3),
@@ -414,8 +550,41 @@ def _test_details(t: BenchTest) -> dict[str, Any]:
             "spread": round(est.spread, 4), "params": t.params, "key": dict(t.key)}
 
 
+def settle(now: dict[str, dict[str, Any]], first: dict[str, Any] | None
+           ) -> list[tuple[Status, str, bool, bool]]:
+    """Each test's (status, line, dropped, blind), worst first. After a first run that did not
+    pass (``first``: its verdicts), a test is decided by the run that judged it better: a drop
+    must show in both runs to be called, a scattered run is settled by a steadier one."""
+    out = []
+    for name, v in now.items():
+        earlier = (first or {}).get(name)
+        take, which = v, ""
+        if isinstance(earlier, dict) and earlier.get("status") in RANK_OF:
+            which = " (the second of two runs)"
+            if RANK_OF[earlier["status"]] < RANK_OF[v["status"]]:
+                take, which = earlier, " (the first of two runs)"
+        out.append((Status(take["status"]), str(take["line"]) + which, bool(take["dropped"]),
+                    bool(take["blind"]), float(take["drop"])))
+    out.sort(key=lambda t: (-RANK[t[0]], -t[4]))
+    return [t[:4] for t in out]
+
+
+def first_run(result: CheckResult, spec: BenchSpec, run: BenchRun) -> dict[str, Any] | None:
+    """What a second run is judged with, when this compared run's verdict did not pass on the
+    tests' own evidence (a drop, or a run that scattered): the bench runs once more before it
+    says so (``settle``). None when it passed, or was not compared."""
+    verdicts = result.details.get("verdicts") or {}
+    if result.details.get("first_run") or not any(
+            v.get("status") != Status.PASS.value for v in verdicts.values()):
+        return None
+    centers = {n: t["center_ts"] for n, t in (result.details.get("tests") or {}).items()}
+    return {"verdicts": verdicts, "centers": centers, "fit": result.details.get("fit") is True,
+            "disturbed": "; ".join(disturbances(spec, run)) or None}
+
+
 def judge(meta: CheckMeta, spec: BenchSpec, run: BenchRun, context: dict[str, Any],
-          baseline: Baseline | None, *, record: bool) -> CheckResult:
+          baseline: Baseline | None, *, record: bool,
+          first: dict[str, Any] | None = None) -> CheckResult:
     """The verdict on one run. ``record``: this run is asked to become the baseline
     (--baseline); with no baseline the run becomes one if fit. A run that is not fit is never
     a baseline: it is judged (when there is a baseline) and kept as evidence, and says why."""
@@ -460,33 +629,55 @@ def judge(meta: CheckMeta, spec: BenchSpec, run: BenchRun, context: dict[str, An
     differ = {n: key_diff(baseline.keys.get(n, ()), t.key) for n, t in tests.items()}
     comparable = [n for n in tests if n in baseline.tests and not differ[n] and not other]
     details["not_comparable"] = sorted({*other, *(d for n in tests for d in differ[n])})
+    changed, same = context_diff(baseline.context, context)
+    changed.sort(key=_rank)
+    details["changed"], details["unchanged"] = changed, same
+    trap = comma_split(run.argv)
     if not comparable:
         why = "; ".join(details["not_comparable"]) or \
             f"the baseline measured other tests ({', '.join(baseline.tests)})"
-        return meta.result(Status.WARN, f"not comparable with baseline {baseline.audit}: {why}; "
-                           "record a new baseline: omni-host bench --baseline",
+        moved = f"; since the baseline: {'; '.join(changed)}" if changed else ""
+        return meta.result(Status.WARN, f"not comparable with baseline {baseline.audit}: {why}"
+                           f"{moved}{'; ' + trap if trap else ''}; record a new baseline: "
+                           "omni-host bench --baseline",
                            actual=measured, evidence=_evidence(run), details=details)
-    verdicts = [judge_test(n, baseline.tests[n], list(tests[n].samples_ts), spec.tolerance_pct,
-                           baseline.run_centers.get(n, ())) for n in comparable]
-    changed, same = context_diff(baseline.context, context)
-    changed.sort(key=_rank)
+    verdicts = [judge_test(n, baseline.tests[n], list(tests[n].samples_ts),
+                           spec.tolerance_for(tests[n].kind), baseline.run_centers.get(n, ()))
+                for n in comparable]
     details["verdicts"] = {v.name: {"status": v.status.value, "drop": round(v.drop, 4),
                                     "threshold": round(v.threshold, 4),
                                     "noise": round(v.noise, 4),
-                                    "detectable": round(v.detectable, 4)} for v in verdicts}
-    details["changed"], details["unchanged"] = changed, same
-    worst = max(verdicts, key=lambda v: (RANK[v.status], v.drop))
-    status = worst.status
-    text = "; ".join(v.line() for v in sorted(verdicts, key=lambda v: -v.drop))
-    dropped = any(v.drop > v.threshold for v in verdicts)
-    if dropped:
-        text += "; since the baseline: " + ("; ".join(changed) if changed else
-                                            "no change in the recorded host state")
+                                    "detectable": round(v.detectable, 4),
+                                    "reference_ts": round(v.baseline_ts, 3),
+                                    "modes": [round(m, 3) for m in v.modes],
+                                    "drift": None if v.drift is None else round(v.drift, 4),
+                                    "dropped": v.dropped, "blind": v.blind, "line": v.line()}
+                           for v in verdicts}
+    settled = settle(details["verdicts"], (first or {}).get("verdicts"))
+    if first:
+        details["first_run"] = first
+    status = max((s for s, _, _, _ in settled), key=RANK.__getitem__)
+    text = "; ".join(line for _, line, _, _ in settled)
+    dropped = any(d for _, _, d, _ in settled)
+    settings = [c for c in changed if not c.startswith(MEASURED)]
+    if changed:  # what moved comes first, before anything about the noise
+        text = f"since the baseline: {'; '.join(changed)}; {text}"
+        if settings and any(b for _, _, _, b in settled) and status is Status.PASS:
+            # the host changed and this comparison cannot see a drop of the tolerance
+            status = Status.WARN
+    elif dropped:
+        text += "; since the baseline: no change in the recorded host state"
     elif status is Status.PASS and ceiling_note:
         text += f"; {ceiling_note}"
+    if trap:
+        text += f"; {trap}"
+        status = Status.WARN if status is Status.PASS else status
     if unfit:
         text += f"; not used to learn the noise ({'; '.join(unfit)})"
     if disturbances(spec, run) and status is Status.PASS:  # it measured the host and something else
         status = Status.WARN
+    if first and first.get("disturbed") and status is Status.PASS:
+        status = Status.WARN
+        text += f"; the first of two runs was disturbed ({first['disturbed']})"
     return meta.result(status, text, expected=f"within the noise of baseline {baseline.audit}",
                        actual=measured, evidence=_evidence(run), details=details)

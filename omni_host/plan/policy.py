@@ -78,6 +78,12 @@ class BenchSpec:
     max_spread_pct: float = 10.0  # a baseline's repetitions spread at most this much
     max_other_cpus: float = 0.5  # other processes' CPU load during a baseline, at most (CPUs)
     env: tuple[tuple[str, str], ...] = ()  # llama-bench's environment as served (GLIBC_TUNABLES)
+    # tolerance_pct given by test kind ({pp: 10, tg: 5}): a kind not named takes tolerance_pct
+    tolerance_by_kind: tuple[tuple[str, float], ...] = ()
+
+    def tolerance_for(self, kind: str) -> float:
+        """The operator's tolerance (percent) for a test of this kind (pp, tg, pg)."""
+        return dict(self.tolerance_by_kind).get(kind, self.tolerance_pct)
 
 
 # llama-bench options omni-host sets itself (the model, JSON output, the repetitions), in
@@ -87,6 +93,7 @@ BENCH_OWN_ARGS = frozenset({"-m", "--model", "-o", "--output", "-oe", "--output-
                             "--output_err", "-r", "--repetitions", "-hf", "-hfr", "--hf-repo",
                             "--hf_repo", "-hff", "--hf-file", "--hf_file", "-mu", "--model-url",
                             "--model_url"})
+TEST_KINDS = ("pp", "tg", "pg")  # llama-bench's prompt, generation and combined tests
 MAX_BENCH_ARGS, MAX_BENCH_ARG_CHARS = 256, 4096  # 300,000 arguments ran 220 s into E2BIG
 
 
@@ -372,8 +379,26 @@ def _bench_rules(origin: str, bench: dict[str, Any] | None) -> None:
     if own:
         raise _fail(origin, "omni_bench.args", f"{own[0]} is set by omni-host (-m from model, "
                     "-o json, -r from repetitions; no other model is fetched)")
+    tolerance = _number_text(bench.get("tolerance_pct"))
+    if isinstance(tolerance, dict):
+        for kind, value in tolerance.items():
+            if kind not in TEST_KINDS:
+                raise _fail(origin, "omni_bench.tolerance_pct", f"{kind!r} is not a test kind "
+                            f"({', '.join(TEST_KINDS)}: prompt, generation, both)")
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or \
+                    not (math.isfinite(value) and 0 <= value <= 100):
+                raise _fail(origin, f"omni_bench.tolerance_pct.{kind}",
+                            f"must be a number from 0 to 100, got {value!r}")
+    elif tolerance is not None and (isinstance(tolerance, bool) or
+                                    not isinstance(tolerance, (int, float))):
+        raise _fail(origin, "omni_bench.tolerance_pct", "must be a number (percent) or a "
+                    f"mapping by test kind ({{pp: 10, tg: 5}}), got {tolerance!r}")
     for key, low in (("repetitions", 2), ("budget_s", 1), ("tolerance_pct", 0),
                      ("max_busy_pct", 0), ("max_spread_pct", 0), ("max_other_cpus", 0)):
+        if key == "tolerance_pct" and isinstance(tolerance, dict):
+            continue
+        if key == "tolerance_pct" and key in bench:
+            bench = {**bench, key: float(tolerance)}
         if key in bench and not (math.isfinite(bench[key]) and bench[key] >= low):
             raise _fail(origin, f"omni_bench.{key}", f"must be a number >= {low}, "
                         f"got {bench[key]!r}")
@@ -382,14 +407,29 @@ def _bench_rules(origin: str, bench: dict[str, Any] | None) -> None:
             raise _fail(origin, "omni_bench.env", f"{name!r} is not an environment variable name")
 
 
+def _number_text(value: Any) -> Any:
+    """A number written as text (an INI inventory's values are) as the number; else as is."""
+    if isinstance(value, str):
+        try:
+            return float(value)
+        except ValueError:
+            return value
+    return value
+
+
 def _bench_spec(bench: dict[str, Any] | None) -> BenchSpec | None:
     if bench is None:
         return None
+    tolerance = _number_text(bench.get("tolerance_pct", 5))
+    by_kind = tuple(sorted((str(k), float(v)) for k, v in tolerance.items())) \
+        if isinstance(tolerance, dict) else ()
     return BenchSpec(bench["llama_bench"], bench["model"], tuple(bench.get("args") or ()),
-                     int(bench.get("repetitions", 5)), float(bench.get("tolerance_pct", 5)),
+                     int(bench.get("repetitions", 5)),
+                     5.0 if isinstance(tolerance, dict) else float(tolerance),
                      float(bench.get("budget_s", 900)), float(bench.get("max_busy_pct", 10)),
                      float(bench.get("max_spread_pct", 10)), float(bench.get("max_other_cpus", 0.5)),
-                     tuple(sorted((str(k), str(v)) for k, v in (bench.get("env") or {}).items())))
+                     tuple(sorted((str(k), str(v)) for k, v in (bench.get("env") or {}).items())),
+                     by_kind)
 
 
 def policy_from_vars(values: dict[str, Any], origin: str,

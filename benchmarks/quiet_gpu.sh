@@ -1,0 +1,141 @@
+#!/bin/bash
+# The quiet Sentinel on a lent GPU machine (issue 44), as an operator runs it. Two phases, each
+# one device call (the machine stays warm between them and keeps /tmp):
+#   unchanged: llama-bench built with CUDA (benchmarks/gpu_lib.sh), the 1.7 GB random llama, the
+#              documented config (-p 512 -n 128 -ngl 99 -fa 1 -r 5): a baseline, then 30
+#              unchanged runs; partial offload (-ngl 7 -t 16): a baseline, then 5 unchanged;
+#   drops:     a duty-cycled competing GPU load calibrated by hand (llama-bench alone, the load
+#              off and at several duty cycles, -r 20) to cost tg128 5-6% and pp512 about 20%,
+#              then 10 omni-host benches under each (-r 20), the load's CUDA context starting
+#              after the idle gate (as a job that starts while the bench runs).
+# Every run's JSON report and the stores (the raw bundles) come back in OUTDIR/quiet-PHASE.tar.gz:
+# the verdicts are judged again offline from the bundles (tests/test_quiet_sentinel.py).
+# Usage: bash benchmarks/quiet_gpu.sh unchanged|drops OUTDIR
+set -u
+phase=$1 final=$2 out=/tmp/quiet-$1
+mkdir -p "$out" "$final"
+. benchmarks/gpu_lib.sh
+gpu_python "$out"
+bin=$LLAMA_BIN/llama-bench model=/tmp/model.gguf
+t0=$(date +%s)
+if [ ! -x "$bin" ]; then
+  gpu_build_start "$out" llama-bench
+  random_dense "$model" "$out/model.log"
+  wait $build; echo "build exit $? after $(( $(date +%s) - t0 )) s"
+fi
+[ -x "$bin" ] || { tail -20 "$out/build.log"; exit 1; }
+nvidia-smi --query-gpu=index,name,uuid,driver_version --format=csv,noheader
+
+inventory() {  # inventory FILE ARGS-JSON
+  cat > "$1" <<YML
+all:
+  hosts:
+    gpu:
+      ansible_connection: local
+      omni_build_packages: []
+      omni_swap_size_mib: 0
+      omni_bench:
+        llama_bench: "$bin"
+        model: "$model"
+        args: $2
+        repetitions: 5
+YML
+}
+DOC='["-p", "512", "-n", "128", "-ngl", "99", "-fa", "1"]'
+inventory /tmp/inv.yml "$DOC"
+inventory /tmp/inv-offload.yml '["-p", "512", "-n", "128", "-ngl", "7", "-fa", "1", "-t", "16"]'
+bench() {  # bench NAME INVENTORY STORE [flags]: the JSON report; one line: status, wall, summary
+  local name=$1 inv=$2 store=$3 s; shift 3
+  s=$(date +%s.%N)
+  python3 -m omni_host bench -i "$inv" gpu --report-dir "$store" --format json "$@" \
+    > "$out/$name.json" 2> "$out/$name.err"
+  python3 - "$out/$name.json" "$name" "$s" <<'PY'
+import json, sys, time
+try:
+    doc = json.load(open(sys.argv[1]))
+    r = next(r for r in doc["hosts"][0]["results"] if r["id"] == "perf.tokens-per-s")
+    print(f"{sys.argv[2]} {r['status']} {time.time() - float(sys.argv[3]):.1f}s {r['summary'][:300]}")
+except Exception as exc:
+    print(sys.argv[2], "no report:", exc)
+PY
+}
+
+if [ "$phase" = unchanged ]; then
+  S=/tmp/store
+  bench 00-baseline /tmp/inv.yml $S
+  for i in $(seq -w 1 30); do bench "u$i" /tmp/inv.yml $S; done
+  S2=/tmp/store-offload
+  bench o0-baseline /tmp/inv-offload.yml $S2
+  for i in 1 2 3 4 5; do bench "o$i" /tmp/inv-offload.yml $S2; done
+  tar czf "$out/stores.tar.gz" -C /tmp store store-offload
+else
+  cat > /tmp/load.py <<'PY'
+# A duty-cycled GPU load: matrix products for DUTY of every PERIOD, once TRIGGER appears
+# (torch is imported before: only the CUDA context starts after the trigger).
+import os, sys, time
+import torch
+duty, seconds, trigger = float(sys.argv[1]), float(sys.argv[2]), sys.argv[3]
+period = float(sys.argv[4]) if len(sys.argv) > 4 else 0.020
+while trigger != "now" and not os.path.exists(trigger):
+    time.sleep(0.005)
+a = torch.randn(2048, 2048, device="cuda", dtype=torch.bfloat16)
+end = time.time() + seconds
+while time.time() < end:
+    start = time.perf_counter()
+    while time.perf_counter() - start < period * duty:
+        a @ a
+        torch.cuda.synchronize()
+    time.sleep(max(0.0, period * (1 - duty)))
+PY
+  python3 - "$bin" "$model" "$out" <<'PY'
+# Calibrate by hand: llama-bench alone, without and with the load at each duty cycle.
+import json, subprocess, sys, time
+binary, model, out = sys.argv[1:4]
+def run(duty, args, period):
+    load = subprocess.Popen([sys.executable, "/tmp/load.py", str(duty), "60", "now", period]) \
+        if duty else None
+    time.sleep(6 if duty else 0)
+    proc = subprocess.run([binary, "-m", model, "-o", "json", "-r", "20", "-ngl", "99", "-fa", "1", *args],
+                          capture_output=True, text=True)
+    if load:
+        load.kill(); load.wait()
+    return json.loads(proc.stdout)[0]["avg_ts"]
+table = {}
+PERIOD = {"tg128": "0.020", "pp512": "0.004"}
+for kind, args in (("tg128", ["-p", "0", "-n", "128"]), ("pp512", ["-p", "512", "-n", "0"])):
+    base = [run(0, args, PERIOD[kind]) for _ in range(2)]
+    table[kind] = {"alone": base}
+    for duty in (0.05, 0.08, 0.1, 0.13, 0.2, 0.3, 0.45):
+        table[kind][str(duty)] = run(duty, args, PERIOD[kind])
+    print(kind, json.dumps(table[kind]), flush=True)
+json.dump(table, open(f"{out}/calibration.json", "w"), indent=1)
+def pick(kind, want):
+    alone = sum(table[kind]["alone"]) / 2
+    drops = {d: 1 - v / alone for d, v in table[kind].items() if d != "alone"}
+    return min(drops, key=lambda d: abs(drops[d] - want)), drops
+for kind, want in (("tg128", 0.055), ("pp512", 0.20)):
+    duty, drops = pick(kind, want)
+    print(f"{kind}: duty {duty} costs {drops[duty]:.1%} by hand", flush=True)
+    open(f"/tmp/duty-{kind}", "w").write(duty)
+PY
+  S=/tmp/store-drops
+  bench d0-baseline /tmp/inv.yml $S
+  # 20 repetitions (not part of what is compared): long enough for the load to land
+  LONG="{\"omni_bench\": {\"llama_bench\": \"$bin\", \"model\": \"$model\", \"repetitions\": 20, \"args\": $DOC}}"
+  for kind in tg128 pp512; do
+    duty=$(cat /tmp/duty-$kind)
+    period=$([ $kind = tg128 ] && echo 0.020 || echo 0.004)
+    for i in $(seq -w 1 10); do
+      rm -f /tmp/go
+      python3 /tmp/load.py "$duty" 40 /tmp/go "$period" & load=$!
+      sleep 8  # torch imported: the gate sees no process on the GPU
+      ( for _ in $(seq 1 1000); do pgrep -f "bin/llama-bench -m" >/dev/null && { touch /tmp/go; break; }; sleep 0.05; done ) & watcher=$!
+      bench "$kind-$i" /tmp/inv.yml $S -e "$LONG"
+      kill $load $watcher 2>/dev/null; wait $load $watcher 2>/dev/null
+    done
+  done
+  tar czf "$out/stores.tar.gz" -C /tmp store-drops
+fi
+echo "phase $phase done after $(( $(date +%s) - t0 )) s"
+tar czf "$final/quiet-$phase.tar.gz" -C "$out" .
+ls -la "$final"

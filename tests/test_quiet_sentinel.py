@@ -1,0 +1,170 @@
+"""A Sentinel that speaks only when it should (issue 44): quiet on an unchanged host, the cause
+first when something changed, every test judged at the resolution its baseline has.
+
+Replayed from a lent H100 (tests/fixtures/captures/bench-h100-quiet, see PROVENANCE.md): the
+stored bundles of ``omni-host bench`` run as an operator runs it (benchmarks/quiet_gpu.sh), 31
+unchanged runs of the documented config, 6 of partial offload, and 20 under a competing GPU
+load that starts after the idle gate. Each is judged again by the bench use case against a
+fresh store in the order it ran; a run whose verdict does not pass takes the next stored run
+as its second run, as ``omni-host bench`` now measures once more before it warns.
+"""
+
+from __future__ import annotations
+
+import collections
+import json
+import tarfile
+import time
+from pathlib import Path
+
+import pytest
+
+from omni_host.app.audit import Hosts, finish, judge_plan, keep
+from omni_host.app.bench import first_of, judge_bench
+from omni_host.collect.bundle import read_bundles
+from omni_host.evaluate.bench import comma_split, judge_test, modes, settle, slide
+from omni_host.model import Bundle, CheckResult, Status
+from omni_host.plan.policy import policy_from_vars
+from omni_host.report.history import load_history
+
+QUIET = Path(__file__).parent / "fixtures" / "captures" / "bench-h100-quiet"
+
+
+def _bundles(name: str, tmp_path: Path) -> list[Bundle]:
+    with tarfile.open(QUIET / f"{name}.stores.tar.gz") as tar:
+        tar.extractall(tmp_path, filter="data")
+    return [read_bundles(audit / "bundles")[0]
+            for audit in sorted(p for p in (tmp_path / name).iterdir() if p.is_dir())]
+
+
+def _replay(bundles: list[Bundle], store: Path, *, second: bool = True
+            ) -> tuple[list[CheckResult], int]:
+    """Each bench of the series as ``omni-host bench`` judges it, stored in turn; (the verdicts
+    after the baseline, how many second runs were taken)."""
+    verdicts, seconds, i = [], 0, 0
+    while i < len(bundles):
+        plan = judge_plan(bundles[i], None, "replay")
+        done = judge_bench(bundles[i], plan, load_history(store), record=False)
+        first = first_of(done, plan.policy.bench, bundles[i]) if second else None
+        if first is not None and i + 1 < len(bundles):
+            i, seconds = i + 1, seconds + 1
+            done = judge_bench(bundles[i], plan, load_history(store), record=False, first=first)
+        keep(finish(Hosts([done.report], "bench", time.time()), inventory=None, waivers=(),
+                    history=None), store)
+        verdicts.append(next(r for r in done.report.results if r.id == "perf.tokens-per-s"))
+        i += 1
+    assert verdicts[0].details["recorded_baseline"] is True
+    return verdicts[1:], seconds
+
+
+def _tally(verdicts: list[CheckResult]) -> collections.Counter[str]:
+    return collections.Counter(v.status.value for v in verdicts)
+
+
+def test_thirty_unchanged_h100_runs_are_quiet(tmp_path: Path) -> None:
+    """The documented config on one H100, nothing changed: pp512's centers spread ±7% between
+    runs (61k to 87k t/s), so it is judged at that resolution and says so; a run that
+    scattered is measured once more. Judged one run at a time, 4 of 30 warned, each "this run
+    scattered" (the rule of this issue before the second run)."""
+    bundles = _bundles("unchanged", tmp_path)
+    assert len(bundles) == 31
+    alone, _ = _replay(bundles, tmp_path / "alone", second=False)
+    assert _tally(alone)["fail"] == 0 and _tally(alone)["warn"] == 4
+    assert all("this run scattered" in v.summary for v in alone if v.status is Status.WARN)
+    verdicts, seconds = _replay(bundles, tmp_path / "store")
+    tally = _tally(verdicts)
+    assert tally["fail"] == 0 and tally["warn"] <= 1, [v.summary for v in verdicts]
+    assert seconds <= 4  # the cost: a second run for a run in eight, at most
+    pp = [v.details["verdicts"]["pp512"] for v in verdicts]
+    assert all(p["detectable"] > 0.05 for p in pp[-10:])  # said: judged at its resolution
+    assert all("judged at its resolution" in v.summary for v in verdicts[-10:])
+
+
+def test_partial_offload_runs_are_quiet(tmp_path: Path) -> None:
+    verdicts, _ = _replay(_bundles("offload", tmp_path), tmp_path / "store")
+    tally = _tally(verdicts)
+    assert tally["fail"] == 0 and tally["warn"] <= 1, [v.summary for v in verdicts]
+
+
+def test_a_gpu_co_tenant_is_named_first_in_every_run(tmp_path: Path) -> None:
+    """A duty-cycled load on the GPU, its CUDA context started after the idle gate (it cost
+    tg128 5.3% by hand at duty 0.1 and pp512 16% at 0.45: calibration-duty-cycled-load.json):
+    every run's verdict opens with the process, by the pid the helper sampled, never a pass."""
+    bundles = _bundles("drops", tmp_path)
+    assert len(bundles) == 21
+    verdicts, _ = _replay(bundles, tmp_path / "store", second=False)
+    for bundle, verdict in zip(bundles[1:], verdicts, strict=True):
+        doc = json.loads(bundle.results["bench.llama"].stdout)
+        (process,) = doc["during"]["other_gpu_processes"]  # the load, as sampled during the run
+        assert verdict.summary.startswith(f"since the baseline: other processes on the GPUs: "
+                                          f"none -> {process}"), verdict.summary
+        assert verdict.status is not Status.PASS
+    calibration = json.loads((QUIET / "calibration-duty-cycled-load.json").read_text())
+    alone = sum(calibration["tg128"]["alone"]) / 2
+    assert 0.05 <= 1 - calibration["tg128"]["0.1"] / alone <= 0.06  # the 5-6% tg load
+
+
+def _reps(center: float) -> list[float]:
+    """Five repetitions around ``center``, the first at half speed (llama-bench's warm-up)."""
+    return [center * 0.5] + [center * x for x in (1.0, 1.002, 0.998, 1.001)]
+
+
+def test_a_run_is_judged_from_the_nearest_of_its_modes() -> None:
+    """pp512 of two H100s clustered near 77k and 86k t/s between unchanged runs (issue 44):
+    alternating runs form two modes; a run in either passes, one below the lowest is the drop."""
+    runs = [77.0, 86.0, 77.5, 85.5, 86.2, 76.8, 85.9, 77.2]
+    assert [sorted(g) for g in modes(runs)] == [[0, 2, 5, 7], [1, 3, 4, 6]]
+    for center in (77.3, 86.1, 81.0):
+        verdict = judge_test("pp512", _reps(77.0), _reps(center), 5, runs)
+        assert verdict.status is Status.PASS and len(verdict.modes) == 2, verdict.line()
+    low = judge_test("pp512", _reps(77.0), _reps(70.0), 5, runs)
+    assert low.status is Status.WARN and low.drop == pytest.approx(1 - 70 / 77.1, abs=0.005)
+    assert "cluster in 2 modes (77.1, 86.0 t/s)" in low.line()
+    assert modes([72.3, 71.7, 74.6, 74.5, 76.0]) == [[1, 0, 3, 2, 4]]  # too few runs: one
+
+
+def test_a_step_down_or_a_slide_is_a_drift_never_a_mode_nor_noise() -> None:
+    step = [100.0, 100.5, 99.5, 100.2, 100.1, 90.0, 90.5, 89.8]
+    stepped = judge_test("tg", _reps(100), _reps(90), 5, step)
+    assert stepped.status is not Status.PASS and stepped.modes == ()
+    assert stepped.drift == pytest.approx(0.10, abs=0.005) and "never learned" in stepped.line()
+    assert slide([100.0, 98, 96, 94, 92]) == pytest.approx(0.08)
+    assert slide([100.0, 98, 101, 99, 100]) is None
+    slid = judge_test("tg", _reps(100), _reps(91), 5, [100.0, 98, 96, 94, 92])
+    assert slid.status is not Status.PASS  # the slide did not widen its own line
+
+
+def test_a_drop_must_show_in_both_runs_and_a_scattered_run_is_settled_by_a_steadier() -> None:
+    def v(status: str, drop: float, dropped: bool) -> dict:
+        return {"status": status, "line": f"{status} {drop}", "dropped": dropped,
+                "blind": False, "drop": drop}
+
+    first = {"pp512": v("warn", 0.02, False), "tg128": v("warn", 0.08, True)}
+    now = {"pp512": v("pass", 0.01, False), "tg128": v("warn", 0.07, True)}
+    settled = settle(now, first)
+    assert [s for s, *_ in settled] == [Status.WARN, Status.PASS]
+    assert settled[0][1] == "warn 0.07 (the second of two runs)"
+    assert settled[1][1] == "pass 0.01 (the second of two runs)"
+    assert [s for s, *_ in settle({"tg128": v("pass", 0.0, False)},
+                                  {"tg128": v("fail", 0.3, True)})] == [Status.PASS]
+
+
+def test_tolerance_by_test_kind() -> None:
+    spec = policy_from_vars({"omni_bench": {"llama_bench": "/b", "model": "/m",
+                                            "tolerance_pct": {"pp": 12, "tg": 4}}}, "t").bench
+    assert (spec.tolerance_for("pp"), spec.tolerance_for("tg"), spec.tolerance_for("pg")) == \
+        (12.0, 4.0, 5.0)
+    base, now = _reps(100.0), _reps(94.0)
+    assert judge_test("pp512", base, now, spec.tolerance_for("pp")).status is Status.PASS
+    assert judge_test("tg128", base, now, spec.tolerance_for("tg")).status is Status.WARN
+    with pytest.raises(Exception, match="'px' is not a test kind"):
+        policy_from_vars({"omni_bench": {"llama_bench": "/b", "model": "/m",
+                                         "tolerance_pct": {"px": 3}}}, "t")
+
+
+def test_a_comma_split_is_named_as_two_configurations() -> None:
+    said = comma_split(["/bin/llama-bench", "-m", "/m", "-ts", "75,25", "-ngl", "99"])
+    assert said is not None and "-ts 75,25 made llama-bench measure 2 configurations" in said
+    assert "(-ts 75/25)" in said and "llama-server with ','" in said
+    assert comma_split(["-ts", "75/25"]) is None and comma_split(["-ts", "1/0,0/1"]) is None
+    assert "--tensor-split 3,1 made" in comma_split(["--tensor-split=3,1"])
