@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import Sshd, run_cli
+from conftest import Sshd, run_cli, until_unlocked
 
 from omni_host.app.audit import Hosts, finish, judge_plan, keep
 from omni_host.app.baseline import find_baseline
@@ -251,9 +251,10 @@ def _inventory(sshd: Sshd, path: Path, binary: Path, model: Path, **bench) -> Pa
 
 
 def _bench(sshd: Sshd, inv: Path, store: Path, *extra: str):
-    result = run_cli("bench", "-i", str(inv), "loop", "--report-dir", str(store), "--format",
-                     "json", "--known-hosts", str(sshd.known_hosts), "--ssh-config",
-                     str(store.parent / "no-ssh-config"), *extra, timeout=600)
+    result = until_unlocked(lambda: run_cli(
+        "bench", "-i", str(inv), "loop", "--report-dir", str(store), "--format", "json",
+        "--known-hosts", str(sshd.known_hosts), "--ssh-config", str(store.parent / "no-ssh-config"),
+        *extra, timeout=600))
     doc = json.loads(result.stdout) if result.stdout.strip() else None
     perf = None if doc is None else next(r for r in doc["hosts"][0]["results"]
                                          if r["id"] == "perf.tokens-per-s")
@@ -438,8 +439,8 @@ def test_a_busy_gpu_refuses_the_bench(llama, tmp_path: Path) -> None:
         "ansible_connection": "local", "omni_build_packages": [],
         "omni_bench": {"llama_bench": str(binary), "model": str(model)}}}}}))
     env = {"PATH": f"{bin_dir}:{os.environ['PATH']}"}
-    result = run_cli("bench", "-i", str(inv), "gpu", "--report-dir", str(tmp_path / "store"),
-                     env=env)
+    result = until_unlocked(lambda: run_cli("bench", "-i", str(inv), "gpu", "--report-dir",
+                                            str(tmp_path / "store"), env=env))
     assert result.code == 2
     assert result.stderr.splitlines()[-1] == ("omni-host: gpu: bench refused: busy: process 5632 "
                                      "(python3) on a GPU (--force runs it anyway)")
@@ -528,3 +529,34 @@ def test_a_bench_bundle_is_evaluated_once(tmp_path: Path) -> None:
     assert set(parses) <= set(bundle.results)
     assert {pid for pid, n in parses.items() if n != 1} == set()
     assert collected <= set(parses)
+
+
+def test_a_gpu_whose_state_cannot_be_read_refuses_the_bench(llama, tmp_path: Path) -> None:
+    """nvidia-smi there but failing (a driver that cannot answer): the gate never stays open
+    by default (issue 43); --force runs it and the run says what it could not tell."""
+    binary, model = llama
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "nvidia-smi").write_text(
+        "#!/bin/sh\necho \"NVIDIA-SMI has failed because it couldn't communicate with the "
+        "NVIDIA driver.\"; exit 9\n")
+    (bin_dir / "nvidia-smi").chmod(0o755)
+    inv = tmp_path / "hosts.yml"
+    inv.write_text(json.dumps({"all": {"hosts": {"gpu": {
+        "ansible_connection": "local", "omni_build_packages": [],
+        "omni_bench": {"llama_bench": str(binary), "model": str(model),
+                       "args": ["-p", "16", "-n", "8", "-t", "1"], "repetitions": 2}}}}}))
+    env = {"PATH": f"{bin_dir}:{os.environ['PATH']}"}
+    store = ["--report-dir", str(tmp_path / "store")]
+    result = until_unlocked(lambda: run_cli("bench", "-i", str(inv), "gpu", *store, env=env))
+    assert result.code == 2, result.stderr
+    assert result.stderr.splitlines()[-1] == (
+        "omni-host: gpu: bench refused: busy: cannot tell whether the GPU is idle (nvidia-smi: "
+        "NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver.) "
+        "(--force runs it anyway)")
+    forced = until_unlocked(lambda: run_cli("bench", "-i", str(inv), "gpu", *store, "--force",
+                                             "--format", "json", env=env, timeout=600))
+    perf = next(r for r in json.loads(forced.stdout)["hosts"][0]["results"]
+                if r["id"] == "perf.tokens-per-s")
+    assert "cannot tell whether the GPU is idle" in perf["summary"]
+    assert perf["details"]["recorded_baseline"] is False  # a forced run is never a baseline

@@ -109,3 +109,18 @@ def test_a_model_the_process_user_could_not_read_is_not_read_for_it(tmp_path: Pa
     assert other["size_bytes"] is None and "not readable" in other["error"]
     model.chmod(0o644)
     assert helper.model_identity(str(model), (owner + 4242, set()))["size_bytes"] == 68
+
+
+def test_counters_that_make_an_infinite_rate_are_not_a_rate() -> None:
+    """A /metrics whose counters divide to infinity (1e308 tokens in 1e-300 s) passed and
+    wrote Infinity into report.json (not JSON): now it is no rate, and nothing is infinite."""
+    import json
+
+    from omni_host.model import InferenceServer, ServedCounters
+
+    server = InferenceServer("llama-server", 4242, ("llama-server", "--port", "8080"),
+                             counters=ServedCounters(predicted_tokens=1e308,
+                                                     predicted_seconds=1e-300))
+    result = judge_served(catalog()["serve.tokens-per-s"], (server,), None)
+    assert result.status is Status.SKIP, result.summary
+    json.dumps(result.details, allow_nan=False)  # raises on Infinity or NaN

@@ -8,7 +8,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from conftest import GPU_BUNDLES, run_cli
+from conftest import GPU_BUNDLES, run_cli, until_unlocked
 
 DEEP = 5000  # levels: enough for YAML's recursive composer to hit the interpreter's limit
 
@@ -209,7 +209,8 @@ def test_a_child_llama_bench_leaves_behind_neither_survives_nor_loses_the_run(tm
         "ansible_connection": "local", "omni_build_packages": [],
         "omni_bench": {"llama_bench": str(fake), "model": str(model)}}}}}))
     start = time.monotonic()
-    result = run_cli("bench", "-i", str(inv), "box", "--no-store", "--format", "json")
+    result = until_unlocked(lambda: run_cli("bench", "-i", str(inv), "box", "--no-store",
+                                            "--format", "json"))
     took = time.monotonic() - start
     perf = next(r for r in json.loads(result.stdout)["hosts"][0]["results"]
                 if r["id"] == "perf.tokens-per-s")

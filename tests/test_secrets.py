@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import Sshd, run_cli
+from conftest import Sshd, run_cli, until_unlocked
 
 from omni_host.plan.policy import ExpectedState
 from omni_host.remote.procfacts import bench_env, redacted_argv, redacted_url
@@ -183,17 +183,17 @@ def test_planted_secrets_are_in_no_output_and_no_stored_file(sshd: Sshd, tmp_pat
 def test_a_bench_stores_no_vaulted_value(sshd: Sshd, llama, tmp_path: Path) -> None:
     """The vaulted variables of omni_bench.env reach llama-bench (GGML_PLANTED is one the
     bench records as speed-relevant) and nowhere else."""
-    from test_bench import BENCH_ARGS
+    from test_serve import BENCH_ARGS
 
     binary, model = llama
     spec = {"llama_bench": str(binary), "model": str(model), "args": BENCH_ARGS,
             "repetitions": 2, "max_other_cpus": 4, "max_spread_pct": 10000}
     inv = _inventory(sshd, tmp_path / "inv", spec)
     store = tmp_path / "store"
-    result = run_cli("bench", "-i", str(inv), "loop", "--vault-password-file",
-                     str(VAULT_PASSWORD), "--known-hosts", str(sshd.known_hosts), "--ssh-config",
-                     str(tmp_path / "none"), "--report-dir", str(store), "--format", "json",
-                     timeout=900)
+    result = until_unlocked(lambda: run_cli(
+        "bench", "-i", str(inv), "loop", "--vault-password-file", str(VAULT_PASSWORD),
+        "--known-hosts", str(sshd.known_hosts), "--ssh-config", str(tmp_path / "none"),
+        "--report-dir", str(store), "--format", "json", timeout=900))
     assert result.code in (0, 1), result.stderr
     doc = json.loads(result.stdout)
     perf = next(r for r in doc["hosts"][0]["results"] if r["id"] == "perf.tokens-per-s")

@@ -10,7 +10,7 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import Sshd, run_cli
+from conftest import Sshd, run_cli, until_unlocked
 
 from omni_host.evaluate.checks import catalog
 from omni_host.evaluate.sweep import candidates, judge_sweep, plan_sweep, seconds_per_config
@@ -106,9 +106,10 @@ def _sweep_inventory(sshd: Sshd, path: Path, binary: Path, model: Path) -> Path:
 
 
 def _run(sshd: Sshd, inv: Path, store: Path, *extra: str):  # type: ignore[no-untyped-def]
-    result = run_cli("bench", "-i", str(inv), "loop", "--report-dir", str(store), "--format",
-                     "json", "--known-hosts", str(sshd.known_hosts), "--ssh-config",
-                     str(store.parent / "no-ssh-config"), *extra, timeout=600)
+    result = until_unlocked(lambda: run_cli(
+        "bench", "-i", str(inv), "loop", "--report-dir", str(store), "--format", "json",
+        "--known-hosts", str(sshd.known_hosts), "--ssh-config", str(store.parent / "no-ssh-config"),
+        *extra, timeout=600))
     doc = json.loads(result.stdout) if result.stdout.strip() else None
     return result, doc
 

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from omni_host.model import CheckResult, Evidence, InferenceServer, ServedCounters, Status
-from omni_host.probes.parsers.bench import estimate
+from omni_host.probes.parsers.bench import estimate, rate
 from omni_host.remote.procfacts import option_value
 
 if TYPE_CHECKING:  # types only: the check registry imports this module
@@ -70,7 +70,17 @@ def option(server: InferenceServer, flags: tuple[str, ...], variable: str) -> st
 
 def served_rate(server: InferenceServer, previous: InferenceServer | None,
                 previous_audit: str | None) -> ServedRate | None:
-    """The server's generation rate over the widest window its counters allow."""
+    """The server's generation rate over the widest window its counters allow; None where
+    it is no rate (counters that make it infinite, zero or past any GPU's: a forged or broken
+    /metrics is not judged, and never writes Infinity into a report)."""
+    found = _window(server, previous, previous_audit)
+    if found is None or not found.seconds > 0:
+        return None
+    return found if rate(found.tokens / found.seconds) is not None else None
+
+
+def _window(server: InferenceServer, previous: InferenceServer | None,
+            previous_audit: str | None) -> ServedRate | None:
     now = server.counters
     if now is None or not now.predicted_tokens or not now.predicted_seconds:
         return _probed(server)

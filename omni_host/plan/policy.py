@@ -94,6 +94,7 @@ BENCH_OWN_ARGS = frozenset({"-m", "--model", "-o", "--output", "-oe", "--output-
                             "--hf_repo", "-hff", "--hf-file", "--hf_file", "-mu", "--model-url",
                             "--model_url"})
 TEST_KINDS = ("pp", "tg", "pg")  # llama-bench's prompt, generation and combined tests
+MIN_VRAM_GIB, MAX_VRAM_GIB = 0.25, 4096.0  # a GPU's memory, as omni_gpus states it
 MAX_BENCH_ARGS, MAX_BENCH_ARG_CHARS = 256, 4096  # 300,000 arguments ran 220 s into E2BIG
 
 
@@ -342,10 +343,13 @@ def _rules(origin: str, v: dict[str, Any]) -> None:
         for i, item in enumerate(v.get(var) or ()):
             _absolute(origin, f"{var}[{i}].path", item["path"])
     for i, gpu in enumerate(v.get("omni_gpus") or ()):
-        if gpu["vram_gib"] <= 0:
-            raise _fail(origin, f"omni_gpus[{i}].vram_gib", f"must be > 0, got {gpu['vram_gib']!r}")
+        # a GPU's memory is a real size: NaN, inf or 1e-300 would pass a "> 0" and crash
+        # every split computed from it
+        if not (math.isfinite(gpu["vram_gib"]) and MIN_VRAM_GIB <= gpu["vram_gib"] <= MAX_VRAM_GIB):
+            raise _fail(origin, f"omni_gpus[{i}].vram_gib", f"must be a GPU's memory in GiB, "
+                        f"{MIN_VRAM_GIB:g} to {MAX_VRAM_GIB:g}, got {gpu['vram_gib']!r}")
     for i, disk in enumerate(v.get("omni_disk_free") or ()):
-        if disk["min_free_gib"] <= 0:
+        if not (math.isfinite(disk["min_free_gib"]) and disk["min_free_gib"] > 0):
             raise _fail(origin, f"omni_disk_free[{i}].min_free_gib",
                         f"must be > 0, got {disk['min_free_gib']!r}")
     bad = [p for p in v.get("omni_build_packages") or () if not _PACKAGE.match(p)]

@@ -79,12 +79,15 @@ def _args(argv):
 
 
 def _smi(args, timeout_s=20):
-    """(exit code, stdout, stderr) of nvidia-smi; (127, "", why) where there is none."""
+    """(exit code, stdout, stderr) of nvidia-smi; (127, "", why) where there is none, (124,
+    "", why) where it did not answer in time (a driver that hangs: not "no GPU")."""
     try:
         proc = subprocess.run(["nvidia-smi"] + args, stdin=subprocess.DEVNULL,
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                               timeout=timeout_s)
-    except (OSError, subprocess.TimeoutExpired) as exc:
+    except subprocess.TimeoutExpired:
+        return 124, "", "no answer in %d s" % timeout_s
+    except OSError as exc:
         return 127, "", str(exc)
     return (proc.returncode, proc.stdout.decode("utf-8", "replace"),
             proc.stderr.decode("utf-8", "replace"))
@@ -105,10 +108,10 @@ def gpu_state():
     code, out, err = _smi(["--query-gpu=" + GPU_FIELDS, "--format=csv"])
     if code != 0 and "not a valid field" in (out + err).lower():
         code, out, err = _smi(["--query-gpu=" + GPU_FIELDS_OLD, "--format=csv"])
-    if code == 127:
-        return None
+    if code == 127 or code != 0 and "no devices were found" in (out + err).lower():
+        return None  # no GPU here: a CPU host's bench has no GPU to wait for
     if code != 0:
-        return {"error": (err or out).strip()[:300]}
+        return {"error": (err or out).strip()[:300] or "exit %d" % code}
     return {"rows": _csv_rows(out)}
 
 
@@ -402,10 +405,14 @@ def main(argv):
                       binary=lambda: binary_identity(binary), model=lambda: model_identity(model),
                       tensors=lambda: gguf_tensor_map(gguf_model_files(model)))
     gpus = found["gpu"]
-    apps = found["apps"] if gpus is not None else None
+    apps = found["apps"]
     doc["gate"] = {"compute_apps": apps, "max_busy_pct": float(opts["max_busy_pct"]),
                    "forced": opts["force"]}
     busy = []
+    if isinstance(gpus, dict) and gpus.get("error"):  # never an open gate by default
+        busy.append("cannot tell whether the GPU is idle (nvidia-smi: %s)" % gpus["error"][:200])
+    elif gpus is not None and apps is None:
+        busy.append("cannot tell whether the GPU is idle (nvidia-smi --query-compute-apps failed)")
     for app in apps or []:
         busy.append("process %s (%s) on a GPU" % (app.get("pid"), app.get("process_name")))
     for row in (gpus or {}).get("rows", []):

@@ -151,7 +151,9 @@ def _samples(rec: dict[str, Any]) -> tuple[float, ...]:
     """Every repetition's tokens/s, each a finite positive number below MAX_TS (checked here,
     at the boundary: a 0 baseline divided every later bench by zero)."""
     samples = rec.get("samples_ts")
-    if not isinstance(samples, list) or not samples:
+    if samples is not None and not isinstance(samples, list):  # never a silent ±0% baseline
+        raise ParseError(f"samples_ts is not a list: {excerpt(json.dumps(samples, default=str), 60)}")
+    if not samples:
         if "avg_ts" not in rec:
             raise ParseError("a llama-bench record without samples_ts or avg_ts")
         samples = [rec["avg_ts"]]
