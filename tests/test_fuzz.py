@@ -139,3 +139,104 @@ def test_the_bundle_manifest_reader_is_total(tmp_path_factory, cut: int, noise: 
             read_bundles(root)
         except BundleError as exc:
             assert "\n" not in str(exc)
+
+
+# -- the bench helper's document: every field the judge reads, forged (issue 43) --------------
+BENCH_TRUST = FIXTURES / "captures" / "bench-h100-trust"
+HOSTILE = [None, "x", [], {}, -1, 0, 10**12, 1e308, float("nan"), True, [1, "x"], {"a": None}]
+
+
+def _paths(value, path=()):  # type: ignore[no-untyped-def]
+    yield path
+    if isinstance(value, dict):
+        for key, item in value.items():
+            yield from _paths(item, (*path, key))
+    elif isinstance(value, list):
+        for i, item in enumerate(value[:3]):
+            yield from _paths(item, (*path, i))
+
+
+def _replaced(doc, path, new):  # type: ignore[no-untyped-def]
+    import json
+
+    if not path:
+        return new
+    doc = json.loads(json.dumps(doc))
+    here = doc
+    for key in path[:-1]:
+        here = here[key]
+    here[path[-1]] = new
+    return doc
+
+
+def test_a_forged_bench_helper_document_is_one_line_never_a_traceback(tmp_path: Path) -> None:
+    """Each field of a real H100 bench document replaced by each hostile value, judged by the
+    bench use case against a real stored baseline: a verdict, a refusal or one parse line
+    naming the field (it crashed the controller in most shapes: TypeError, AttributeError,
+    ZeroDivisionError), each in bounded time."""
+    import dataclasses
+    import json
+    import time
+
+    from omni_host.app.audit import Hosts, finish, judge_plan, keep
+    from omni_host.app.bench import BenchRefused, judge_bench
+    from omni_host.report.history import load_history
+
+    (base,) = read_bundles(BENCH_TRUST / "baseline.bundle.tar.gz")
+    (run,) = read_bundles(BENCH_TRUST / "unchanged-1.bundle.tar.gz")
+    plan = judge_plan(base, None, "fuzz")
+    done = judge_bench(base, plan, load_history(tmp_path), record=True)
+    keep(finish(Hosts([done.report], "bench", time.time()), inventory=None, waivers=(),
+                history=None), tmp_path)
+    history = load_history(tmp_path)
+    doc = json.loads(run.results["bench.llama"].stdout)
+    cases = named = 0
+    for path in _paths(doc):
+        for bad in HOSTILE:
+            stdout = json.dumps(_replaced(doc, path, bad))
+            forged = dataclasses.replace(run, results={**run.results, "bench.llama":
+                                         dataclasses.replace(run.results["bench.llama"], stdout=stdout)})
+            started = time.monotonic()
+            try:
+                judged = judge_bench(forged, plan, history, record=False)
+            except BenchRefused:  # "refused" forged to a text: the helper's refusal
+                continue
+            assert time.monotonic() - started < 2
+            perf = next(r for r in judged.report.results if r.id == "perf.tokens-per-s")
+            cases += 1
+            if perf.summary.startswith("bench not run: ") and "bench helper document" in perf.summary:
+                named += 1
+                assert "\n" not in perf.summary
+    assert cases > 500 and named > 100  # the fields were reached, and named where they broke
+
+
+def test_hostile_fields_of_llama_benchs_own_record_cost_bounded_time() -> None:
+    """-ot with nested quantifiers took tens of seconds a tensor name; n_cpu_moe 1000000 ran
+    for minutes: both are bounded now, and the ceiling says why it claims nothing."""
+    import time
+
+    from omni_host.evaluate.ceiling import bytes_per_token, placement
+    from omni_host.probes.parsers.bench import TensorMap
+
+    tensors = TensorMap("llama", 200, 0, 0, tuple((f"blk.{i}.ffn_up.weight", 1 << 20, 16)
+                                                  for i in range(200)))
+    started = time.monotonic()
+    nested = placement({"n_gpu_layers": 99, "tensor_buft_overrides": "(a+)+$=CPU"}, [1 << 34])
+    assert isinstance(nested, str) and "exponential" in nested
+    many = placement({"n_gpu_layers": 99, "n_cpu_moe": 10**6}, [1 << 34])
+    assert not isinstance(many, str)
+    assert sum(bytes_per_token(tensors, many).values()) == 200 * (1 << 20)
+    assert time.monotonic() - started < 1
+
+
+def test_a_long_whitespace_line_from_dmidecode_is_read_in_linear_time() -> None:
+    """86 s of regex backtracking on one 5 MB whitespace line, before."""
+    import time
+
+    from omni_host.probes.parsers.memory import parse_dmidecode_memory
+
+    text = "Handle 0x1, DMI type 17, 40 bytes\nMemory Device\n\tSize: 16 GB\n\t" + \
+        " " * 5_000_000 + "x\n\tLocator: DIMM_A1\n"
+    started = time.monotonic()
+    (dimm,) = parse_dmidecode_memory(text).dimms
+    assert dimm.size_mib == 16 * 1024 and time.monotonic() - started < 1

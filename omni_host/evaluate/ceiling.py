@@ -26,6 +26,7 @@ the model's own tensor table, at that device's memory bandwidth.
 from __future__ import annotations
 
 import bisect
+import math
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -52,6 +53,7 @@ class Placement:
     main_gpu: int
     shares: tuple[float, ...]  # each GPU's share of the layers (normalised)
     overrides: tuple[tuple[str, str], ...]  # (pattern, device), first match wins
+    n_cpu_moe: int = 0  # -ncmoe: the experts of the first N layers on the CPU (after -ot)
 
 
 @dataclass(frozen=True)
@@ -93,19 +95,59 @@ def placement(params: dict[str, Any], free_bytes: list[int]) -> Placement | str:
             continue
         if device is None:
             return f"-ot {item!r}: buffer {buffer!r} is not a CPU or a numbered GPU"
+        hard = too_costly(pattern)
+        if hard:
+            return f"-ot pattern {pattern[:80]!r} {hard}: not evaluated"
         try:
             re.compile(pattern)
         except re.error as exc:
             return f"-ot pattern {pattern!r} does not compile here: {exc}"
         overrides.append((pattern, device))
+    if len(overrides) > MAX_OVERRIDES:
+        return f"{len(overrides)} -ot patterns: more than {MAX_OVERRIDES} are not evaluated"
     n_cpu_moe = params.get("n_cpu_moe") or 0
-    if isinstance(n_cpu_moe, int) and n_cpu_moe > 0:
-        overrides += [(rf"blk\.{i}\.ffn_(up|down|gate|gate_up)_(ch|)exps", CPU)
-                      for i in range(n_cpu_moe)]
     main = params.get("main_gpu") or 0
     return Placement(ngl if ngl >= 0 else 10**6, gpus, split_mode,
                      main if isinstance(main, int) else 0,
-                     tuple(w / total for w in weights), tuple(overrides))
+                     tuple(w / total for w in weights), tuple(overrides),
+                     n_cpu_moe if isinstance(n_cpu_moe, int) and n_cpu_moe > 0 else 0)
+
+
+MAX_PATTERN, MAX_OVERRIDES = 256, 64  # -ot as llama-bench's record echoes it, from the host
+
+
+def too_costly(pattern: str) -> str | None:
+    """Why a pattern from the host is not matched here, or None: longer than MAX_PATTERN, or a
+    repeated group that holds a repetition or an alternation (``(a+)+``, ``(a|ab)*``): such a
+    pattern can take exponential time in Python's backtracking engine (tens of seconds for
+    one tensor name, measured). One pass over the pattern."""
+    if len(pattern) > MAX_PATTERN:
+        return f"is longer than {MAX_PATTERN} characters"
+    stack = [False]  # per open group: it holds a repetition or an alternation
+    i = 0
+    while i < len(pattern):
+        c = pattern[i]
+        if c == "\\":
+            i += 2
+            continue
+        if c == "[":  # a class is one atom
+            i += 1
+            while i < len(pattern) and pattern[i] != "]":
+                i += 2 if pattern[i] == "\\" else 1
+        elif c == "(":
+            stack.append(False)
+            if pattern[i + 1:i + 2] == "?":
+                i += 2  # (?: (?= (?! ...: not a quantifier
+        elif c == ")" and len(stack) > 1:
+            inner = stack.pop()
+            repeated = pattern[i + 1:i + 2] in ("*", "+", "{")
+            if inner and repeated:
+                return "repeats a group that repeats or alternates (exponential backtracking)"
+            stack[-1] = stack[-1] or inner or repeated
+        elif c in "*+{|":
+            stack[-1] = True
+        i += 1
+    return None
 
 
 def layer_device(il: int, n_layer: int, p: Placement) -> str:
@@ -145,7 +187,9 @@ def bytes_per_token(tensors: TensorMap, p: Placement) -> dict[str, float]:
         layer = LAYER.match(name)
         device = layer_device(int(layer.group(1)), n_layer, p) if layer else \
             output if name.startswith("output") else CPU
-        device = next((d for pattern, d in p.overrides if re.search(pattern, name)), device)
+        device = next((d for pattern, d in p.overrides if re.search(pattern, name)), None) \
+            or (CPU if p.n_cpu_moe and layer and int(layer.group(1)) < p.n_cpu_moe
+                and EXPERTS.search(name) else device)
         if name == "token_embd.weight":
             add(device, size / rows)  # a token reads its own row
             if tied:  # no output.weight: the output layer reads the embedding whole
@@ -246,8 +290,11 @@ def _judged(test: BenchTest, reads: tuple[dict[str, float] | str, str, bool],
     read, source, row = reads
     if isinstance(read, str):
         return {"why_not": read}
-    bandwidth = dict(known)
+    bandwidth = {d: b for d, b in known.items() if math.isfinite(b) and b > 0}
     read = {d: b for d, b in read.items() if d in bandwidth or b >= NEGLIGIBLE_BYTES}
+    if sum(read.values()) < NEGLIGIBLE_BYTES:  # a 300 KB model divided by zero here
+        return {"why_not": f"a token reads {sum(read.values()) / 1024:.0f} KiB of this model: "
+                "too small for a memory-bandwidth ceiling"}
     basis = "theoretical"
     if CPU in read and CPU not in bandwidth and measured is not None \
             and measured[0] != test.name:

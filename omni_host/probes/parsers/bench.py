@@ -302,13 +302,94 @@ def _object(value: Any) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
+# The bench helper's document as remote/bench.py writes it: every field a judge reads, typed.
+# A mapping lists its fields (each optional; others are passed over, a newer helper may add
+# some), "*" types every value of a mapping, a list types its items, a tuple gives the
+# alternatives. A host that sends another shape gets one line naming the field.
+NUM, INT, TEXT = "number", "integer", "text"
+_ROWS = [{"*": TEXT}]
+HELPER_DOC: dict[str, Any] = {
+    "refused": (None, TEXT),
+    "gate": {"compute_apps": (None, _ROWS), "max_busy_pct": NUM, "forced": bool},
+    "context": {
+        "cpus_allowed": (None, INT), "cpu_quota": (None, {"cpus": NUM, "cgroup": TEXT}),
+        "loadavg": [TEXT], "env": {"*": TEXT}, "busy_before": [TEXT],
+        "model": {"path": TEXT, "size_bytes": (None, INT), "fingerprint": TEXT, "error": TEXT},
+        "gpus": (None, {"rows": _ROWS, "error": TEXT}), "nvml": [{"*": (None, INT)}],
+        "binary": (None, {"path": TEXT, "sha256": TEXT, "libs": {"*": TEXT}}),
+        "tensor_map": object},
+    "timing": {"*": NUM},
+    "run": {"argv": [TEXT], "exit_code": (None, INT), "timed_out": bool, "duration_s": NUM,
+            "stdout": TEXT, "stderr_tail": [TEXT], "orphans_killed": object},
+    "during": (None, {"samples": [[[TEXT]]], "event_reasons": [TEXT],
+                      "other_gpu_processes": [TEXT], "own_cpu_s": NUM, "other_cpu_load": NUM}),
+}
+MAX_ITEMS = 100_000  # of any list in the document
+_MISSING = object()
+
+
+def _fits(value: Any, spec: Any) -> bool:
+    if spec is object:
+        return True
+    if spec is None:
+        return value is None
+    if isinstance(spec, tuple):
+        return any(_fits(value, alternative) for alternative in spec)
+    if spec is bool:
+        return isinstance(value, bool)
+    if spec == TEXT:
+        return isinstance(value, str)
+    if spec in (NUM, INT):
+        return not isinstance(value, bool) and (isinstance(value, int) or spec == NUM and
+                                                isinstance(value, float) and math.isfinite(value))
+    return isinstance(value, dict if isinstance(spec, dict) else list)
+
+
+def shape_error(value: Any, spec: Any, where: str) -> str | None:
+    """Where ``value`` departs from ``spec`` (HELPER_DOC's notation), or None. Iterative over
+    the document's depth, which the spec bounds."""
+    if isinstance(spec, tuple):
+        found = next((s for s in spec if _fits(value, s)), _MISSING)
+        if found is _MISSING:
+            return f"{where}: {type(value).__name__} where the helper writes " \
+                   f"{' or '.join(_spec_name(s) for s in spec)}"
+        spec = found
+    elif not _fits(value, spec):
+        return f"{where}: {type(value).__name__} where the helper writes {_spec_name(spec)}"
+    if isinstance(spec, dict):
+        for key, item in value.items():
+            sub = spec.get(key, spec.get("*", object))
+            why = shape_error(item, sub, f"{where}.{key}")
+            if why:
+                return why
+    elif isinstance(spec, list):
+        if len(value) > MAX_ITEMS:
+            return f"{where}: {len(value)} items"
+        for i, item in enumerate(value):
+            why = shape_error(item, spec[0], f"{where}[{i}]")
+            if why:
+                return why
+    return None
+
+
+def _spec_name(spec: Any) -> str:
+    return ("null" if spec is None else "a mapping" if isinstance(spec, dict) else
+            "a list" if isinstance(spec, list) else "true/false" if spec is bool else
+            "anything" if spec is object else f"a {spec}")
+
+
 def parse_bench_run(text: str) -> BenchRun:
     try:
         doc = json.loads(text)
     except ValueError as exc:
         raise ParseError(f"bench helper output is not JSON: {excerpt(text, 120)!r}") from exc
+    except RecursionError:
+        raise ParseError("bench helper output is nested too deeply to be its document") from None
     if not isinstance(doc, dict) or doc.get("helper") != 1:
         raise ParseError(f"not the bench helper's document: {excerpt(text, 120)!r}")
+    why = shape_error(doc, HELPER_DOC, "bench helper document")
+    if why:
+        raise ParseError(why)
     context = _object(doc.get("context"))
     tensors = tensor_map(context.pop("tensor_map", None))
     gate = _object(doc.get("gate"))
