@@ -54,6 +54,18 @@ def test_args_edited_are_not_comparable(sshd: Sshd, loop) -> None:
     assert "verdicts" not in perf["details"]  # no drop claimed, no cause blamed
 
 
+def test_an_option_llama_bench_does_not_echo_is_not_comparable(sshd: Sshd, loop) -> None:
+    """--numa is not in llama-bench's record: a change of it was blamed on CPU load (issue
+    43: -60% after --numa distribute -> isolate); the argv as run is part of the key now."""
+    inv, store, _, _ = loop
+    _set_bench(inv, args=["-p", "64", "-n", "32", "-t", "1", "--numa", "distribute"])
+    result, perf = _bench(sshd, inv, store)
+    assert perf["status"] == "warn" and result.code == 0, perf["summary"]
+    assert perf["summary"].startswith("not comparable with baseline ")
+    assert 'llama-bench options {} -> {"--numa": "distribute"}' in perf["summary"]
+    assert "verdicts" not in perf["details"]  # no drop claimed, no cause blamed
+
+
 def test_an_extra_var_override_is_judged_the_same_way(sshd: Sshd, loop) -> None:
     inv, store, binary, model = loop
     spec = {"llama_bench": str(binary), "model": str(model), "tolerance_pct": 30,

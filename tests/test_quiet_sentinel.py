@@ -168,3 +168,18 @@ def test_a_comma_split_is_named_as_two_configurations() -> None:
     assert "(-ts 75/25)" in said and "llama-server with ','" in said
     assert comma_split(["-ts", "75/25"]) is None and comma_split(["-ts", "1/0,0/1"]) is None
     assert "--tensor-split 3,1 made" in comma_split(["--tensor-split=3,1"])
+
+
+def test_another_gpu_than_the_baselines_is_named(tmp_path: Path) -> None:
+    """A baseline of one lent H100 (bench-h100-trust, 2026-11-24) and a run of the same
+    config on another (bench-h100-quiet, 2026-11-26): the card is named before anything else."""
+    (base,) = read_bundles(QUIET.parent / "bench-h100-trust" / "baseline.bundle.tar.gz")
+    other = _bundles("unchanged", tmp_path)[1]
+    was, now = (json.loads(b.results["bench.llama"].stdout)["context"]["gpus"]["rows"][0]["uuid"]
+                for b in (base, other))
+    assert was != now
+    store = tmp_path / "store"
+    first, _ = _replay([base, other], store, second=False)
+    (verdict,) = first
+    assert f"GPU0 UUID: {was} -> {now}" in verdict.summary
+    assert verdict.status is not Status.PASS

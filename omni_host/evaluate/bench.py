@@ -97,6 +97,8 @@ def _gpu_context(run: BenchRun) -> dict[str, Any]:
             if value is not None:
                 out[f"GPU{i} {label}"] = value
         out[f"GPU{i} name"] = row.get("name")
+        if row.get("uuid"):  # another card than the baseline's is another machine's number
+            out[f"GPU{i} UUID"] = row.get("uuid")
     during = run.during or {}
     if rows:
         out["GPU clock event reasons during the run"] = event_reasons(
@@ -671,6 +673,9 @@ def judge(meta: CheckMeta, spec: BenchSpec, run: BenchRun, context: dict[str, An
         text += f"; {ceiling_note}"
     if trap:
         text += f"; {trap}"
+        status = Status.WARN if status is Status.PASS else status
+    if any(" UUID: " in c for c in changed):  # the baseline measured another card
+        text += "; another GPU than the baseline's: record this one's with omni-host bench --baseline"
         status = Status.WARN if status is Status.PASS else status
     if unfit:
         text += f"; not used to learn the noise ({'; '.join(unfit)})"

@@ -10,6 +10,7 @@ tokens; ``pp512+tg128``) under one set of parameters, with every repetition's to
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import math
 import re
@@ -162,6 +163,54 @@ def _samples(rec: dict[str, Any]) -> tuple[float, ...]:
         raise ParseError(f"tokens/s holds something other than positive numbers: "
                          f"{excerpt(json.dumps(samples, default=str), 80)}")
     return values
+
+
+# llama-bench's options its record echoes (each spelling; -m, -o and -r are omni-host's):
+# every other option it was run with (--numa, --prio, --delay...) joins each test's
+# comparability key from the argv as run, or a change of it would be blamed on a cause.
+ECHOED = frozenset({
+    "-m", "--model", "-o", "--output", "-oe", "--output-err", "-r", "--repetitions",
+    "-p", "--n-prompt", "-n", "--n-gen", "-pg", "-d", "--n-depth", "-b", "--batch-size",
+    "-ub", "--ubatch-size", "-ctk", "--cache-type-k", "-ctv", "--cache-type-v", "-t",
+    "--threads", "-C", "--cpu-mask", "--cpu-strict", "--poll", "-ngl", "--n-gpu-layers",
+    "-ncmoe", "--n-cpu-moe", "-sm", "--split-mode", "-mg", "--main-gpu", "-nkvo",
+    "--no-kv-offload", "-fa", "--flash-attn", "-dev", "--device", "-mmp", "--mmap", "-embd",
+    "--embeddings", "-ts", "--tensor-split", "-ot", "--override-tensor", "-dio", "--direct-io"})
+
+
+OPTIONS_KEY = "llama-bench options"
+
+
+def argv_key(argv: tuple[str, ...] | list[str]) -> tuple[tuple[str, str], ...]:
+    """The options of a llama-bench command line its record does not echo, as one key field
+    (``llama-bench options: {"--numa": "distribute"}``; a flag without a value is ``true``;
+    ``{}`` when there are none, so that one appearing is a difference too)."""
+    found: dict[str, str] = {}
+    args = list(argv[1:])
+    i = 0
+    while i < len(args):
+        arg = args[i]
+        i += 1
+        if not arg.startswith("-") or _is_number(arg):
+            continue
+        name, eq, value = arg.partition("=")
+        if not eq:
+            following = args[i] if i < len(args) else None
+            if following is not None and (not following.startswith("-") or _is_number(following)):
+                value, i = following, i + 1
+            else:
+                value = "true"
+        if name not in ECHOED:
+            found[name] = value
+    return ((OPTIONS_KEY, json.dumps(dict(sorted(found.items())))),)
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
 
 
 def _key(rec: dict[str, Any]) -> tuple[tuple[str, str], ...]:
@@ -409,7 +458,11 @@ def parse_bench_run(text: str) -> BenchRun:
     elif done := completed_records(stdout):
         with contextlib.suppress(ParseError):  # what it finished before it failed: evidence
             result = llama_bench_records(done)
-    return BenchRun(None, context, gate, tuple(str(a) for a in run.get("argv") or ()),
+    argv = tuple(str(a) for a in run.get("argv") or ())
+    if result is not None and argv and (options := argv_key(argv)):
+        result = dataclasses.replace(result, tests=tuple(
+            dataclasses.replace(t, key=tuple(sorted((*t.key, *options)))) for t in result.tests))
+    return BenchRun(None, context, gate, argv,
                     run.get("exit_code"), bool(run.get("timed_out")), run.get("duration_s"),
                     error, result, tuple(str(x) for x in run.get("stderr_tail") or ()),
                     doc.get("during") if isinstance(doc.get("during"), dict) else None,
