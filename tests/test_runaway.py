@@ -220,3 +220,43 @@ def test_every_untrusted_file_is_read_within_its_cap(tmp_path: Path, two_audits:
     capped = history.load_history(two_audits)
     assert len(capped.audits) < 2
     assert any("larger than" in w and "skipped" in w for w in capped.warnings), capped.warnings
+
+
+def test_an_audit_into_a_store_others_can_write_is_refused_as_the_bench_is(tmp_path: Path) -> None:
+    """It stored there without a word, where a planted audit becomes the "latest" (issue 43);
+    with --no-store it audits and keeps nothing."""
+    from conftest import run_cli
+
+    store = tmp_path / "store"
+    store.mkdir()
+    store.chmod(0o777)
+    inv = tmp_path / "hosts.yml"
+    inv.write_text("all:\n  hosts:\n    box:\n      ansible_connection: local\n"
+                   "      omni_build_packages: []\n")
+    refused = run_cli("audit", "-i", str(inv), "--report-dir", str(store))
+    assert refused.code == 2 and list(store.iterdir()) == []
+    assert refused.stderr.splitlines()[-1].startswith(f"omni-host: audit refused: {store}: ")
+    assert "(--report-dir names another store, --no-store keeps none)" in refused.stderr
+    kept_none = run_cli("audit", "-i", str(inv), "--report-dir", str(store), "--no-store")
+    assert kept_none.code in (0, 1) and "box" in kept_none.stdout and list(store.iterdir()) == []
+
+
+def test_a_verdict_that_cannot_be_stored_is_still_told_and_written(tmp_path: Path) -> None:
+    """A store that cannot be written (here: a file where the store's folder would be) lost
+    the whole verdict: not printed, not written to --output. Now both, then one line, exit 2."""
+    import json
+
+    from conftest import run_cli
+
+    blocked = tmp_path / "store"
+    blocked.write_text("not a folder\n")
+    inv = tmp_path / "hosts.yml"
+    inv.write_text("all:\n  hosts:\n    box:\n      ansible_connection: local\n"
+                   "      omni_build_packages: []\n")
+    out = tmp_path / "out.json"
+    result = run_cli("audit", "-i", str(inv), "--report-dir", str(blocked), "--format", "json",
+                     "--output", str(out))
+    assert result.code == 2
+    assert json.loads(out.read_text())["hosts"][0]["host"] == "box"  # the verdict, written
+    assert result.stderr.splitlines()[-1].startswith(f"omni-host: cannot store the report in {blocked}")
+    assert result.stderr.splitlines()[-1].endswith(": the verdict above is not kept")

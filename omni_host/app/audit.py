@@ -21,7 +21,7 @@ from omni_host.app.spread import audit_spread, cpus, processes_for
 from omni_host.collect.ahead import Ahead
 from omni_host.collect.bundle import read_bundles
 from omni_host.collect.transport.base import SshOptions
-from omni_host.errors import InventoryError
+from omni_host.errors import InventoryError, StoreError
 from omni_host.evaluate.audit import audit_many, evaluate_bundle
 from omni_host.evaluate.checks import catalog
 from omni_host.evaluate.serve import CHECK_ID as SERVE_CHECK
@@ -193,16 +193,23 @@ class Audited:
     run: AuditRun
     hosts: Hosts
     stored: Path | None
+    unstored: str | None = None  # why it could not be stored: the verdict is still told
 
 
 def conclude(hosts: Hosts, *, inventory: str | None, waivers: tuple[Waiver, ...],
              history: History | None, store_root: Path | None, rechecked: str | None = None
              ) -> Audited:
-    """``finish``, then ``keep`` where ``store_root`` is given."""
+    """``finish``, then ``keep`` where ``store_root`` is given. A store that cannot be written
+    costs the run its record, never its verdict (printed and written to --output all the same)."""
     run = finish(hosts, inventory=inventory, waivers=waivers, history=history)
     if rechecked is not None:
         run = dataclasses.replace(run, report=dataclasses.replace(run.report, rechecked=rechecked))
-    return Audited(run, hosts, keep(run, store_root) if store_root is not None else None)
+    if store_root is None:
+        return Audited(run, hosts, None)
+    try:
+        return Audited(run, hosts, keep(run, store_root))
+    except StoreError as exc:
+        return Audited(run, hosts, None, str(exc))
 
 
 def audit_files(paths: list[Path], inventory: Inventory | None, inventory_name: str | None,

@@ -73,6 +73,12 @@ def run(req: LiveAudit, observe: Callable[[list[HostPlan]], Observer]) -> Audite
         waivers = audit.read_waivers(req.waivers)
         store_root = req.store_root or default_report_dir()
         history = load_history(store_root)
+        if history.unreadable and req.store:  # as the bench does: never kept where others write
+            from omni_host.errors import UsageError
+
+            raise UsageError(f"audit refused: {history.unreadable}; its report would be kept "
+                             "where another account can change it (--report-dir names another "
+                             "store, --no-store keeps none)")
     except BaseException:
         if ahead is not None:
             ahead.cancel()

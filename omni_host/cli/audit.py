@@ -13,6 +13,7 @@ from omni_host.cli.common import (
     EXIT_OK,
     EXIT_TERMINATED,
     EXIT_UNREACHABLE,
+    EXIT_USAGE,
     FORMATS,
     add_target_args,
     add_view_args,
@@ -170,6 +171,9 @@ def _told(args: argparse.Namespace, done: Audited) -> int:
          args.verbosity)
     if done.stored is not None:
         err(f"{'partial (interrupted) ' if hosts.interrupted else ''}report stored in {done.stored}")
+    if done.unstored is not None:
+        err(f"{done.unstored}: the verdict above is not kept")
+        return EXIT_USAGE
     return EXIT_TERMINATED if hosts.terminated else \
         EXIT_INTERRUPTED if hosts.interrupted else exit_code(run.report)
 

@@ -94,5 +94,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
     if done.stored is not None:
         err(f"{'partial (interrupted) ' if done.hosts.interrupted else ''}watch stored in "
             f"{done.stored}")
+    if done.unstored is not None:
+        err(f"{done.unstored}: the verdict above is not kept")
+        return EXIT_USAGE
     return EXIT_TERMINATED if done.hosts.terminated else \
         EXIT_INTERRUPTED if done.hosts.interrupted else exit_code(done.run.report)
