@@ -480,6 +480,9 @@ class Report:
     remediation: tuple[FixOutcome, ...] = ()
     pre_state: str | None = None  # the audit stored before a remediation
     baseline: bool = False
+    # the run's connection options a pasted hint needs (--known-hosts, --ssh-config,
+    # --vault-password-file and their values): report.text.target
+    hint_args: tuple[str, ...] = ()
 
     DERIVED: ClassVar[dict[str, Any]] = {
         "schema_version": int, "tool": dict[str, str], "summary": dict[str, int]}
@@ -507,8 +510,10 @@ class Report:
 
 
 def make_report(hosts: list[HostReport], *, started_at: float, source: str,
-                inventory: str | None, interrupted: bool = False) -> Report:
-    return Report(started_at, time.time(), source, inventory, tuple(hosts), interrupted)
+                inventory: str | None, interrupted: bool = False,
+                hint_args: tuple[str, ...] = ()) -> Report:
+    return Report(started_at, time.time(), source, inventory, tuple(hosts), interrupted,
+                  hint_args=hint_args)
 
 
 # -- scrubbing: the clear text of vaulted values never leaves memory ------------------------

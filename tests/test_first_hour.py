@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import REPO, run_cli
+from conftest import REPO, Sshd, run_cli
 
 
 def _lines_with(text: str, word: str) -> list[str]:
@@ -74,6 +74,28 @@ def test_the_init_hint_of_an_inventory_file_works_as_printed(tmp_path: Path) -> 
     assert done.code == 0, done.stderr
     assert (tmp_path / "host_vars" / "box.yml").is_file()
     again = run_cli("audit", "-i", str(inv), "box", "--no-store", "--format", "json")
+    assert json.loads(again.stdout)["hosts"][0]["unconfigured"] is False
+
+
+@pytest.mark.system  # over the loopback sshd
+def test_the_init_hint_of_an_ssh_host_carries_the_options_the_run_needed(
+        sshd: Sshd, tmp_path: Path) -> None:
+    """The audit needed --known-hosts and --ssh-config to reach the host; its init hint
+    dropped them, and init pasted from it failed on the unknown host key (issue 43). Pasted
+    now, it records the host's state over SSH, and the next audit reads it."""
+    inv = tmp_path / "inv.yml"
+    inv.write_text(f"all:\n  hosts:\n    loop:\n      ansible_host: 127.0.0.1\n"
+                   f"      ansible_port: {sshd.port}\n      ansible_user: {sshd.user}\n"
+                   f"      ansible_ssh_private_key_file: {sshd.client_key}\n")
+    reach = ["--known-hosts", str(sshd.known_hosts), "--ssh-config", str(tmp_path / "none")]
+    audit = run_cli("audit", "-i", str(inv), "loop", "--no-store", *reach)
+    (hint,) = _lines_with(audit.stderr, "omni-host init")
+    command = hint[hint.index("omni-host init"):].rstrip(")")
+    argv = shlex.split(command)[1:]
+    assert argv == ["init", "-i", str(inv), *reach, "loop"], command
+    done = run_cli(*argv)
+    assert done.code == 0, done.stderr
+    again = run_cli("audit", "-i", str(inv), "loop", "--no-store", "--format", "json", *reach)
     assert json.loads(again.stdout)["hosts"][0]["unconfigured"] is False
 
 

@@ -78,8 +78,11 @@ def test_decoys_cost_only_their_own_entries_and_the_real_server_is_read_first(
     servers = parse_servers(text)
     by_pid = {s.pid: s for s in servers}
     real_pid = pids[-1]
-    assert servers[0].pid == real_pid and servers[0].counters is not None  # read first, whole
-    assert servers.unread == len(decoys) + 1 - helper.MAX_SERVERS
+    order = [s.pid for s in servers]
+    # read whole, before every decoy (a server of the machine's own may listen too: first)
+    assert by_pid[real_pid].counters is not None
+    assert all(order.index(real_pid) < order.index(p) for p in pids[:-1] if p in by_pid)
+    assert servers.unread >= len(decoys) + 1 - helper.MAX_SERVERS
     absurd = by_pid[pids[0]]
     assert "is not a TCP port" in absurd.metrics_error
     assert took < 30  # the FIFO did not hold the helper until a deadline
@@ -124,3 +127,18 @@ def test_counters_that_make_an_infinite_rate_are_not_a_rate() -> None:
     result = judge_served(catalog()["serve.tokens-per-s"], (server,), None)
     assert result.status is Status.SKIP, result.summary
     json.dumps(result.details, allow_nan=False)  # raises on Infinity or NaN
+
+
+def test_the_metrics_hint_is_given_only_to_a_server_started_without_it() -> None:
+    """A server started with --metrics whose /metrics answered 401 was told to start with
+    --metrics: a hint that does not work when followed (issue 43)."""
+    from omni_host.model import InferenceServer
+
+    meta = catalog()["serve.tokens-per-s"]
+    with_it = InferenceServer("llama-server", 7, ("llama-server", "--metrics", "--api-key",
+                                                  "(secret)"), metrics_error="/metrics: HTTP 401")
+    without = InferenceServer("llama-server", 8, ("llama-server",),
+                              metrics_error="/metrics: HTTP 501 This server does not support metrics")
+    said = judge_served(meta, (with_it, without), None).summary
+    assert "HTTP 401; " in said and said.endswith("(start it with --metrics)")
+    assert said.count("start it with --metrics") == 1

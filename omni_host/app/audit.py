@@ -168,7 +168,7 @@ def served_again(host: HostReport, history: History) -> HostReport:
 
 
 def finish(hosts: Hosts, *, inventory: str | None, waivers: tuple[Waiver, ...],
-           history: History | None) -> AuditRun:
+           history: History | None, hint_args: tuple[str, ...] = ()) -> AuditRun:
     """The served rate against the store, waivers, the Cold Case layer (against ``history``,
     the stored audits: given for live audits) and the report."""
     judged = [served_again(h, history) if history is not None and h.reachable else h
@@ -181,7 +181,7 @@ def finish(hosts: Hosts, *, inventory: str | None, waivers: tuple[Waiver, ...],
                                        if hosts.source != "bench" else None)
                    if h.reachable else h for h in reports]
     report = make_report(reports, started_at=hosts.started_at, source=hosts.source,
-                         interrupted=hosts.interrupted, inventory=inventory)
+                         interrupted=hosts.interrupted, inventory=inventory, hint_args=hint_args)
     return AuditRun(dataclasses.replace(report, waiver_notes=tuple(notes)), history)
 
 
@@ -197,11 +197,12 @@ class Audited:
 
 
 def conclude(hosts: Hosts, *, inventory: str | None, waivers: tuple[Waiver, ...],
-             history: History | None, store_root: Path | None, rechecked: str | None = None
-             ) -> Audited:
+             history: History | None, store_root: Path | None, rechecked: str | None = None,
+             hint_args: tuple[str, ...] = ()) -> Audited:
     """``finish``, then ``keep`` where ``store_root`` is given. A store that cannot be written
     costs the run its record, never its verdict (printed and written to --output all the same)."""
-    run = finish(hosts, inventory=inventory, waivers=waivers, history=history)
+    run = finish(hosts, inventory=inventory, waivers=waivers, history=history,
+                 hint_args=hint_args)
     if rechecked is not None:
         run = dataclasses.replace(run, report=dataclasses.replace(run.report, rechecked=rechecked))
     if store_root is None:

@@ -40,6 +40,7 @@ class LiveAudit:
     waivers: Path | None = None  # None: the default waivers file, where there is one
     store_root: Path | None = None  # the report store (None: the default one)
     store: bool = True
+    hint_args: tuple[str, ...] = ()  # the connection options a pasted hint needs
 
 
 class Observer(Protocol):
@@ -92,4 +93,4 @@ def run(req: LiveAudit, observe: Callable[[list[HostPlan]], Observer]) -> Audite
     finally:
         observer.close()
     return audit.conclude(hosts, inventory=req.inventory_name, waivers=waivers, history=history,
-                          store_root=store_root if req.store else None)
+                          store_root=store_root if req.store else None, hint_args=req.hint_args)

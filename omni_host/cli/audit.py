@@ -22,6 +22,7 @@ from omni_host.cli.common import (
     exit_code,
     extra_vars,
     forks,
+    hint_args,
     inventory_path,
     load_inventory_arg,
     plans,
@@ -145,7 +146,7 @@ def cmd_audit(args: argparse.Namespace) -> int:
             inventory, name, args.pattern, args.limit, extra_vars(args), ssh_options(args),
             forks=args.forks, probe_timeout_s=args.probe_timeout,
             host_timeout_s=args.host_timeout, processes=args.processes, waivers=args.waivers,
-            store_root=args.report_dir, store=not args.no_store),
+            store_root=args.report_dir, store=not args.no_store, hint_args=hint_args(args)),
             lambda plans: Progress([p.name for p in plans]))
     return _told(args, done)
 
@@ -155,7 +156,7 @@ def _told(args: argparse.Namespace, done: Audited) -> int:
     waiver notes on stderr, the report in its format, where it was stored; the exit code."""
     from omni_host.report.history import load_history
     from omni_host.report.store import default_report_dir
-    from omni_host.report.text import init_command
+    from omni_host.report.text import init_command, target
 
     run, hosts = done.run, done.hosts
     for host in run.report.unreachable:
@@ -163,7 +164,7 @@ def _told(args: argparse.Namespace, done: Audited) -> int:
     for host in run.report.hosts:
         if host.unconfigured:
             err(f"{host.host}: no expected state: the inventory sets no omni_* variable for it "
-                f"(record one with {init_command(host.host, run.report.inventory)})")
+                f"(record one with {init_command(host.host, target(run.doc))})")
     for note in run.waiver_notes:
         err(f"waiver: {note}")
     emit(run.doc, args.format, args.output,

@@ -57,6 +57,10 @@ def forks(text: str) -> int:
     return int(text)
 
 
+SSH_CONFIG = Path("~/.ssh/config").expanduser()
+KNOWN_HOSTS = Path("~/.ssh/known_hosts").expanduser()
+
+
 def add_inventory_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("-i", "--inventory", type=Path,
                    help="Ansible inventory: a file (YAML, INI), a directory, a script or a "
@@ -78,9 +82,9 @@ def add_target_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("-e", "--extra-vars", action="append", default=[], metavar="NAME=VALUE",
                    help="an omni_* value for this run only (also a JSON/YAML mapping or @file); "
                         "validated like the inventory's and recorded in the report")
-    p.add_argument("--ssh-config", type=Path, default=Path("~/.ssh/config").expanduser(),
+    p.add_argument("--ssh-config", type=Path, default=SSH_CONFIG,
                    help="OpenSSH client config to honour (default: ~/.ssh/config)")
-    p.add_argument("--known-hosts", type=Path, default=Path("~/.ssh/known_hosts").expanduser(),
+    p.add_argument("--known-hosts", type=Path, default=KNOWN_HOSTS,
                    help="known_hosts file used to verify host keys (default: ~/.ssh/known_hosts)")
     p.add_argument("--accept-new-host-key", action="store_true",
                    help="accept and record the key of a host not yet in known_hosts "
@@ -94,6 +98,22 @@ def add_target_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--host-timeout", type=positive, default=None, metavar="S",
                    help="give up on a host after S seconds in all (default: connect and probe "
                         "limits added up)")
+
+
+def hint_args(args: argparse.Namespace) -> tuple[str, ...]:
+    """The options of this run that a pasted hint (init, remediate) needs to reach the hosts
+    as this run did: the known_hosts and ssh config files where not the defaults, the vault
+    password files (their paths; never a secret)."""
+    found: list[str] = []
+    if args.known_hosts != KNOWN_HOSTS:
+        found += ["--known-hosts", str(args.known_hosts)]
+    if args.ssh_config != SSH_CONFIG:
+        found += ["--ssh-config", str(args.ssh_config)]
+    for path in args.vault_password_file or ():
+        found += ["--vault-password-file", str(path)]
+    if args.ask_vault_pass:
+        found.append("--ask-vault-pass")
+    return tuple(found)
 
 
 def ssh_options(args: argparse.Namespace) -> SshOptions:

@@ -63,6 +63,13 @@ class ServedRate:
         return self.tokens / self.seconds
 
 
+def metrics_on(server: InferenceServer) -> bool:
+    """Started with --metrics (or LLAMA_ARG_ENDPOINT_METRICS): a /metrics that did not answer
+    is then no matter of how it was started."""
+    return "--metrics" in server.argv or (server.env or {}).get(
+        "LLAMA_ARG_ENDPOINT_METRICS", "").lower() in ("1", "true", "on", "enabled")
+
+
 def option(server: InferenceServer, flags: tuple[str, ...], variable: str) -> str | None:
     """The value the server was given for an option, read as the host's helper reads it."""
     return option_value(server.argv, flags, server.env or {}, variable)
@@ -237,7 +244,8 @@ def judge_server(server: InferenceServer, baseline: Baseline | None, min_fractio
     details: dict[str, Any] = {"server": name, "pid": server.pid, "model": server.model_path}
     if server.counters is None and server.probe is None:
         why = server.metrics_error or "no /metrics"
-        return Status.SKIP, f"{name}: not evaluated: {why} (start it with --metrics)", details
+        hint = " (start it with --metrics)" if not metrics_on(server) else ""
+        return Status.SKIP, f"{name}: not evaluated: {why}{hint}", details
     rate = served_rate(server, previous, previous_audit)
     if rate is None:
         served = server.counters.predicted_tokens if server.counters else 0

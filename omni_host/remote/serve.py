@@ -198,7 +198,8 @@ def _ask(server, address, probe):
 def _probe(server, address):
     metrics = server.get("metrics")
     if metrics is None:
-        return {"skipped": "no /metrics: cannot tell whether it is busy (start it with --metrics)"}
+        hint = "" if "--metrics" in server.get("argv", []) else " (start it with --metrics)"
+        return {"skipped": "no /metrics: cannot tell whether it is busy" + hint}
     busy = re.search(r"^llamacpp:requests_processing\s+([0-9.eE+-]+)", metrics, re.M)
     if busy is None or float(busy.group(1)) > 0:
         return {"skipped": "busy: %s request(s) processing" % (busy.group(1) if busy else "?")}

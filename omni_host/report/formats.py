@@ -22,6 +22,7 @@ from omni_host.report.text import (
     served_rates,
     status_of,
     summary_line,
+    target,
     test_rate,
 )
 from omni_host.safe_text import each_string, xml_safe
@@ -111,7 +112,7 @@ def render_html(doc: dict[str, Any], layers: dict[str, str], timelines: Timeline
                              autoescape=True, undefined=jinja2.StrictUndefined,
                              trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True)
     checks = check_ids(doc)
-    hosts = [_host_view(h, doc.get("inventory"), layers, timelines, trends or {})
+    hosts = [_host_view(h, target(doc), layers, timelines, trends or {})
              for h in doc["hosts"]]
     return env.get_template("report.html.j2").render(
         when=_when(doc.get("started_at")), summary=summary_line(doc),

@@ -231,13 +231,14 @@ def moved_with(policy: dict[str, Change]) -> frozenset[str]:
 
 def tokens_changes(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Change]:
     """Each test both entries measured (two benches), and each server whose served rate both
-    read (``served by <server>``): its tokens/s then and now."""
+    read (``served by <server>``): its tokens/s then and now, where it moved (the same
+    stored counters judged twice, a recheck, are no change)."""
     before = {n: test_rate(t) for n, t in bench_tests(old).items()}
     after = {n: test_rate(t) for n, t in bench_tests(new).items()}
     before |= {f"served by {n}": rate(s["served_ts"]) for n, s in served_rates(old).items()}
     after |= {f"served by {n}": rate(s["served_ts"]) for n, s in served_rates(new).items()}
     return {name: Change(before[name], rate) for name, rate in after.items()
-            if rate is not None and before.get(name) is not None}
+            if rate is not None and before.get(name) is not None and rate != before[name]}
 
 
 def policy_changes(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Change]:

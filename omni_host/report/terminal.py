@@ -35,6 +35,7 @@ from omni_host.report.text import (
     served_result,
     status_of,
     summary_line,
+    target,
     unobserved,
     waiver_line,
 )
@@ -324,7 +325,7 @@ def _shared_findings(page: _Page, doc: dict[str, Any], rationale: dict[str, str]
         summaries = [f"{', '.join(n)}: {s}" for s, n in by_summary.items()] \
             if len(by_summary) > 1 else None
         note = f"(on {names[0]}; each host's: -v)" if len(hits) > 1 and first["evidence"] else ""
-        _whole(page, first, names, doc.get("inventory"), rationale, summaries, note,
+        _whole(page, first, names, target(doc), rationale, summaries, note,
                hit=_hits(names, len(reachable)))
 
 
@@ -363,7 +364,7 @@ def _fleet_host(page: _Page, host: dict[str, Any], doc: dict[str, Any]) -> None:
         page.text("  " + last_bench_line(host["last_bench"], doc.get("started_at")), "dim",
                   rest="    ")
     if host.get("unconfigured"):
-        page.text("  " + (expected_state_line(host, doc.get("inventory")) or ""), "bold yellow",
+        page.text("  " + (expected_state_line(host, target(doc)) or ""), "bold yellow",
                   rest="    ")
 
 
@@ -373,7 +374,7 @@ def _unrecorded(page: _Page, doc: dict[str, Any]) -> None:
              and recordable(h)]
     if names:
         page.text(f"No expected state recorded for some checks of {', '.join(names)}: "
-                  f"{init_command('HOST', doc.get('inventory'))} records it (-v: which)",
+                  f"{init_command('HOST', target(doc))} records it (-v: which)",
                   "yellow", rest="  ")
 
 
@@ -407,7 +408,7 @@ def _host(page: _Page, host: dict[str, Any], doc: dict[str, Any], rationale: dic
     page.add(_line((f"{host['host']} ({where})", "bold"), (f"  {_counts(host)}", "")))
     shown.sort(key=lambda r: (ORDER.index(status_of(r)), r["severity"] != "critical", r["id"]))
     for r in shown:
-        _finding(page, r, host, doc.get("inventory"), rationale)
+        _finding(page, r, host, target(doc), rationale)
     perf = perf_result(host)
     if perf is not None and perf not in shown:  # a bench's number is never folded away
         page.text(f"Tokens/s: {perf['summary']}", STYLES[status_of(perf)], rest="  ")
@@ -418,7 +419,7 @@ def _host(page: _Page, host: dict[str, Any], doc: dict[str, Any], rationale: dic
         page.text(last_bench_line(host["last_bench"], doc.get("started_at")), "dim", rest="  ")
     if quiet:
         return
-    _collapsed(page, host, doc.get("inventory"))
+    _collapsed(page, host, target(doc))
     _strategic(page, host)
     _cold_case(page, host)
 

@@ -46,11 +46,24 @@ LOCAL_INVENTORY = ("printf 'localhost ansible_connection=local ansible_python_in
                    "\\n' > hosts.ini && ")
 
 
-def init_command(host: str, inventory: str | None) -> str:
-    """The command that records a host's expected state, quoted for a shell (without an
-    inventory, one of this machine is made first: init writes host_vars beside it)."""
-    if inventory:
-        return f"omni-host init -i {shlex.quote(inventory)} {shlex.quote(host)}"
+def target(doc: dict[str, Any]) -> str | None:
+    """What a pasted hint needs to reach the hosts as the run did, quoted for a shell: ``-i
+    INVENTORY`` and the run's connection options (``--known-hosts``, ``--ssh-config``,
+    ``--vault-password-file``: the report's ``hint_args``); None without an inventory."""
+    inventory = doc.get("inventory")
+    if not isinstance(inventory, str) or not inventory:
+        return None
+    given = doc.get("hint_args")
+    options = [str(a) for a in given] if isinstance(given, list) else []
+    return " ".join(shlex.quote(a) for a in ["-i", inventory, *options])
+
+
+def init_command(host: str, where: str | None) -> str:
+    """The command that records a host's expected state, quoted for a shell (``where``: the
+    report's ``target``; without an inventory, one of this machine is made first: init
+    writes host_vars beside it)."""
+    if where:
+        return f"omni-host init {where} {shlex.quote(host)}"
     return f"{LOCAL_INVENTORY}omni-host init -i hosts.ini {shlex.quote(host)}"
 
 
@@ -59,7 +72,7 @@ def waiver_line(waiver: dict[str, Any]) -> str:
     return f"by {waiver['approver']} until {waiver['expires']}: {waiver['justification']}"
 
 
-def fix_steps(result: dict[str, Any], inventory: str | None, host: str) -> list[str]:
+def fix_steps(result: dict[str, Any], where: str | None, host: str) -> list[str]:
     """The whole fix: the command that previews and applies the playbook, or every manual
     step (a BIOS setting, a build flag)."""
     fix = result.get("remediation")
@@ -67,8 +80,8 @@ def fix_steps(result: dict[str, Any], inventory: str | None, host: str) -> list[
         return []
     if fix["kind"] == "playbook":
         # without an inventory (this machine, the built-in policy) remediate makes its own
-        target = f"-i {shlex.quote(inventory)} " if inventory else ""
-        return [f"omni-host remediate {target}{shlex.quote(host)} (preview; add --apply to run "
+        reach = f"{where} " if where else ""
+        return [f"omni-host remediate {reach}{shlex.quote(host)} (preview; add --apply to run "
                 f"playbook {fix['playbook']}, then it re-audits)"]
     return list(fix.get("steps") or ["manual"])
 
@@ -146,10 +159,10 @@ def recordable(host: dict[str, Any]) -> bool:
     return bool(host.get("unconfigured")) or any(v in INIT_RECORDS for v in unset.values())
 
 
-def expected_state_line(host: dict[str, Any], inventory: str | None = None) -> str | None:
+def expected_state_line(host: dict[str, Any], where: str | None = None) -> str | None:
     """Once per host: the checks that had no expected state, and how to record one (init
     where it would record some; else the inventory is where they are written)."""
-    record = f"record it with: {init_command(host['host'], inventory)}"
+    record = f"record it with: {init_command(host['host'], where)}"
     if host.get("unconfigured"):
         return ("NO EXPECTED STATE: the inventory sets no omni_* variable for this host; only "
                 f"the universal defaults were checked ({record})")
@@ -240,6 +253,6 @@ def render_markdown(doc: dict[str, Any], out: TextIO) -> None:
                 ticks = "`" * (_ticks([ev["command"]]) + 1)
                 out.write(f"\nEvidence ({ticks}{ev['command']}{ticks}):\n\n{fence}\n")
                 out.write("\n".join(ev["lines"]) + f"\n{fence}\n")
-            steps = fix_steps(r, doc.get("inventory"), host["host"])
+            steps = fix_steps(r, target(doc), host["host"])
             if steps:
                 out.write("\nFix:\n\n" + "".join(f"1. {_md(step)}\n" for step in steps))
