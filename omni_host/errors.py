@@ -37,7 +37,9 @@ class PlayCanceled(KeyboardInterrupt):
     """A playbook ansible-runner stopped on a signal (SIGTERM, Ctrl-C): what its tasks changed
     so far stays; nothing after it runs, nothing claims the fix ran."""
 
-    def __init__(self, playbook: str, done: tuple[str, ...]) -> None:
+    def __init__(self, playbook: str, done: tuple[str, ...],
+                 in_flight: tuple[str, ...] = ()) -> None:
         super().__init__(playbook)
         self.playbook = playbook
         self.done = done  # "host: task (status)" of the tasks that ran, in order
+        self.in_flight = in_flight  # "host: task" begun when the signal came: effect unknown

@@ -176,17 +176,39 @@ def _preview_and_apply(args: argparse.Namespace, runs: Runs, before_apply: Calla
     return runs.apply(good, show_task), EXIT_OK
 
 
-def _stopped(exc: PlayCanceled, runs: Runs) -> int:
-    """A play cut by a signal: where it stopped and what it had done, and no re-audit that
-    would claim the fix ran (it printed STILL FAILING and exited 1)."""
+def _stopped(exc: PlayCanceled, runs: Runs, args: argparse.Namespace) -> int:
+    """A play cut by a signal: where it stopped and what it had done, the task it was in
+    the middle of (its effect unknown), and the audit that checks it as the next step; no
+    re-audit that would claim the fix ran (it printed STILL FAILING and exited 1)."""
     err(f"{exc.playbook} stopped by a signal (ansible-runner canceled it): nothing after it "
         "ran, nothing was re-audited")
     for line in exc.done:
         out(f"    done: {line}")
+    for line in exc.in_flight:
+        out(f"    in flight: {line}: its effect is unknown (it may have run in part or whole)")
     last = exc.done[-1] if exc.done else "before its first task"
-    err(f"the hosts are left as its tasks left them (last: {last}); its run is kept in "
-        f"{runs.artifacts}: audit before applying again")
+    err(f"the hosts are left as its tasks left them (last finished: {last}"
+        + (f"; in flight: {'; '.join(exc.in_flight)}" if exc.in_flight else "")
+        + f"); its run is kept in {runs.artifacts}")
+    err(f"next: check what it did with {_audit_command(args)}, before applying again")
     return EXIT_TERMINATED
+
+
+def _audit_command(args: argparse.Namespace) -> str:
+    """The audit of the hosts this run remediated, with the options it was given."""
+    import shlex
+
+    from omni_host.cli.common import hint_args
+
+    parts = ["omni-host", "audit"]
+    if args.inventory is not None:
+        parts += ["-i", str(args.inventory)]
+    parts += list(hint_args(args))
+    if args.pattern:
+        parts.append(args.pattern)
+    if args.limit:
+        parts += ["--limit", args.limit]
+    return " ".join(shlex.quote(p) for p in parts)
 
 
 def _prepare(args: argparse.Namespace) -> tuple[float, Path, list[HostPlan]] | int:
@@ -245,7 +267,7 @@ def cmd_remediate(args: argparse.Namespace) -> int:
     try:
         applied, code = _preview_and_apply(args, runs, keep_pre)
     except PlayCanceled as exc:
-        return _stopped(exc, runs)
+        return _stopped(exc, runs, args)
     if applied is None:
         runs.discard()
         return EXIT_UNREACHABLE if planned.unreachable and code == EXIT_OK else code
@@ -273,7 +295,7 @@ def cmd_bootstrap(args: argparse.Namespace) -> int:
     try:
         applied, code = _preview_and_apply(args, runs)
     except PlayCanceled as exc:
-        return _stopped(exc, runs)
+        return _stopped(exc, runs, args)
     if applied is None:
         runs.discard()
         return code

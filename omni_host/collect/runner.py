@@ -121,10 +121,15 @@ def run_playbook(
                         *(f"--vault-password-file {shlex.quote(str(f.resolve()))}"
                           for f in vault_password_files)])
     tasks: list[TaskOutcome] = []
+    started: dict[tuple[str, str], None] = {}  # (host, task) begun and not yet ended, in order
 
     def handler(event: dict[str, Any]) -> bool:
+        data = event.get("event_data") or {}
+        if event.get("event") == "runner_on_start" and "host" in data:
+            started[(str(data["host"]), str(data.get("task", "")))] = None
         outcome = _task(event)
         if outcome is not None:
+            started.pop((outcome.host, outcome.task), None)
             tasks.append(outcome)
             if on_task is not None:
                 on_task(outcome)
@@ -156,6 +161,7 @@ def run_playbook(
     except Exception as exc:  # ansible-runner raises its own and plain exceptions alike
         raise RemediationError(f"{playbook.name}: ansible-runner failed to start: {exc}") from exc
     if str(runner.status) == "canceled":  # ansible-runner took the signal: it never reaches us
-        raise PlayCanceled(playbook.name, tuple(f"{t.host}: {t.task} ({t.status})" for t in tasks))
+        raise PlayCanceled(playbook.name, tuple(f"{t.host}: {t.task} ({t.status})" for t in tasks),
+                           tuple(f"{host}: {task}" for host, task in started))
     return PlaybookOutcome(playbook.name, check_mode, str(runner.status), int(runner.rc or 0),
                            tuple(tasks), artifacts_dir)
