@@ -261,7 +261,9 @@ class InferenceServer:
     props_error: str | None = None
     probe: ServedProbe | None = None
     probe_note: str | None = None  # why no probe was timed (busy, no metrics, an error)
-    gpu_memory_mib: int | None = None  # held on the GPUs (the stability watch asks for it)
+    gpu_memory_mib: int | None = None  # held on the GPUs (None: nvidia-smi not read)
+    # the other compute processes on its GPUs ("pid name (N MiB)"), None where not read
+    gpu_cotenants: tuple[str, ...] | None = None
     # the llama-server built beside the benchmarked llama-bench (omni_bench.llama_bench)
     bench_server_path: str | None = None
     bench_server_sha256: str | None = None

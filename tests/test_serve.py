@@ -682,3 +682,35 @@ def test_a_busy_server_is_never_sent_the_probe() -> None:
     unknown = {"metrics": "# no such line\n"}
     assert helper._probe(unknown, ("127.0.0.1", 9))["skipped"].startswith("busy: ?")
     assert "start it with --metrics" in helper._probe({}, ("127.0.0.1", 9))["skipped"]
+
+
+def test_a_gpu_co_tenant_is_named_first_by_the_served_rate_and_the_watch() -> None:
+    """A server at 8% of its bench beside a competing GPU process said "no difference in how
+    it runs was found" and the watch saw the fall but named nothing (issue 44). The helper now
+    reads the compute processes once (the process and memory of the H100 capture under a load,
+    nvidia-smi-query-compute-apps_busy.csv), and both
+    name the process first."""
+    from omni_host.evaluate.watch import Sample, judge_watch
+
+    apps = [{"pid": 42, "name": "llama-server", "mib": 2100, "gpu": "GPU-53e2"},
+            {"pid": 5632, "name": "python3", "mib": 874, "gpu": "GPU-53e2"},
+            {"pid": 77, "name": "other", "mib": 500, "gpu": "GPU-ffff"}]
+    doc = {"pid": 42}
+    helper._on_gpus(doc, apps)
+    assert doc == {"pid": 42, "gpu_memory_mib": 2100,
+                   "gpu_cotenants": ["5632 python3 (874 MiB)"]}  # not the other GPU's
+    baseline, _ = _vm_baseline()
+    slow = _server(gpu_cotenants=tuple(doc["gpu_cotenants"]),
+                   counters=ServedCounters(predicted_tokens=200, predicted_seconds=200.0))
+    result = judge_served(META, (slow,), baseline, min_fraction=0.5)
+    assert result.status is Status.FAIL
+    why = result.summary.split("below 50%: ", 1)[1]
+    assert why.startswith("other processes on its GPUs: 5632 python3 (874 MiB)")
+    rounds = [(100 * i, 1.0 * i if i < 7 else 6 + 4.0 * (i - 6)) for i in range(9)]
+    samples = [Sample(1000.0 + 5 * i, (_server(started_at=1.0, counters=ServedCounters(
+        predicted_tokens=t, predicted_seconds=s), gpu_cotenants=tuple(doc["gpu_cotenants"])
+        if i >= 7 else ()),)) for i, (t, s) in enumerate(rounds)]
+    watched = judge_watch(catalog()["serve.stability"], samples)
+    assert watched.status is Status.WARN
+    assert "other processes on its GPUs while it fell: 5632 python3 (874 MiB)" in \
+        watched.summary.split(";")[0]

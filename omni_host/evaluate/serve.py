@@ -158,6 +158,15 @@ def _same_value(server_value: str, bench_value: str) -> bool:
     return _normal(server_value) == _normal(bench_value)
 
 
+def cotenants(server: InferenceServer) -> list[str]:
+    """Other processes on the server's GPUs, named first: the bench's gate refuses them, a
+    server shares its GPUs with them."""
+    if not server.gpu_cotenants:
+        return []
+    return [f"other processes on its GPUs: {', '.join(server.gpu_cotenants)} (the bench ran "
+            "with none)"]
+
+
 def differences(server: InferenceServer, baseline: Baseline, test: str) -> list[str]:
     """How the server runs where the bench ran otherwise: each as "what: bench X, server Y"."""
     found = []
@@ -269,7 +278,7 @@ def judge_server(server: InferenceServer, baseline: Baseline | None, min_fractio
         return Status.SKIP, f"{line}; the baseline has no generation test", details
     bench_ts = estimate(baseline.tests[test]).center_ts
     fraction = rate.tokens_per_s / bench_ts
-    diffs = differences(server, baseline, test)
+    diffs = cotenants(server) + differences(server, baseline, test)
     details.update(bench_ts=round(bench_ts, 3), bench_test=test, bench_audit=baseline.audit,
                    fraction=round(fraction, 3), differences=diffs, min_fraction=min_fraction)
     text = f"{line}, {fraction:.0%} of the bench's {test} ({bench_ts:.2f} t/s)"

@@ -13,8 +13,8 @@ among the host's processes, bare or in a container, and prints one JSON document
   own network, the host port Docker publishes it on;
 * what it says, at no GPU cost: ``GET /metrics`` (Prometheus text: started with --metrics) and
   ``GET /props``, each bounded in time and bytes;
-* with ``--gpu`` (the stability watch), the GPU memory each server's process holds
-  (``nvidia-smi --query-compute-apps``);
+* where a server runs, the GPU memory its process holds and the other processes on its GPUs
+  (one ``nvidia-smi --query-compute-apps`` for all);
 * with ``--probe``, for an idle server only (no request processing by its own metrics): one
   fixed, short, deterministic completion and the ``timings`` it answers with.
 
@@ -344,22 +344,38 @@ def _rank(entry):
     return (0 if listening else 1, int(pid))
 
 
-def gpu_memory():
-    """pid -> MiB of GPU memory its process holds (every GPU); None without nvidia-smi."""
+def gpu_apps():
+    """Every compute process on the GPUs (pid, name, MiB, GPU UUID), one nvidia-smi call; None
+    without nvidia-smi or where it failed."""
     import subprocess
 
     try:
-        proc = subprocess.run(["nvidia-smi", "--query-compute-apps=pid,used_memory",
-                               "--format=csv,noheader,nounits"], stdin=subprocess.DEVNULL,
-                              stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, timeout=10)
+        proc = subprocess.run(["nvidia-smi", "--query-compute-apps=pid,process_name,used_memory,"
+                               "gpu_uuid", "--format=csv,noheader,nounits"],
+                              stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                              stderr=subprocess.DEVNULL, timeout=10)
     except (OSError, subprocess.TimeoutExpired):
         return None
-    held = {}
-    for line in proc.stdout.decode("utf-8", "replace").splitlines():
+    if proc.returncode != 0:
+        return None
+    apps = []
+    for line in proc.stdout.decode("utf-8", "replace").splitlines()[:1024]:
         parts = [p.strip() for p in line.split(",")]
-        if len(parts) == 2 and parts[0].isdigit() and parts[1].isdigit():
-            held[int(parts[0])] = held.get(int(parts[0]), 0) + int(parts[1])
-    return held if proc.returncode == 0 else None
+        if len(parts) == 4 and parts[0].isdigit():
+            apps.append({"pid": int(parts[0]), "name": parts[1][:80],
+                         "mib": int(parts[2]) if parts[2].isdigit() else None,
+                         "gpu": parts[3][:64]})
+    return apps
+
+
+def _on_gpus(server, apps):
+    """The GPU memory a server's process holds, and the other processes on its GPUs (its
+    co-tenants: what the bench's gate would have refused)."""
+    mine = [a for a in apps if a["pid"] == server["pid"]]
+    server["gpu_memory_mib"] = sum(a["mib"] or 0 for a in mine) if mine else 0
+    gpus = set(a["gpu"] for a in mine)
+    server["gpu_cotenants"] = ["%d %s (%s MiB)" % (a["pid"], a["name"], a["mib"])
+                               for a in apps if a["gpu"] in gpus and a["pid"] != server["pid"]]
 
 
 def main(argv):
@@ -382,10 +398,9 @@ def main(argv):
         servers.append(describe(pid, args, probe))
     if len(found) > MAX_SERVERS:  # said, never a silent skip of the rest
         doc["unread"] = len(found) - MAX_SERVERS
-    if "--gpu" in argv and servers:
-        held = gpu_memory()
-        for server in servers:
-            server["gpu_memory_mib"] = held.get(server["pid"]) if held is not None else None
+    apps = gpu_apps() if servers else None  # one call, only where a server runs
+    for server in servers if apps is not None else ():
+        _on_gpus(server, apps)
     sys.stdout.write(json.dumps(doc) + "\n")
 
 

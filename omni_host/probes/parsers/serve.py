@@ -133,6 +133,8 @@ def _server(doc: dict[str, Any], beside: dict[str, Any]) -> InferenceServer:
         rss_kib=_int(doc.get("rss_kib")),
         threads=_int(doc.get("threads")),
         gpu_memory_mib=_int(doc.get("gpu_memory_mib")),
+        gpu_cotenants=tuple(str(c)[:120] for c in cotenants[:32])
+        if isinstance(cotenants := doc.get("gpu_cotenants"), list) else None,
         container=_text(doc.get("container"), 64),
         address=_text(doc.get("address"), 120),
         model_path=_text(model.get("path")),
