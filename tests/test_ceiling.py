@@ -273,3 +273,25 @@ def test_the_documented_table_is_what_the_bundles_give(capsys: pytest.CaptureFix
     assert table == (H100 / "ceiling.md").read_text()
     docs = (Path(__file__).resolve().parent.parent / "docs" / "bench.md").read_text()
     assert table.strip() in docs
+
+
+def test_the_ceiling_places_on_the_gpus_llama_bench_saw() -> None:
+    """CUDA_VISIBLE_DEVICES in omni_bench.env narrows and renumbers the GPUs llama-bench sees:
+    the ceiling placed layers on GPUs it did not see (issue 44). Indices and UUID prefixes,
+    as CUDA reads them: the list ends at the first entry that names no GPU."""
+    from omni_host.evaluate.ceiling import visible_gpus
+    from omni_host.probes.parsers.bench import BenchRun
+
+    nvml = [{"index": 0, "bus_width_bits": 5120, "max_mem_clock_mhz": 2619},
+            {"index": 1, "bus_width_bits": 6144, "max_mem_clock_mhz": 3201}]
+    rows = {"rows": [{"index": "0", "uuid": "GPU-4983ae56-54ff"},
+                     {"index": "1", "uuid": "GPU-53e2dbb6-50da"}]}
+
+    def seen(value: str | None) -> list[int]:
+        env = {} if value is None else {"CUDA_VISIBLE_DEVICES": value}
+        run = BenchRun(None, {"nvml": nvml, "gpus": rows, "env": env}, {})
+        return [g["index"] for g in visible_gpus(run)]
+
+    assert seen(None) == [0, 1]
+    assert seen("1") == [1] and seen("1,0") == [1, 0] and seen("GPU-53e2") == [1]
+    assert seen("0,7,1") == [0] and seen("") == [] and seen("-1") == []

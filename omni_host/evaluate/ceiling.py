@@ -214,10 +214,35 @@ CPU_BANDWIDTH = "CPU memory bandwidth (GB/s)"
 CCD_LINKS = "CPU CCD links (GB/s)"
 
 
+def visible_gpus(run: BenchRun) -> list[dict[str, Any]]:
+    """The GPUs llama-bench saw, in its own numbering (GPU0 is the first it saw): NVML's
+    list, narrowed and ordered by CUDA_VISIBLE_DEVICES where its environment set it (indices
+    or UUIDs, as CUDA reads them: the list ends at the first entry that names no GPU)."""
+    gpus = [g for g in run.context.get("nvml") or [] if isinstance(g, dict)]
+    env = run.context.get("env") or {}
+    given = env.get("CUDA_VISIBLE_DEVICES") if isinstance(env, dict) else None
+    if given is None:
+        return gpus
+    rows = ((run.context.get("gpus") or {}).get("rows") or []) \
+        if isinstance(run.context.get("gpus"), dict) else []
+    uuid = {str(r.get("index")): str(r.get("uuid") or "") for r in rows if isinstance(r, dict)}
+    seen: list[dict[str, Any]] = []
+    for item in str(given).split(","):
+        item = item.strip()
+        found = next((g for g in gpus if item and (str(g.get("index")) == item or
+                                                   uuid.get(str(g.get("index")), "").startswith(item)
+                                                   and item.startswith("GPU-"))), None)
+        if found is None or found in seen:
+            break
+        seen.append(found)
+    return seen
+
+
 def _bandwidths(run: BenchRun, context: dict[str, Any]) -> dict[str, float]:
-    """Each device's memory bandwidth in bytes/s, where known."""
-    found = {f"GPU{g.get('index', i)}": g["bus_width_bits"] / 8 * g["max_mem_clock_mhz"] * 1e6 * 2
-             for i, g in enumerate(run.context.get("nvml") or [])
+    """Each device's memory bandwidth in bytes/s, where known (GPUs as llama-bench numbers
+    them: ``visible_gpus``)."""
+    found = {f"GPU{i}": g["bus_width_bits"] / 8 * g["max_mem_clock_mhz"] * 1e6 * 2
+             for i, g in enumerate(visible_gpus(run))
              if g.get("bus_width_bits") and g.get("max_mem_clock_mhz")}
     cpu = [v for v in (context.get(CPU_BANDWIDTH), context.get(CCD_LINKS)) if v]
     if cpu:
@@ -235,7 +260,7 @@ def _dense_fallback(run: BenchRun, test: BenchTest) -> dict[str, float] | str:
     if any(word in model_type for word in MOE_WORDS):
         return "a mixture-of-experts model, and no tensor table to count its active experts"
     ngl = test.params.get("n_gpu_layers")
-    gpus = len(run.context.get("nvml") or [])
+    gpus = len(visible_gpus(run))
     if not gpus or not isinstance(ngl, int) or 0 <= ngl < ALL_LAYERS:
         return "layers on the CPU, and no tensor table to place them"
     free = [0] * gpus
@@ -255,7 +280,7 @@ NEGLIGIBLE_BYTES = 1 << 20
 
 def _reads(run: BenchRun, test: BenchTest) -> tuple[dict[str, float] | str, str, bool]:
     """(bytes per token per device, or why not; where they came from; split by rows)."""
-    free = [int(g.get("memory_free_bytes") or 0) for g in run.context.get("nvml") or []]
+    free = [int(g.get("memory_free_bytes") or 0) for g in visible_gpus(run)]
     where = placement(test.params, free)
     if isinstance(where, str):
         return where, "", False
