@@ -10,7 +10,10 @@
 #              after the idle gate (as a job that starts while the bench runs).
 # Every run's JSON report and the stores (the raw bundles) come back in OUTDIR/quiet-PHASE.tar.gz:
 # the verdicts are judged again offline from the bundles (tests/test_quiet_sentinel.py).
-# Usage: bash benchmarks/quiet_gpu.sh unchanged|drops OUTDIR
+#   two:       on two GPUs, the documented config (a layer split by free memory): a baseline,
+#              30 unchanged runs, then one run each with GGML_CUDA_DISABLE_GRAPHS=1,
+#              CUDA_VISIBLE_DEVICES=0 and -ts 75,25 (llama-bench reads the comma as two tests).
+# Usage: bash benchmarks/quiet_gpu.sh unchanged|drops|two OUTDIR
 set -u
 phase=$1 final=$2 out=/tmp/quiet-$1
 mkdir -p "$out" "$final"
@@ -60,7 +63,18 @@ except Exception as exc:
 PY
 }
 
-if [ "$phase" = unchanged ]; then
+if [ "$phase" = two ]; then  # the documented config over two GPUs (layer split by free memory)
+  S=/tmp/store-two
+  bench 00-baseline /tmp/inv.yml $S
+  for i in $(seq -w 1 30); do bench "u$i" /tmp/inv.yml $S; done
+  with() {  # with NAME JSON-of-omni_bench-changes: one run of the documented config, changed
+    bench "$1" /tmp/inv.yml $S -e "{\"omni_bench\": {\"llama_bench\": \"$bin\", \"model\": \"$model\", \"args\": $DOC, $2}}"
+  }
+  with c1-graphs-off '"env": {"GGML_CUDA_DISABLE_GRAPHS": "1"}'
+  with c2-visible-0 '"env": {"CUDA_VISIBLE_DEVICES": "0"}'
+  bench c3-ts-comma /tmp/inv.yml $S -e "{\"omni_bench\": {\"llama_bench\": \"$bin\", \"model\": \"$model\", \"args\": [\"-p\", \"512\", \"-n\", \"128\", \"-ngl\", \"99\", \"-fa\", \"1\", \"-ts\", \"75,25\"]}}"
+  tar czf "$out/stores.tar.gz" -C /tmp store-two
+elif [ "$phase" = unchanged ]; then
   S=/tmp/store
   bench 00-baseline /tmp/inv.yml $S
   for i in $(seq -w 1 30); do bench "u$i" /tmp/inv.yml $S; done

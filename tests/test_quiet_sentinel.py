@@ -183,3 +183,28 @@ def test_another_gpu_than_the_baselines_is_named(tmp_path: Path) -> None:
     (verdict,) = first
     assert f"GPU0 UUID: {was} -> {now}" in verdict.summary
     assert verdict.status is not Status.PASS
+
+
+def test_thirty_unchanged_runs_on_two_h100s_are_quiet_and_each_change_is_named(
+        tmp_path: Path) -> None:
+    """The documented config over two lent H100s (a layer split by free memory), where 28 of
+    30 unchanged runs warned before this issue; then GGML_CUDA_DISABLE_GRAPHS=1,
+    CUDA_VISIBLE_DEVICES=0 and -ts 75,25, one run each, as omni-host bench judged them."""
+    bundles = _bundles("two", tmp_path)
+    assert len(bundles) == 34
+    verdicts, seconds = _replay(bundles[:31], tmp_path / "store")
+    tally = _tally(verdicts)
+    assert tally["fail"] == 0 and tally["warn"] <= 1, [v.summary for v in verdicts]
+    assert seconds <= 5
+    store = tmp_path / "store"
+    plan = judge_plan(bundles[0], None, "replay")
+    said = [next(r for r in judge_bench(b, plan, load_history(store), record=False)
+                 .report.results if r.id == "perf.tokens-per-s") for b in bundles[31:]]
+    graphs, visible, comma = said
+    assert graphs.summary.startswith("since the baseline: env GGML_CUDA_DISABLE_GRAPHS: unset -> 1")
+    assert graphs.status is not Status.PASS
+    assert visible.summary.startswith("since the baseline: env CUDA_VISIBLE_DEVICES: unset -> 0")
+    assert list(visible.details["ceiling"]["tg128"]["devices"]) == ["GPU0"]  # the one it saw
+    assert sorted(said[0].details["ceiling"]["tg128"]["devices"]) == ["GPU0", "GPU1"]
+    assert comma.status is Status.WARN and comma.summary.startswith("not comparable")
+    assert "-ts 75,25 made llama-bench measure 2 configurations" in comma.summary
