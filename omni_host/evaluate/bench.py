@@ -638,7 +638,8 @@ def judge(meta: CheckMeta, spec: BenchSpec, run: BenchRun, context: dict[str, An
     if not comparable:
         why = "; ".join(details["not_comparable"]) or \
             f"the baseline measured other tests ({', '.join(baseline.tests)})"
-        moved = f"; since the baseline: {'; '.join(changed)}" if changed else ""
+        settings = [c for c in changed if not c.startswith(MEASURED)]
+        moved = f"; since the baseline: {'; '.join(settings)}" if settings else ""
         return meta.result(Status.WARN, f"not comparable with baseline {baseline.audit}: {why}"
                            f"{moved}{'; ' + trap if trap else ''}; record a new baseline: "
                            "omni-host bench --baseline",
