@@ -240,3 +240,36 @@ def test_a_long_whitespace_line_from_dmidecode_is_read_in_linear_time() -> None:
     started = time.monotonic()
     (dimm,) = parse_dmidecode_memory(text).dimms
     assert dimm.size_mib == 16 * 1024 and time.monotonic() - started < 1
+
+
+def test_a_forged_serve_helper_document_is_one_line_never_a_traceback() -> None:
+    """Each field of a real serve helper document (the VM's probed server) replaced by each
+    hostile value, parsed and judged against a real baseline: a verdict or one parse line,
+    never another exception, each in bounded time (issue 43)."""
+    import json
+    import time
+
+    from omni_host.evaluate.checks import catalog
+    from omni_host.evaluate.serve import judge_served
+    from omni_host.probes.parsers.serve import parse_servers
+
+    from test_serve import _vm_baseline
+
+    doc = json.loads((FIXTURES / "captures" / "serve" /
+                      "serve-helper_vm-2cpu_one-server-probed.json").read_text())
+    meta = catalog()["serve.tokens-per-s"]
+    baseline, _ = _vm_baseline()
+    cases = 0
+    for path in _paths(doc):
+        for bad in HOSTILE:
+            started = time.monotonic()
+            try:
+                servers = parse_servers(json.dumps(_replaced(doc, path, bad)))
+            except ParseError as exc:
+                assert "\n" not in str(exc)
+                continue
+            result = judge_served(meta, servers, baseline)
+            json.dumps(result.details, allow_nan=False)
+            assert time.monotonic() - started < 1
+            cases += 1
+    assert cases > 300
