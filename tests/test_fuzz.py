@@ -249,11 +249,11 @@ def test_a_forged_serve_helper_document_is_one_line_never_a_traceback() -> None:
     import json
     import time
 
+    from test_serve import _vm_baseline
+
     from omni_host.evaluate.checks import catalog
     from omni_host.evaluate.serve import judge_served
     from omni_host.probes.parsers.serve import parse_servers
-
-    from test_serve import _vm_baseline
 
     doc = json.loads((FIXTURES / "captures" / "serve" /
                       "serve-helper_vm-2cpu_one-server-probed.json").read_text())
