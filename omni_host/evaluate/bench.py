@@ -620,6 +620,14 @@ def judge(meta: CheckMeta, spec: BenchSpec, run: BenchRun, context: dict[str, An
                                details=details)
         why = "recorded on purpose (--baseline)" if record else "the host's first bench"
         summary = f"baseline recorded ({why}): {measured}"
+        resolution = {t.name: max(spec.tolerance_for(t.kind) / 100, SIGMAS * t.estimate.spread)
+                      for t in run.result.tests}
+        coarse = [f"{n} to drops past {r:.0%}" for n, r in resolution.items()
+                  if r > spec.tolerance_for(tests[n].kind) / 100]
+        if coarse:  # said once, here: later runs are judged at it without a warn each time
+            summary += (f"; its repetitions' spread resolves {', '.join(coarse)} until the "
+                        "spread between runs is measured")
+        details["resolution"] = {n: round(r, 4) for n, r in resolution.items()}
         details["recorded_baseline"] = True
         return meta.result(Status.PASS, summary + (f"; {ceiling_note}" if ceiling_note else ""),
                            actual=measured, evidence=_evidence(run), details=details)
