@@ -356,12 +356,13 @@ def _object(value: Any) -> dict[str, Any]:
 # some), "*" types every value of a mapping, a list types its items, a tuple gives the
 # alternatives. A host that sends another shape gets one line naming the field.
 NUM, INT, TEXT = "number", "integer", "text"
+REQUIRED = ("required",)  # a mapping spec's key: the fields it must hold (a tuple: no field name)
 _ROWS = [{"*": TEXT}]
 HELPER_DOC: dict[str, Any] = {
     "refused": (None, TEXT),
     "gate": {"compute_apps": (None, _ROWS), "max_busy_pct": NUM, "forced": bool},
     "context": {
-        "cpus_allowed": (None, INT), "cpu_quota": (None, {"cpus": NUM, "cgroup": TEXT}),
+        "cpus_allowed": (None, INT), "cpu_quota": (None, {"cpus": NUM, "cgroup": TEXT, REQUIRED: ("cpus", "cgroup")}),
         "loadavg": [TEXT], "env": {"*": TEXT}, "busy_before": [TEXT],
         "model": {"path": TEXT, "size_bytes": (None, INT), "fingerprint": TEXT, "error": TEXT},
         "gpus": (None, {"rows": _ROWS, "error": TEXT}), "nvml": [{"*": (None, INT)}],
@@ -406,6 +407,9 @@ def shape_error(value: Any, spec: Any, where: str) -> str | None:
     elif not _fits(value, spec):
         return f"{where}: {type(value).__name__} where the helper writes {_spec_name(spec)}"
     if isinstance(spec, dict):
+        missing = next((k for k in spec.get(REQUIRED, ()) if k not in value), None)
+        if missing is not None:
+            return f"{where}.{missing}: missing"
         for key, item in value.items():
             sub = spec.get(key, spec.get("*", object))
             why = shape_error(item, sub, f"{where}.{key}")
