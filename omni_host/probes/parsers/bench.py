@@ -362,7 +362,8 @@ HELPER_DOC: dict[str, Any] = {
     "refused": (None, TEXT),
     "gate": {"compute_apps": (None, _ROWS), "max_busy_pct": NUM, "forced": bool},
     "context": {
-        "cpus_allowed": (None, INT), "cpu_quota": (None, {"cpus": NUM, "cgroup": TEXT, REQUIRED: ("cpus", "cgroup")}),
+        "cpus_allowed": (None, INT),
+        "cpu_quota": (None, {"cpus": NUM, "cgroup": TEXT, REQUIRED: ("cpus", "cgroup")}),
         "loadavg": [TEXT], "env": {"*": TEXT}, "busy_before": [TEXT],
         "model": {"path": TEXT, "size_bytes": (None, INT), "fingerprint": TEXT, "error": TEXT},
         "gpus": (None, {"rows": _ROWS, "error": TEXT}), "nvml": [{"*": (None, INT)}],
