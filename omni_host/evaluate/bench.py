@@ -229,6 +229,7 @@ class TestVerdict:
     modes: tuple[float, ...] = ()  # the centers of the modes its unchanged runs cluster in
     drift: float | None = None  # its runs since the baseline slid this much, in a row
     resolution: float = 0.0  # the least drop its baseline (and runs since) can resolve
+    typical: bool = False  # judged from the median of its unchanged runs, not the baseline's
 
     @property
     def noisier(self) -> bool:
@@ -245,7 +246,8 @@ class TestVerdict:
         return self.drop > self.threshold
 
     def line(self) -> str:
-        mark = "the nearest of its modes" if len(self.modes) > 1 else "baseline"
+        mark = "the nearest of its modes" if len(self.modes) > 1 else \
+            "its runs' median" if self.typical else "baseline"
         where = (f"{abs(self.drop):.0%} {'below' if self.drop > 0 else 'above'} {mark}"
                  if abs(self.drop) >= 0.005 else f"at {mark}")
         text = (f"{self.name} {where} ({self.now_ts:.1f} vs {self.baseline_ts:.1f} t/s, "
@@ -374,7 +376,10 @@ def judge_test(name: str, base: list[float], now: list[float], tolerance_pct: fl
                 if n.center_ts >= found[0] else found[0]
             between = _pooled(values)
         else:
+            # the host's typical level: the median of its unchanged runs, the baseline's among
+            # them (a baseline that ran in a fast minute no longer makes every later run a drop)
             between = robust_spread(values[0])
+            reference = statistics.median(values[0])
         noise = max(math.hypot(_standard_error(b), _standard_error(n)), between)
         resolution_noise = max(math.sqrt(2) * _standard_error(b), between)
     else:
@@ -392,7 +397,8 @@ def judge_test(name: str, base: list[float], now: list[float], tolerance_pct: fl
         status = Status.WARN  # this run scattered past what its baseline resolves: the host's
     return TestVerdict(name, status, reference, n.center_ts, drop, threshold, noise,
                        detectable, tolerance, found, drift,
-                       max(tolerance, SIGMAS * resolution_noise))
+                       max(tolerance, SIGMAS * resolution_noise),
+                       len(values) == 1 and drift is None and reference != b.center_ts)
 
 
 def _evidence(run: BenchRun) -> tuple[Evidence, ...]:
