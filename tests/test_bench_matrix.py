@@ -48,7 +48,9 @@ def test_args_edited_are_not_comparable(sshd: Sshd, loop) -> None:
     inv, store, _, _ = loop
     _set_bench(inv, args=["-p", "64", "-n", "32", "-t", "2"])
     result, perf = _bench(sshd, inv, store)
-    assert perf["status"] == "warn" and result.code == 0
+    # the exit code is the whole report's: another check may fail on a user's machine (swap in
+    # heavy use beside another bench's model being written, seen under ordinary-machine)
+    assert perf["status"] == "warn" and result.code in (0, 1)
     assert perf["summary"].startswith("not comparable with baseline ")
     assert "-t 1 -> 2; record a new baseline: omni-host bench --baseline" in perf["summary"]
     assert "verdicts" not in perf["details"]  # no drop claimed, no cause blamed
@@ -60,7 +62,7 @@ def test_an_option_llama_bench_does_not_echo_is_not_comparable(sshd: Sshd, loop)
     inv, store, _, _ = loop
     _set_bench(inv, args=["-p", "64", "-n", "32", "-t", "1", "--numa", "distribute"])
     result, perf = _bench(sshd, inv, store)
-    assert perf["status"] == "warn" and result.code == 0, perf["summary"]
+    assert perf["status"] == "warn" and result.code in (0, 1), perf["summary"]
     assert perf["summary"].startswith("not comparable with baseline ")
     assert 'llama-bench options {} -> {"--numa": "distribute"}' in perf["summary"]
     assert "verdicts" not in perf["details"]  # no drop claimed, no cause blamed
