@@ -13,7 +13,9 @@
 #   two:       on two GPUs, the documented config (a layer split by free memory): a baseline,
 #              30 unchanged runs, then one run each with GGML_CUDA_DISABLE_GRAPHS=1,
 #              CUDA_VISIBLE_DEVICES=0 and -ts 75,25 (llama-bench reads the comma as two tests).
-# Usage: bash benchmarks/quiet_gpu.sh unchanged|drops|two OUTDIR
+#   overhead:  omni-host bench against the same llama-bench by hand, 7 interleaved pairs:
+#              wall times and tg128 medians (overhead.json).
+# Usage: bash benchmarks/quiet_gpu.sh unchanged|drops|two|overhead OUTDIR
 set -u
 phase=$1 final=$2 out=/tmp/quiet-$1
 mkdir -p "$out" "$final"
@@ -63,7 +65,36 @@ except Exception as exc:
 PY
 }
 
-if [ "$phase" = two ]; then  # the documented config over two GPUs (layer split by free memory)
+if [ "$phase" = overhead ]; then  # omni-host bench against llama-bench by hand, 7 pairs
+  python3 - "$bin" "$model" "$out" <<'PY'
+import json, statistics, subprocess, sys, time
+binary, model, out = sys.argv[1:4]
+by_hand = [binary, "-m", model, "-o", "json", "-r", "5", "-p", "512", "-n", "128", "-ngl", "99",
+           "-fa", "1"]
+ours = [sys.executable, "-m", "omni_host", "bench", "-i", "/tmp/inv.yml", "gpu", "--report-dir",
+        "/tmp/store-overhead", "--format", "json"]
+subprocess.run(by_hand, capture_output=True)
+times, tg = {"by_hand": [], "omni_host": []}, {"by_hand": [], "omni_host": []}
+for i in range(7):
+    for name, argv in (("by_hand", by_hand), ("omni_host", ours))[:: 1 if i % 2 == 0 else -1]:
+        t = time.monotonic()
+        proc = subprocess.run(argv, capture_output=True, text=True)
+        times[name].append(time.monotonic() - t)
+        if name == "by_hand":
+            rec = [r for r in json.loads(proc.stdout) if r["n_gen"]][0]
+            tg[name].append(statistics.median(rec["samples_ts"][1:]))
+        else:
+            r = next(r for r in json.loads(proc.stdout)["hosts"][0]["results"]
+                     if r["id"] == "perf.tokens-per-s")
+            tg[name].append(r["details"]["tests"]["tg128"]["center_ts"])
+med = {k: statistics.median(v) for k, v in times.items()}
+result = {"times_s": times, "median_s": med, "fixed_s": med["omni_host"] - med["by_hand"],
+          "ratio": med["omni_host"] / med["by_hand"], "tg128": tg,
+          "tg_ratio": statistics.median(tg["omni_host"]) / statistics.median(tg["by_hand"])}
+print("overhead:", json.dumps({k: result[k] for k in ("median_s", "fixed_s", "ratio", "tg_ratio")}))
+json.dump(result, open(f"{out}/overhead.json", "w"), indent=1)
+PY
+elif [ "$phase" = two ]; then  # the documented config over two GPUs (layer split by free memory)
   S=/tmp/store-two
   bench 00-baseline /tmp/inv.yml $S
   for i in $(seq -w 1 30); do bench "u$i" /tmp/inv.yml $S; done
