@@ -21,24 +21,9 @@ random_dense "$model" "$out/model.log"
 wait $build; echo "build exit $? after $(( $(date +%s) - t0 )) s; $(ls -la $bin 2>&1)"
 [ -x "$bin" ] || { tail -20 "$out/build.log"; exit 1; }
 
-inventory() {  # inventory FILE ARGS-JSON
-  cat > "$1" <<YML
-all:
-  hosts:
-    gpu:
-      ansible_connection: local
-      omni_build_packages: []
-      omni_swap_size_mib: 0
-      omni_bench:
-        llama_bench: "$bin"
-        model: "$model"
-        args: $2
-        repetitions: 5
-YML
-}
 DOC='["-p", "512", "-n", "128", "-ngl", "99", "-fa", "1"]'
-inventory /tmp/inv.yml "$DOC"
-inventory /tmp/inv-offload.yml '["-p", "512", "-n", "128", "-ngl", "7", "-fa", "1", "-t", "16"]'
+bench_inventory /tmp/inv.yml "$bin" "$model" "$DOC"
+bench_inventory /tmp/inv-offload.yml "$bin" "$model" '["-p", "512", "-n", "128", "-ngl", "7", "-fa", "1", "-t", "16"]'
 bench() {  # bench NAME INVENTORY STORE [flags]: JSON report, exit code and its lines
   local name=$1 inv=$2 store=$3; shift 3
   python3 -m omni_host bench -i "$inv" gpu --report-dir "$store" --format json "$@" \
@@ -48,31 +33,7 @@ bench() {  # bench NAME INVENTORY STORE [flags]: JSON report, exit code and its 
 }
 
 # -- overhead: interleaved pairs, medians ------------------------------------------------------
-python3 - "$bin" "$model" "$out" <<'PY'
-import json, statistics, subprocess, sys, time
-binary, model, out = sys.argv[1:4]
-by_hand = [binary, "-m", model, "-o", "json", "-r", "5", "-p", "512", "-n", "128", "-ngl", "99",
-           "-fa", "1"]
-ours = [sys.executable, "-m", "omni_host", "bench", "-i", "/tmp/inv.yml", "gpu", "--report-dir",
-        "/tmp/store-overhead", "--format", "json"]
-subprocess.run(by_hand, capture_output=True)  # page cache and GPU warm for both
-times = {"by_hand": [], "omni_host": []}
-helper = []
-for i in range(7):
-    for name, argv in (("by_hand", by_hand), ("omni_host", ours))[:: 1 if i % 2 == 0 else -1]:
-        t = time.monotonic()
-        proc = subprocess.run(argv, capture_output=True, text=True)
-        times[name].append(time.monotonic() - t)
-        if name == "omni_host":
-            doc = json.loads(proc.stdout)
-            r = next(r for r in doc["hosts"][0]["results"] if r["id"] == "perf.tokens-per-s")
-            helper.append(r["status"])
-med = {k: statistics.median(v) for k, v in times.items()}
-result = {"times_s": times, "median_s": med, "fixed_s": med["omni_host"] - med["by_hand"],
-          "ratio": med["omni_host"] / med["by_hand"], "statuses": helper}
-print("overhead:", json.dumps({k: result[k] for k in ("median_s", "fixed_s", "ratio", "statuses")}))
-json.dump(result, open(f"{out}/overhead.json", "w"), indent=1)
-PY
+python3 benchmarks/bench_overhead.py "$bin" "$model" /tmp/inv.yml "$out"
 # -- the series -------------------------------------------------------------------------------
 S=/tmp/store
 bench 01-baseline /tmp/inv.yml $S

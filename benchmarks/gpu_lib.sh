@@ -28,3 +28,19 @@ random_dense() {  # random_dense OUT.gguf LOG: the 1.7 GB random F16 llama of th
   python3 tests/random_llama.py .devcarry/vocab.gguf "$1" --embd 2048 --layers 14 --ff 5632 \
     --heads 16 > "$2" 2>&1
 }
+
+bench_inventory() {  # bench_inventory FILE LLAMA_BENCH MODEL ARGS-JSON: the lent machine, local
+  cat > "$1" <<YML
+all:
+  hosts:
+    gpu:
+      ansible_connection: local
+      omni_build_packages: []
+      omni_swap_size_mib: 0
+      omni_bench:
+        llama_bench: "$2"
+        model: "$3"
+        args: $4
+        repetitions: 5
+YML
+}

@@ -31,24 +31,9 @@ fi
 [ -x "$bin" ] || { tail -20 "$out/build.log"; exit 1; }
 nvidia-smi --query-gpu=index,name,uuid,driver_version --format=csv,noheader
 
-inventory() {  # inventory FILE ARGS-JSON
-  cat > "$1" <<YML
-all:
-  hosts:
-    gpu:
-      ansible_connection: local
-      omni_build_packages: []
-      omni_swap_size_mib: 0
-      omni_bench:
-        llama_bench: "$bin"
-        model: "$model"
-        args: $2
-        repetitions: 5
-YML
-}
 DOC='["-p", "512", "-n", "128", "-ngl", "99", "-fa", "1"]'
-inventory /tmp/inv.yml "$DOC"
-inventory /tmp/inv-offload.yml '["-p", "512", "-n", "128", "-ngl", "7", "-fa", "1", "-t", "16"]'
+bench_inventory /tmp/inv.yml "$bin" "$model" "$DOC"
+bench_inventory /tmp/inv-offload.yml "$bin" "$model" '["-p", "512", "-n", "128", "-ngl", "7", "-fa", "1", "-t", "16"]'
 bench() {  # bench NAME INVENTORY STORE [flags]: the JSON report; one line: status, wall, summary
   local name=$1 inv=$2 store=$3 s; shift 3
   s=$(date +%s.%N)
@@ -66,34 +51,7 @@ PY
 }
 
 if [ "$phase" = overhead ]; then  # omni-host bench against llama-bench by hand, 7 pairs
-  python3 - "$bin" "$model" "$out" <<'PY'
-import json, statistics, subprocess, sys, time
-binary, model, out = sys.argv[1:4]
-by_hand = [binary, "-m", model, "-o", "json", "-r", "5", "-p", "512", "-n", "128", "-ngl", "99",
-           "-fa", "1"]
-ours = [sys.executable, "-m", "omni_host", "bench", "-i", "/tmp/inv.yml", "gpu", "--report-dir",
-        "/tmp/store-overhead", "--format", "json"]
-subprocess.run(by_hand, capture_output=True)
-times, tg = {"by_hand": [], "omni_host": []}, {"by_hand": [], "omni_host": []}
-for i in range(7):
-    for name, argv in (("by_hand", by_hand), ("omni_host", ours))[:: 1 if i % 2 == 0 else -1]:
-        t = time.monotonic()
-        proc = subprocess.run(argv, capture_output=True, text=True)
-        times[name].append(time.monotonic() - t)
-        if name == "by_hand":
-            rec = [r for r in json.loads(proc.stdout) if r["n_gen"]][0]
-            tg[name].append(statistics.median(rec["samples_ts"][1:]))
-        else:
-            r = next(r for r in json.loads(proc.stdout)["hosts"][0]["results"]
-                     if r["id"] == "perf.tokens-per-s")
-            tg[name].append(r["details"]["tests"]["tg128"]["center_ts"])
-med = {k: statistics.median(v) for k, v in times.items()}
-result = {"times_s": times, "median_s": med, "fixed_s": med["omni_host"] - med["by_hand"],
-          "ratio": med["omni_host"] / med["by_hand"], "tg128": tg,
-          "tg_ratio": statistics.median(tg["omni_host"]) / statistics.median(tg["by_hand"])}
-print("overhead:", json.dumps({k: result[k] for k in ("median_s", "fixed_s", "ratio", "tg_ratio")}))
-json.dump(result, open(f"{out}/overhead.json", "w"), indent=1)
-PY
+  python3 benchmarks/bench_overhead.py "$bin" "$model" /tmp/inv.yml "$out"
 elif [ "$phase" = two ]; then  # the documented config over two GPUs (layer split by free memory)
   S=/tmp/store-two
   bench 00-baseline /tmp/inv.yml $S

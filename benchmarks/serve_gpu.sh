@@ -29,19 +29,7 @@ fi
 [ -x "$bin/llama-server" ] || { tail -20 "$out/build.log"; exit 1; }
 [ "${2:-}" = build ] && exit 0
 
-cat > /tmp/inv.yml <<YML
-all:
-  hosts:
-    gpu:
-      ansible_connection: local
-      omni_build_packages: []
-      omni_swap_size_mib: 0
-      omni_bench:
-        llama_bench: "$bin/llama-bench"
-        model: "$model"
-        args: ["-p", "512", "-n", "128", "-ngl", "99", "-fa", "1"]
-        repetitions: 5
-YML
+bench_inventory /tmp/inv.yml "$bin/llama-bench" "$model" '["-p", "512", "-n", "128", "-ngl", "99", "-fa", "1"]'
 store=/tmp/store
 python3 -m omni_host bench -i /tmp/inv.yml gpu --report-dir $store --format json \
   > "$out/baseline.json" 2> "$out/baseline.err"
