@@ -45,7 +45,7 @@ def _replay(bundles: list[Bundle], store: Path, *, second: bool = True
     while i < len(bundles):
         plan = judge_plan(bundles[i], None, "replay")
         done = judge_bench(bundles[i], plan, load_history(store), record=False)
-        first = first_of(done, plan.policy.bench, bundles[i]) if second else None
+        first = first_of(done) if second else None
         if first is not None and i + 1 < len(bundles):
             i, seconds = i + 1, seconds + 1
             done = judge_bench(bundles[i], plan, load_history(store), record=False, first=first)

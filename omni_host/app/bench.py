@@ -91,7 +91,7 @@ def bench_host(plan: HostPlan, ssh: SshOptions, history: History, *, record: boo
         return judge_sweep_bundle(bundle, plan, spec, advised,
                                   duration_s=time.monotonic() - start)
     done = judge_bench(bundle, plan, history, record=record, duration_s=time.monotonic() - start)
-    first = None if record else first_of(done, spec, bundle)
+    first = None if record else first_of(done)
     if first is None:
         return done
     # a drop or a scattered run is measured once more before it is said (evaluate.bench.settle)
@@ -108,13 +108,10 @@ def bench_host(plan: HostPlan, ssh: SshOptions, history: History, *, record: boo
                                                    "verdict stands unconfirmed"))
 
 
-def first_of(done: BenchHost, spec: BenchSpec, bundle: Bundle) -> dict[str, Any] | None:
+def first_of(done: BenchHost) -> dict[str, Any] | None:
     """The first run's verdicts, when they call for a second run (evaluate.bench.first_run)."""
     result = next((r for r in done.report.results if r.id == CHECK_ID), None)
-    probe = evaluate(BENCH, bundle.results.get(BENCH.id))
-    if result is None or not probe.ok or result.status is Status.ERROR:
-        return None
-    return first_run(result, spec, probe.fact)
+    return first_run(result) if result is not None else None
 
 
 def judge_sweep_bundle(bundle: Bundle, plan: HostPlan, spec: BenchSpec, advised: tuple[int, ...],

@@ -521,10 +521,15 @@ CAUSE_ORDER = ("other processes on the GPUs", "CPU quota", "CPUs allowed", "env 
                "CPU CCD", "NUMA", "NVIDIA driver",
                "CUDA", "kernel", "GPU", "other CPU load", "CPU llama-bench got", "model bytes")
 SYMPTOMS = ("GPU clock event reasons", "SM clock MHz (median")
-# What the run measured rather than how the host is set: a change of these alone does not
-# make an inconclusive comparison a warn (a disturbance does, by itself).
-MEASURED = ("other CPU load", "CPU llama-bench got", "GPU clock event reasons", "other processes",
-            *(f"GPU{i} SM clock" for i in range(16)))
+# What the run measured rather than how the host is set (with SYMPTOMS): a change of these
+# alone does not make an inconclusive comparison a warn (a disturbance does, by itself).
+MEASURED = ("other CPU load", "CPU llama-bench got", "other processes")
+
+
+def _setting(change: str) -> bool:
+    """A change of how the host is set (the environment, the binary, the driver...), not of
+    what the run measured."""
+    return not change.startswith(MEASURED) and not any(word in change for word in SYMPTOMS)
 
 
 def _rank(change: str) -> tuple[int, int]:
@@ -577,17 +582,19 @@ def settle(now: dict[str, dict[str, Any]], first: dict[str, Any] | None
     return [t[:4] for t in out]
 
 
-def first_run(result: CheckResult, spec: BenchSpec, run: BenchRun) -> dict[str, Any] | None:
+def first_run(result: CheckResult) -> dict[str, Any] | None:
     """What a second run is judged with, when this compared run's verdict did not pass on the
     tests' own evidence (a drop, or a run that scattered): the bench runs once more before it
-    says so (``settle``). None when it passed, or was not compared."""
+    says so (``settle``). None when it passed, or was not compared (from its details alone)."""
+    if result.status is Status.ERROR:
+        return None
     verdicts = result.details.get("verdicts") or {}
     if result.details.get("first_run") or not any(
             v.get("status") != Status.PASS.value for v in verdicts.values()):
         return None
     centers = {n: t["center_ts"] for n, t in (result.details.get("tests") or {}).items()}
     return {"verdicts": verdicts, "centers": centers, "fit": result.details.get("fit") is True,
-            "disturbed": "; ".join(disturbances(spec, run)) or None}
+            "disturbed": "; ".join(result.details.get("disturbances") or ()) or None}
 
 
 def judge(meta: CheckMeta, spec: BenchSpec, run: BenchRun, context: dict[str, Any],
@@ -608,7 +615,7 @@ def judge(meta: CheckMeta, spec: BenchSpec, run: BenchRun, context: dict[str, An
         "tests": {t.name: _test_details(t) for t in run.result.tests},
         "context": context, "ceiling": ceilings, "no_ceiling": no_ceiling,
         "recorded_baseline": False, "forced": bool(run.gate.get("forced")),
-        "fit": not unfit, "unfit": unfit}
+        "fit": not unfit, "unfit": unfit, "disturbances": disturbances(spec, run)}
     ceiling_note = "; ".join(
         f"{n} at {c['fraction']:.0%} of " + (f"its {c['ceiling_ts']:g} t/s ceiling"
                                              if c.get("basis", "theoretical") == "theoretical"
@@ -648,11 +655,11 @@ def judge(meta: CheckMeta, spec: BenchSpec, run: BenchRun, context: dict[str, An
     changed, same = context_diff(baseline.context, context)
     changed.sort(key=_rank)
     details["changed"], details["unchanged"] = changed, same
+    settings = [c for c in changed if _setting(c)]
     trap = comma_split(run.argv)
     if not comparable:
         why = "; ".join(details["not_comparable"]) or \
             f"the baseline measured other tests ({', '.join(baseline.tests)})"
-        settings = [c for c in changed if not c.startswith(MEASURED)]
         moved = f"; since the baseline: {'; '.join(settings)}" if settings else ""
         return meta.result(Status.WARN, f"not comparable with baseline {baseline.audit}: {why}"
                            f"{moved}{'; ' + trap if trap else ''}; record a new baseline: "
@@ -676,7 +683,6 @@ def judge(meta: CheckMeta, spec: BenchSpec, run: BenchRun, context: dict[str, An
     status = max((s for s, _, _, _ in settled), key=RANK.__getitem__)
     text = "; ".join(line for _, line, _, _ in settled)
     dropped = any(d for _, _, d, _ in settled)
-    settings = [c for c in changed if not c.startswith(MEASURED)]
     if changed:  # what moved comes first, before anything about the noise
         text = f"since the baseline: {'; '.join(changed)}; {text}"
         if settings and any(b for _, _, _, b in settled) and status is Status.PASS:
@@ -694,7 +700,7 @@ def judge(meta: CheckMeta, spec: BenchSpec, run: BenchRun, context: dict[str, An
         status = Status.WARN if status is Status.PASS else status
     if unfit:
         text += f"; not used to learn the noise ({'; '.join(unfit)})"
-    if disturbances(spec, run) and status is Status.PASS:  # it measured the host and something else
+    if details["disturbances"] and status is Status.PASS:  # it measured the host and something else
         status = Status.WARN
     if first and first.get("disturbed") and status is Status.PASS:
         status = Status.WARN
