@@ -25,6 +25,7 @@ from typing import Any
 
 from omni_host.errors import InventoryError
 from omni_host.plan import inventory_cache
+from omni_host.plan.policy import VAULT_ORIGIN, pointer_part
 from omni_host.resources import TooLarge, first_alias, read_bounded
 
 # Variables a host plan reads besides omni_*: connection values and their Ansible aliases.
@@ -39,7 +40,6 @@ CONNECTION_VARS = (
 # Vars that hold secrets: checked for presence only, never rendered (nor decrypted).
 SECRET_VARS = frozenset({"ansible_password", "ansible_ssh_pass", "ansible_become_password",
                          "ansible_become_pass"})
-VAULT_ORIGIN = "vault: "
 _VAULTED = ("EncryptedString", "AnsibleVaultEncryptedUnicode")  # ansible-core 2.19+, older
 _FAILED = re.compile(r"^\[WARNING\]: Failed to parse inventory with '([^']+)' plugin: (.*)$", re.M)
 _ORIGIN = re.compile(r"^Origin: (\S+?)(?::(\d+))?(?::\d+)?$", re.M)
@@ -157,11 +157,6 @@ def vaulted_paths(value: Any, path: str) -> list[str]:
         for index, item in enumerate(value):
             found += vaulted_paths(item, f"{path}/{index}")
     return found
-
-
-def pointer_part(key: str) -> str:
-    """One key of a JSON pointer (RFC 6901)."""
-    return key.replace("~", "~0").replace("/", "~1")
 
 
 def _plain(value: Any) -> Any:

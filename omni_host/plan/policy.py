@@ -165,6 +165,16 @@ VAULTED = "<vaulted>"
 VAULT_ORIGIN = "vault: "  # an origin so marked: the value came through vault
 
 
+def pointer_part(key: str) -> str:
+    """One key of a JSON pointer (RFC 6901): how a vaulted part's path is written in origins."""
+    return key.replace("~", "~0").replace("/", "~1")
+
+
+def unpointer_part(part: str) -> str:
+    """``pointer_part`` read back."""
+    return part.replace("~1", "/").replace("~0", "~")
+
+
 @dataclass(frozen=True)
 class ExpectedState:
     """The resolved ``omni_*`` values a host is judged under, and where each came from (a
@@ -182,8 +192,8 @@ class ExpectedState:
         for key, origin in self.origins.items():
             name, _, rest = key.partition("/")
             if origin.startswith(VAULT_ORIGIN) and name in self.values:
-                paths.append([name] + [p.replace("~1", "/").replace("~0", "~")
-                                       for p in rest.split("/")] if rest else [name])
+                paths.append([name] + [unpointer_part(p) for p in rest.split("/")]
+                             if rest else [name])
         return paths
 
     def to_dict(self) -> dict[str, Any]:

@@ -397,8 +397,8 @@ def _fits(value: Any, spec: Any) -> bool:
 
 
 def shape_error(value: Any, spec: Any, where: str) -> str | None:
-    """Where ``value`` departs from ``spec`` (HELPER_DOC's notation), or None. Iterative over
-    the document's depth, which the spec bounds."""
+    """Where ``value`` departs from ``spec`` (HELPER_DOC's notation), or None. It recurses only
+    as deep as the spec: what lies below an ``object`` is not walked."""
     if isinstance(spec, tuple):
         found = next((s for s in spec if _fits(value, s)), _MISSING)
         if found is _MISSING:
