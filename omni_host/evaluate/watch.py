@@ -98,9 +98,9 @@ def judge_server(key: str, seen: list[tuple[float, InferenceServer | None]]
             at, low = drops[0]
             warnings.append(f"{key} t/s fell to {low:.1f} at {_when(at)} (median {median:.1f}; "
                             f"{len(drops)} of {len(rates)} intervals below {DROP:.0%})")
-            tenants = sorted({c for when, s in seen if s is not None and s.gpu_cotenants
-                              and any(abs(when - a) < 1e-6 for a, _ in drops)
-                              for c in s.gpu_cotenants})
+            fell = {a for a, _ in drops}  # an interval's rate is stamped with its later sample
+            tenants = sorted({c for when, s in seen if when in fell and s is not None
+                              for c in s.gpu_cotenants or ()})
             if tenants:  # what shared its GPUs while it fell: named first
                 warnings.insert(0, f"{key}: other processes on its GPUs while it fell: "
                                    f"{', '.join(tenants)}")
