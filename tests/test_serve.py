@@ -716,3 +716,24 @@ def test_a_gpu_co_tenant_is_named_first_by_the_served_rate_and_the_watch() -> No
     assert watched.status is Status.WARN
     assert "other processes on its GPUs while it fell: 5632 python3 (874 MiB)" in \
         watched.summary.split(";")[0]
+
+
+def test_a_server_whose_metrics_never_answer_is_not_watched_and_says_why() -> None:
+    """An operator's server that asks for an API key answers /metrics with 401 every time:
+    the watch failed every sample of it as "did not answer" (the gate failed on any such
+    host); it is not watched, said, and the other server is judged as before. One that
+    answered and then stopped still fails."""
+    from omni_host.evaluate.watch import Sample, judge_watch
+
+    meta = catalog()["serve.stability"]
+    locked = _server(pid=7, started_at=7.0, address="127.0.0.1:18081", counters=None,
+                     metrics_error="/metrics 127.0.0.1:18081: HTTP 401 Invalid API Key")
+    samples = [Sample(1000.0 + 5 * i, (s.servers[0], locked))
+               for i, s in enumerate(_samples(*[(1, 100 * i, 1.0 * i, 600) for i in range(9)]))]
+    result = judge_watch(meta, samples)
+    assert result.status is Status.PASS, result.summary
+    assert "127.0.0.1:18081 not watched: /metrics 127.0.0.1:18081: HTTP 401" in result.summary
+    stopped = [Sample(s.at, (s.servers[0], locked if i >= 5 else dataclasses.replace(
+        locked, counters=ServedCounters(predicted_tokens=10.0 * i, predicted_seconds=1.0 * i),
+        metrics_error=None))) for i, s in enumerate(samples)]
+    assert judge_watch(meta, stopped).status is Status.FAIL

@@ -60,7 +60,14 @@ def _process(server: InferenceServer) -> tuple[int, float | None]:
 
 def judge_server(key: str, seen: list[tuple[float, InferenceServer | None]]
                  ) -> tuple[list[str], list[str], dict[str, Any]]:
-    """(failures, warnings, details) of one server's samples (None: absent that round)."""
+    """(failures, warnings, details) of one server's samples (None: absent that round). A
+    server whose /metrics never answered in the window (one that asks for an API key, one
+    started without --metrics) is not watched, and says why: it did not stop answering."""
+    present = [s for _, s in seen if s is not None]
+    if present and all(s.counters is None for s in present):
+        why = present[-1].metrics_error or "no /metrics"
+        return [], [], {"server": key, "samples": len(seen),
+                        "not_watched": f"{key} not watched: {why}"}
     failures: list[str] = []
     warnings: list[str] = []
     rates: list[tuple[float, float, float]] = []  # (at, t/s, tokens)
@@ -163,6 +170,7 @@ def judge_watch(meta: CheckMeta, samples: list[Sample], *, interrupted: bool = F
     measured = [d for d in parts if d.get("rates")]
     rates = "; ".join(f"{d['server']} median {d['median_ts']:.1f} t/s over "
                       f"{len(d['rates'])} intervals" for d in measured)
+    unwatched = [d["not_watched"] for d in parts if "not_watched" in d]
     if failures:
         status, lines = Status.FAIL, failures + warnings
     elif warnings:
@@ -172,6 +180,7 @@ def judge_watch(meta: CheckMeta, samples: list[Sample], *, interrupted: bool = F
                                       "measured (no restart, memory steady)"]
     else:
         status, lines = Status.PASS, ["no restart, no drop, memory steady"]
+    lines += unwatched
     summary = f"{head}: " + "; ".join(lines) + (f" ({rates})" if rates else "")
     return meta.result(status, summary, evidence=(Evidence("serve.servers", COMMAND,
                                                            tuple(lines)),),
