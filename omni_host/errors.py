@@ -38,8 +38,9 @@ class PlayCanceled(KeyboardInterrupt):
     so far stays; nothing after it runs, nothing claims the fix ran."""
 
     def __init__(self, playbook: str, done: tuple[str, ...],
-                 in_flight: tuple[str, ...] = ()) -> None:
+                 in_flight: tuple[str, ...] = (), check_mode: bool = False) -> None:
         super().__init__(playbook)
         self.playbook = playbook
+        self.check_mode = check_mode  # a preview: its tasks changed nothing
         self.done = done  # "host: task (status)" of the tasks that ran, in order
         self.in_flight = in_flight  # "host: task" begun when the signal came: effect unknown

@@ -396,9 +396,13 @@ class HostReport:
     policy: PolicyRecord | None = None
     collected_at: float | None = None  # when its bundle was collected (an offline audit: then)
     last_bench: LastBench | None = None  # the newest stored bench of this host, for audits
+    # The omni_* variables ``omni-host init`` would record from this audit's facts that the
+    # inventory leaves unset: the "record it" hint is printed only while there are some.
+    recordable: tuple[str, ...] = ()
 
     DERIVED: ClassVar[dict[str, Any]] = {
-        "counts": dict[str, int], "no_expected_state": dict[str, str], "unconfigured": bool}
+        "counts": dict[str, int], "no_expected_state": dict[str, str], "unconfigured": bool,
+        "reference": bool}
 
     def no_expected_state(self) -> dict[str, str]:
         """Check id -> the unset variable, for checks skipped for want of expected state."""
@@ -411,6 +415,14 @@ class HostReport:
         origins = self.policy.origins if self.policy else {}
         return self.reachable and bool(origins) and all(
             str(o).startswith("default: ") for o in origins.values())
+
+    @property
+    def reference(self) -> bool:
+        """Judged against the built-in reference box (no inventory): not this machine's own
+        expected state."""
+        origins = self.policy.origins if self.policy else {}
+        return self.reachable and any(str(o).startswith("built-in reference: ")
+                                      for o in origins.values())
 
     def counts(self) -> dict[str, int]:
         counts = {s.value: 0 for s in Status} | {"waived": 0}

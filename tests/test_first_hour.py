@@ -248,3 +248,52 @@ def test_narrow_terminals_cut_text_never_the_hints(tmp_path: Path, columns: int,
     assert any(line.endswith(" (-v: why)") for line in lines), shown.stdout
     joined = " ".join(line.strip() for line in lines)
     assert f"record it: omni-host init -i {inv} box" in joined
+
+
+def _paragraph(text: str, start: str) -> str:
+    """The wrapped paragraph that begins with ``start``, as one line (its wraps were spaces)."""
+    lines = text.splitlines()
+    first = next(i for i, line in enumerate(lines) if line.startswith(start))
+    taken = [lines[first]]
+    for line in lines[first + 1:]:
+        if not line.startswith("  ") or line.startswith("   "):
+            break
+        taken.append(line.strip())
+    return " ".join(taken)
+
+
+def test_a_newcomers_first_audit_init_and_second_audit(tmp_path: Path,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """What a person reads (issue 47): the first audit without an inventory says, right after
+    the host's line, that it judged against the built-in reference box (what that box is) and
+    prints the command that records this machine's own state; pasted, it works; the second
+    audit no longer says either, nor "record it" for what init cannot observe (it looped:
+    init answered that it already recorded this state); init run again changes nothing."""
+    monkeypatch.chdir(tmp_path)
+    store = str(tmp_path / "reports")
+    first = run_cli("audit", "--report-dir", store)
+    lines = first.stdout.splitlines()
+    assert lines[0].startswith("localhost (local)"), first.stdout
+    said = _paragraph(first.stdout, "Judged against the built-in reference box")
+    assert said.startswith("Judged against the built-in reference box (RTX PRO 6000 Blackwell "
+                           "96 GB + RTX 5090 32 GB, NPS1, 200 GiB of swap at /nvme/swap200g, "
+                           "model DeepSeek-V3.2-Q4_K_M-00001-of-00009.gguf), not this "
+                           "machine's own state (docs/first-hour.md)."), said
+    assert lines[1].startswith("Judged against"), first.stdout  # the host's first line
+    command = said.split("Record this machine's: ", 1)[1]
+    assert command.startswith("printf ") and command.endswith("omni-host init -i hosts.ini "
+                                                              "localhost"), command
+    pasted = subprocess.run(
+        ["sh", "-c", command.replace("omni-host", f"{shlex.quote(sys.executable)} -m omni_host")],
+        capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert pasted.returncode == 0, pasted.stderr
+    assert (tmp_path / "host_vars" / "localhost.yml").is_file()
+    inv = str(tmp_path / "hosts.ini")  # the in-process runs of other tests read other hosts.ini
+    second = run_cli("audit", "-i", inv, "localhost", "--report-dir", store)
+    assert "Judged against" not in second.stdout and "record it" not in second.stdout, \
+        second.stdout
+    verbose = " ".join(run_cli("audit", "-i", inv, "localhost", "--report-dir", store,
+                               "-v").stdout.split())
+    assert "No expected state for" in verbose and "set them in the inventory" in verbose
+    again = run_cli("init", "-i", inv, "localhost")
+    assert again.code == 0 and "already records this state" in again.stdout + again.stderr

@@ -521,3 +521,77 @@ def test_sigterm_during_an_apply_says_where_the_play_was_cut(sshd: Sshd, tmp_pat
     stored = [json.loads((p / "report.json").read_text())["source"]
               for p in report_dir.iterdir() if (p / "report.json").exists()]
     assert stored == ["pre-remediation"]  # the state it started from; no claim of a re-audit
+
+
+def test_sigterm_during_the_preview_says_nothing_was_changed(sshd: Sshd, tmp_path: Path,
+                                                             swap_target: Path,
+                                                             report_dir: Path) -> None:
+    """SIGTERM while `--apply` is still previewing: check mode changed nothing, and the run
+    says so (it listed the check-mode tasks as `(changed)` and said the host was left as they
+    left it, issue 47)."""
+    import os
+    import signal
+    import sys
+
+    inv = sshd.inventory(tmp_path / "inv", {"loop": PY}, group_vars={
+        "omni_swap_size_mib": 64, "omni_swap_path": str(swap_target)})
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "omni_host", "remediate", "-i", str(inv), "--apply", "--yes",
+         "--known-hosts", str(sshd.known_hosts), "--ssh-config", str(sshd.workdir / "none"),
+         "--report-dir", str(report_dir)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    seen = []
+    for line in proc.stdout:
+        seen.append(line)
+        if "CHANGED: Swap plan" in line:
+            proc.send_signal(signal.SIGTERM)
+            break
+    rest, stderr = proc.communicate(timeout=120)
+    out = "".join(seen) + rest
+    assert proc.returncode == 143, out + stderr
+    assert "Applying:" not in out, out
+    assert ("swap.yml's preview (check mode) stopped by a signal: nothing was changed, nothing "
+            "applied") in stderr, stderr
+    assert "previewed: loop: Swap plan for" in out and "(would change)" in out, out
+    assert "left as its tasks left them" not in stderr and "(changed)" not in out.split(
+        "previewed:", 1)[1]
+    assert not swap_target.exists()
+    assert str(swap_target) not in active_swaps()
+
+
+def test_a_swap_file_larger_than_the_free_disk_fails_its_preview(sshd: Sshd, tmp_path: Path,
+                                                                 swap_target: Path,
+                                                                 report_dir: Path) -> None:
+    """The plan that cannot fit is said in the preview (the reference box's 200 GiB swap file
+    on a disk with 76 GiB free was previewed without a word), the preview exits 1, and it never
+    invites --apply."""
+    free_mib = shutil.disk_usage(swap_target.parent.parent).free // 2**20
+    inv = sshd.inventory(tmp_path / "inv", {"loop": PY}, group_vars={
+        "omni_swap_size_mib": free_mib + 4096, "omni_swap_path": str(swap_target)})
+    preview = cli(sshd, "remediate", "-i", str(inv), report_dir=report_dir)
+    assert preview.code == 1, preview.stdout + preview.stderr
+    assert (f"FAILED at 'Refuse a swap file larger than the free space': a {free_mib + 4096} MiB "
+            f"swap file does not fit at {swap_target}") in preview.stdout, preview.stdout
+    assert "Run again with --apply" not in preview.stdout
+    assert "The preview failed on loop: --apply would not touch it until it passes." \
+        in preview.stdout, preview.stdout
+    assert not swap_target.exists()
+
+
+def test_playbooks_run_with_the_audits_interpreter_unless_the_inventory_names_one(
+        sshd: Sshd, tmp_path: Path, swap_target: Path) -> None:
+    """The audit runs its collector with python3 from the host's PATH; the playbooks ran with
+    whatever Ansible's interpreter discovery picked (a pyenv shim of a version not installed:
+    the preview failed where the audit had worked). Now the playbooks use the audit's python3
+    (no discovery), and an inventory's ansible_python_interpreter still wins."""
+    for name, hv in (("plain", {}), ("named", PY)):
+        inv = sshd.inventory(tmp_path / name, {"loop": hv}, group_vars={
+            "omni_swap_size_mib": 64, "omni_swap_path": str(swap_target)})
+        outcome = run_playbook(playbook=PLAYBOOKS / "swap.yml", inventory=inv, hosts=("loop",),
+                               check_mode=True, artifacts_dir=tmp_path / f"art-{name}",
+                               known_hosts=sshd.known_hosts, extravars={})
+        assert outcome.status == "successful", outcome.tasks
+        events = "".join(p.read_text() for p in (tmp_path / f"art-{name}").rglob("*.json")
+                         if "job_events" in p.parts)
+        assert events and "discovered_interpreter_python" not in events, name

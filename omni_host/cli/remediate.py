@@ -163,8 +163,15 @@ def _preview_and_apply(args: argparse.Namespace, runs: Runs, before_apply: Calla
                 f"{would} task(s) would change"
             out(scrub(f"  {step.run.playbook} on {host}: {state}", secrets))
     if not args.apply:
-        out("Nothing was changed. Run again with --apply to make these changes.")
-        return None, EXIT_OK if good == set(runs.hosts) else EXIT_FAILED
+        failed = [h for h in runs.hosts if h not in good]
+        if not failed:
+            out("Nothing was changed. Run again with --apply to make these changes.")
+            return None, EXIT_OK
+        out(f"Nothing was changed. The preview failed on {', '.join(failed)}: --apply would "
+            "not touch " + ("it" if len(failed) == 1 else "them") + " until it passes"
+            + (f" (it would apply to {', '.join(h for h in runs.hosts if h in good)})"
+               if good else "") + ".")
+        return None, EXIT_FAILED
     if not good:
         err("no host passed its preview: nothing applied")
         return None, EXIT_FAILED
@@ -179,7 +186,14 @@ def _preview_and_apply(args: argparse.Namespace, runs: Runs, before_apply: Calla
 def _stopped(exc: PlayCanceled, runs: Runs, args: argparse.Namespace) -> int:
     """A play cut by a signal: where it stopped and what it had done, the task it was in
     the middle of (its effect unknown), and the audit that checks it as the next step; no
-    re-audit that would claim the fix ran (it printed STILL FAILING and exited 1)."""
+    re-audit that would claim the fix ran (it printed STILL FAILING and exited 1). A preview
+    cut short changed nothing, and says so."""
+    if exc.check_mode:
+        err(f"{exc.playbook}'s preview (check mode) stopped by a signal: nothing was changed, "
+            "nothing applied")
+        for line in exc.done:
+            out(f"    previewed: {line.replace('(changed)', '(would change)')}")
+        return EXIT_TERMINATED
     err(f"{exc.playbook} stopped by a signal (ansible-runner canceled it): nothing after it "
         "ran, nothing was re-audited")
     for line in exc.done:

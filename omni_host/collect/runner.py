@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from omni_host.errors import PlayCanceled, RemediationError
+from omni_host.plan.connection import DEFAULT_PYTHON
 from omni_host.resources import collections_root
 
 
@@ -139,6 +140,10 @@ def run_playbook(
         "ANSIBLE_SSH_COMMON_ARGS": f"-o UserKnownHostsFile={known_hosts} -o StrictHostKeyChecking=yes",
         "ANSIBLE_NOCOLOR": "1",
         "ANSIBLE_RETRY_FILES_ENABLED": "0",
+        # the Python the audit's collector ran with (python3 on the host's PATH), unless the
+        # inventory names one: Ansible's discovery picked another (a pyenv shim of a version
+        # not installed) and the preview failed where the audit had worked
+        "ANSIBLE_PYTHON_INTERPRETER": DEFAULT_PYTHON,
         # the omni.host collection (roles, filters) that the thin playbooks name
         "ANSIBLE_COLLECTIONS_PATH": os.pathsep.join((str(collections_root()), os.environ.get(
             "ANSIBLE_COLLECTIONS_PATH", "~/.ansible/collections:/usr/share/ansible/collections"))),
@@ -162,6 +167,6 @@ def run_playbook(
         raise RemediationError(f"{playbook.name}: ansible-runner failed to start: {exc}") from exc
     if str(runner.status) == "canceled":  # ansible-runner took the signal: it never reaches us
         raise PlayCanceled(playbook.name, tuple(f"{t.host}: {t.task} ({t.status})" for t in tasks),
-                           tuple(f"{host}: {task}" for host, task in started))
+                           tuple(f"{host}: {task}" for host, task in started), check_mode)
     return PlaybookOutcome(playbook.name, check_mode, str(runner.status), int(runner.rc or 0),
                            tuple(tasks), artifacts_dir)

@@ -15,10 +15,11 @@ from omni_host.collect.pool import PoolResult, run_pool
 from omni_host.collect.run import collect_host, host_deadline_s, import_transports
 from omni_host.collect.transport.base import SshOptions
 from omni_host.errors import TransportError
+from omni_host.evaluate.baseline import observed_vars
 from omni_host.evaluate.checks import run_checks
-from omni_host.evaluate.facts import facts_from_bundle
+from omni_host.evaluate.facts import HostFacts, facts_from_bundle
 from omni_host.evaluate.sentinel import fact_summary, strategic
-from omni_host.model import Bundle, HostReport, PolicyRecord, ProbeNote, scrub_host
+from omni_host.model import Bundle, CheckResult, HostReport, PolicyRecord, ProbeNote, Status, scrub_host
 from omni_host.plan.hosts import HostPlan
 from omni_host.plan.policy import ExpectedState, Policy
 
@@ -35,7 +36,18 @@ def evaluate_bundle(bundle: Bundle, policy: Policy, *, address: str | None = Non
     policy_record = PolicyRecord(dict(record["values"]), dict(record["origins"])) if record else None
     return HostReport(bundle.host, address, bundle.transport, True, None, duration_s, results,
                       bundle, probes, summary, strategic(summary), policy=policy_record,
-                      collected_at=bundle.collected_at)
+                      collected_at=bundle.collected_at,
+                      recordable=recordable(facts, policy, results))
+
+
+def recordable(facts: HostFacts, policy: Policy,
+               results: tuple[CheckResult, ...]) -> tuple[str, ...]:
+    """What ``init`` would record now that the host's own inventory leaves unset: a variable
+    some check skipped for want of, which this audit observed (an unobserved fact is never
+    recorded, so its hint would loop: init, audit, "record it", init "already records")."""
+    unset = {r.details["no_expected_state"] for r in results
+             if r.status is Status.SKIP and r.details.get("no_expected_state")}
+    return tuple(sorted(set(observed_vars(facts, policy)) & unset))
 
 
 def audit_host(plan: HostPlan, ssh: SshOptions, probe_timeout_s: float | None = None,

@@ -19,6 +19,7 @@ from omni_host.report.text import (
     expected_state_line,
     fix_steps,
     perf_result,
+    reference_line,
     served_rates,
     status_of,
     summary_line,
@@ -90,7 +91,8 @@ def _host_view(host: dict[str, Any], inventory: str | None, layers: dict[str, st
         ORDER.index(status_of(r)), SEVERITIES.index(r["severity"]), r["id"]))
     return {
         "name": host["host"], "address": host.get("address") or host["transport"],
-        "reachable": True, "expected_state": expected_state_line(host, inventory),
+        "reachable": True, "expected_state": (reference_line(host, inventory)
+                                                  or expected_state_line(host, inventory)),
         "previous": (host.get("cold_case") or {}).get("previous"),
         "status_by_check": {r["id"]: status_of(r) for r in host["results"]},
         "findings": [_finding(r, layers.get(r["id"], "system"), timeline.get(r["id"], []),

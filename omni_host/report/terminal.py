@@ -31,6 +31,7 @@ from omni_host.report.text import (
     last_bench_line,
     perf_result,
     recordable,
+    reference_line,
     served_rates,
     served_result,
     status_of,
@@ -242,7 +243,7 @@ def _collapsed(page: _Page, host: dict[str, Any], inventory: str | None) -> None
     unset = expected_state_line(host, inventory)
     if unset and (page.verbose or host.get("unconfigured")):
         page.text(unset, "bold yellow" if host.get("unconfigured") else "yellow")
-    elif unset and recordable(host):  # a command: wrapped, never cut
+    elif unset and recordable(host) and not host.get("reference"):  # wrapped, never cut
         page.text(f"record it: {init_command(host['host'], inventory)}", "yellow",
                   first=" " * 11, rest=" " * 13)
     missing = unobserved(host)
@@ -406,6 +407,9 @@ def _host(page: _Page, host: dict[str, Any], doc: dict[str, Any], rationale: dic
     if quiet and not shown:
         return
     page.add(_line((f"{host['host']} ({where})", "bold"), (f"  {_counts(host)}", "")))
+    reference = reference_line(host, target(doc))
+    if reference and not quiet:  # a command in it: wrapped, never cut
+        page.text(reference, "bold yellow", rest="  ")
     shown.sort(key=lambda r: (ORDER.index(status_of(r)), r["severity"] != "critical", r["id"]))
     for r in shown:
         _finding(page, r, host, target(doc), rationale)

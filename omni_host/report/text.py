@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 import shlex
+from pathlib import PurePosixPath
 from typing import Any, TextIO
 
 from omni_host.probes.parsers.bench import rate
@@ -152,11 +153,30 @@ def unobserved(host: dict[str, Any]) -> list[str]:
 
 
 def recordable(host: dict[str, Any]) -> bool:
-    """Whether ``omni-host init`` would record some of the expected state this host lacks."""
-    from omni_host.plan.policy import INIT_RECORDS
+    """Whether ``omni-host init`` would record some of the expected state this host lacks
+    (what this audit observed: once init has recorded it, the hint stops)."""
+    return bool(host.get("unconfigured")) or bool(host.get("recordable"))
 
-    unset = host.get("no_expected_state") or {}
-    return bool(host.get("unconfigured")) or any(v in INIT_RECORDS for v in unset.values())
+
+def reference_line(host: dict[str, Any], where: str | None = None) -> str | None:
+    """The first audit without an inventory: what it judged against (the reference box, not
+    this machine), and the command that makes the expected state this machine's own."""
+    if not host.get("reference"):
+        return None
+    values = (host.get("policy") or {}).get("values") or {}
+    box = []
+    if values.get("omni_gpus"):
+        box.append(" + ".join(f"{g.get('model')} {g.get('vram_gib')} GB" for g in values["omni_gpus"]))
+    if values.get("omni_numa_nps"):
+        box.append(f"NPS{values['omni_numa_nps']}")
+    if values.get("omni_swap_size_mib"):
+        box.append(f"{values['omni_swap_size_mib'] // 1024} GiB of swap at "
+                   f"{values.get('omni_swap_path')}")
+    box += [f"model {PurePosixPath(str(m.get('path', ''))).name}"
+            for m in values.get("omni_models") or []]
+    what = f" ({', '.join(box)})" if box else ""
+    return (f"Judged against the built-in reference box{what}, not this machine's own state "
+            f"(docs/first-hour.md). Record this machine's: {init_command(host['host'], where)}")
 
 
 def expected_state_line(host: dict[str, Any], where: str | None = None) -> str | None:
