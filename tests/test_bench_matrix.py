@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -15,7 +16,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import Sshd
+from conftest import Sshd, run_cli, until_unlocked
 from test_bench import CPU_MEASURES, CpuQuota, _baseline, _bench, _inventory, states
 
 pytestmark = pytest.mark.system
@@ -54,6 +55,21 @@ def test_args_edited_are_not_comparable(sshd: Sshd, loop) -> None:
     assert perf["summary"].startswith("not comparable with baseline ")
     assert "-t 1 -> 2; record a new baseline: omni-host bench --baseline" in perf["summary"]
     assert "verdicts" not in perf["details"]  # no drop claimed, no cause blamed
+    # what a person reads (the stored report shown, as markdown: unwrapped): the hint is this host's
+    # command, with the run's options, and pasted it records the new baseline (issue 47: it
+    # had no -i and no host, and benched the built-in localhost policy)
+    shown = run_cli("report", "show", "--report-dir", str(store), "--format", "markdown")
+    hint = next(line for line in shown.stdout.splitlines() if "record a new baseline" in line)
+    command = hint.split("record a new baseline: ", 1)[1].split(";")[0].split(" |")[0].strip()
+    assert command == (f"omni-host bench -i {inv} --known-hosts {sshd.known_hosts} --ssh-config "
+                       f"{store.parent / 'no-ssh-config'} --report-dir {store} loop --baseline"), \
+        command
+    pasted = until_unlocked(lambda: run_cli(*shlex.split(command)[1:], "--format", "json",
+                                            timeout=600))
+    stored = json.loads(pasted.stdout)["hosts"][0]
+    assert stored["host"] == "loop" and stored["transport"] == "ssh", stored["host"]
+    again = next(r for r in stored["results"] if r["id"] == "perf.tokens-per-s")
+    assert again["details"].get("recorded_baseline") or "refused" in again["summary"], again
 
 
 def test_an_option_llama_bench_does_not_echo_is_not_comparable(sshd: Sshd, loop) -> None:

@@ -516,7 +516,8 @@ def test_sigterm_during_an_apply_says_where_the_play_was_cut(sshd: Sshd, tmp_pat
                and "Allocate the swap file" not in line for line in flying)
     assert stderr.splitlines()[-1] == (
         f"omni-host: next: check what it did with omni-host audit -i {inv} --known-hosts "
-        f"{sshd.known_hosts} --ssh-config {sshd.workdir / 'none'}, before applying again")
+        f"{sshd.known_hosts} --ssh-config {sshd.workdir / 'none'} --report-dir {report_dir}, "
+        "before applying again")
     assert "STILL FAILING" not in out and "FIXED" not in out
     stored = [json.loads((p / "report.json").read_text())["source"]
               for p in report_dir.iterdir() if (p / "report.json").exists()]

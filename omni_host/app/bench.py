@@ -153,12 +153,13 @@ def judge_bench(bundle: Bundle, plan: HostPlan, history: History, *, record: boo
 def bench(plans: list[HostPlan], ssh: SshOptions, history: History, *, record: bool,
           force: bool, waivers: tuple[Waiver, ...], inventory: str | None,
           probe_timeout_s: float | None = None,
-          sweep: bool = False) -> tuple[AuditRun, list[BenchHost]]:
+          sweep: bool = False, hint_args: tuple[str, ...] = ()) -> tuple[AuditRun, list[BenchHost]]:
     """Bench each host in turn (never two benchmarks at once: they would measure each other
     where hosts share a machine), then one report as an audit's."""
     started = time.time()
     done = [bench_host(p, ssh, history, record=record, force=force,
                        probe_timeout_s=probe_timeout_s, sweep=sweep) for p in plans]
     hosts = Hosts([d.report for d in done], "bench", started)
-    return finish(hosts, inventory=inventory, waivers=waivers, history=history), done
+    return finish(hosts, inventory=inventory, waivers=waivers, history=history,
+                  hint_args=hint_args), done
 

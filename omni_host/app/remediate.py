@@ -56,14 +56,19 @@ class Settings:
     store_root: Path
     secrets: tuple[str, ...]  # the clear text of the vaulted values the plays are given
     waivers: tuple[Waiver, ...] = ()  # applied to every report of the run, as an audit's are
+    # what the reports name for pasted hints: the operator's inventory and options (None: this
+    # machine, whose inventory is the run's own and gone at its exit)
+    reported_inventory: str | None = None
+    hint_args: tuple[str, ...] = ()
 
 
 def _finished(settings: Settings, hosts: list[HostReport], source: str,
               started: float) -> AuditRun:
     """A report of this run through the audit's own finish (waivers, Cold Case against the
     stored audits), so every report layer reaches the remediation's reports as well."""
-    return finish(Hosts(hosts, source, started), inventory=str(settings.inventory),
-                  waivers=settings.waivers, history=load_history(settings.store_root))
+    return finish(Hosts(hosts, source, started), inventory=settings.reported_inventory,
+                  waivers=settings.waivers, history=load_history(settings.store_root),
+                  hint_args=settings.hint_args)
 
 
 @dataclass(frozen=True)

@@ -44,6 +44,7 @@ def sample(plan: HostPlan, transport: Transport) -> Sample:
 
 def watch(plan: HostPlan, ssh: SshOptions, *, duration_s: float,
           every_s: float, store_root: Path | None, inventory: str | None,
+          hint_args: tuple[str, ...] = (),
           on_sample: Callable[[int, int, Sample], None] = lambda i, n, s: None) -> Audited:
     """Sample, judge, store; ``on_sample`` is told of each round (progress)."""
     started, samples, interrupted, terminated = time.time(), [], False, False
@@ -70,4 +71,4 @@ def watch(plan: HostPlan, ssh: SshOptions, *, duration_s: float,
         report = HostReport(plan.name, plan.address, plan.transport, True, None, elapsed,
                             (result,))
     return conclude(Hosts([report], SOURCE, started, interrupted, terminated), inventory=inventory,
-                    waivers=(), history=None, store_root=store_root)
+                    waivers=(), history=None, store_root=store_root, hint_args=hint_args)

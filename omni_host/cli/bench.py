@@ -17,6 +17,7 @@ from omni_host.cli.common import (
     emit,
     err,
     exit_code,
+    hint_args,
     plans,
     ssh_options,
 )
@@ -71,7 +72,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
         run, done = bench(host_plans, ssh_options(args), history, record=args.baseline,
                           force=args.force, waivers=waivers,
                           inventory=str(args.inventory) if args.inventory else None,
-                          probe_timeout_s=args.probe_timeout, sweep=args.sweep_split)
+                          probe_timeout_s=args.probe_timeout, sweep=args.sweep_split,
+                          hint_args=hint_args(args))
     except KeyboardInterrupt as exc:  # the collector's process group went with the session
         from omni_host.cli import Terminated
 

@@ -103,7 +103,8 @@ def add_target_args(p: argparse.ArgumentParser) -> None:
 def hint_args(args: argparse.Namespace) -> tuple[str, ...]:
     """The options of this run that a pasted hint (init, remediate) needs to reach the hosts
     as this run did: the known_hosts and ssh config files where not the defaults, the vault
-    password files (their paths; never a secret)."""
+    password files (their paths; never a secret), and the report store where not the default
+    (a bench's baseline is there)."""
     found: list[str] = []
     if args.known_hosts != KNOWN_HOSTS:
         found += ["--known-hosts", str(args.known_hosts)]
@@ -113,6 +114,8 @@ def hint_args(args: argparse.Namespace) -> tuple[str, ...]:
         found += ["--vault-password-file", str(path)]
     if args.ask_vault_pass:
         found.append("--ask-vault-pass")
+    if getattr(args, "report_dir", None) is not None:  # where the baseline and history are
+        found += ["--report-dir", str(args.report_dir)]
     return tuple(found)
 
 

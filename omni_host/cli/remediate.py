@@ -97,7 +97,7 @@ def _inventory(args: argparse.Namespace) -> Path:
     if args.pattern not in (None, "localhost") or args.limit not in (None, "localhost"):
         raise UsageError(f"{args.command} needs an inventory (-i) for {args.pattern!r}: the "
                          "playbooks read it too (without one, only this machine: localhost)")
-    args.inventory, args.pattern = _local_inventory(), "localhost"
+    args.inventory, args.pattern, args.own_inventory = _local_inventory(), "localhost", True
     return Path(args.inventory)
 
 
@@ -139,9 +139,13 @@ def _settings(args: argparse.Namespace, store_root: Path, host_plans: list[HostP
     from omni_host.app.audit import read_waivers
     from omni_host.app.remediate import Settings
 
+    from omni_host.cli.common import hint_args
+
+    given = None if getattr(args, "own_inventory", False) else inventory_path(args)
     return Settings(_inventory(args), args.known_hosts, args.allow_reboot, _vault_files(args),
                     store_root, tuple(s for p in host_plans for s in p.secrets),
-                    read_waivers(getattr(args, "waivers", None)))
+                    read_waivers(getattr(args, "waivers", None)),
+                    str(given) if given is not None else None, hint_args(args))
 
 
 def _preview_and_apply(args: argparse.Namespace, runs: Runs, before_apply: Callable[[], None] = lambda: None,

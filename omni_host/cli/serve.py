@@ -20,6 +20,7 @@ from omni_host.cli.common import (
     emit,
     err,
     exit_code,
+    hint_args,
     plans,
     ssh_options,
 )
@@ -88,7 +89,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     done = watch(host_plans[0], ssh_options(args), duration_s=args.duration, every_s=args.every,
                  store_root=None if args.no_store else store_root,
                  inventory=str(args.inventory) if args.inventory else None,
-                 on_sample=_progress)
+                 hint_args=hint_args(args), on_sample=_progress)
     emit(done.run.doc, args.format, args.output, lambda: load_history(store_root),
          args.verbosity)
     if done.stored is not None:

@@ -59,12 +59,52 @@ def target(doc: dict[str, Any]) -> str | None:
     return " ".join(shlex.quote(a) for a in ["-i", inventory, *options])
 
 
+def _without_store(where: str) -> str:
+    """``target`` for a command that keeps no reports (init): without ``--report-dir``."""
+    parts = shlex.split(where)
+    while "--report-dir" in parts:
+        at = parts.index("--report-dir")
+        del parts[at:at + 2]
+    return " ".join(shlex.quote(a) for a in parts)
+
+
+# A command inside a verdict's words, written where neither the host nor the inventory is
+# known ("record a new baseline: omni-host bench --baseline"): pasted as it stands it benched
+# the built-in localhost policy. Views make it this report's host's command.
+_HOST_COMMAND = re.compile(r"omni-host (bench|serve watch)(?! -i)\b")
+
+
+def runnable(doc: dict[str, Any]) -> dict[str, Any]:
+    """``doc`` with the commands in its hosts' verdicts completed to run as pasted: ``-i
+    INVENTORY``, the run's connection options and the host (unchanged without an inventory:
+    then the command is this machine's, as the run was)."""
+    where = target(doc)
+    if where is None:
+        return doc
+
+    def host_view(host: dict[str, Any]) -> dict[str, Any]:
+        name = shlex.quote(str(host.get("host", "")))
+
+        def fix(text: Any) -> Any:
+            return _HOST_COMMAND.sub(lambda m: f"omni-host {m[1]} {where} {name}", text) \
+                if isinstance(text, str) else text
+
+        results = [{**r, "summary": fix(r.get("summary"))} for r in host.get("results") or []]
+        last = host.get("last_bench")
+        return {**host, "results": results,
+                **({"last_bench": {**last, "summary": fix(last.get("summary")),
+                                   "command": f"omni-host bench {where} {name}"}}
+                   if isinstance(last, dict) else {})}
+
+    return {**doc, "hosts": [host_view(h) for h in doc.get("hosts") or []]}
+
+
 def init_command(host: str, where: str | None) -> str:
     """The command that records a host's expected state, quoted for a shell (``where``: the
     report's ``target``; without an inventory, one of this machine is made first: init
     writes host_vars beside it)."""
     if where:
-        return f"omni-host init {where} {shlex.quote(host)}"
+        return f"omni-host init {_without_store(where)} {shlex.quote(host)}"
     return f"{LOCAL_INVENTORY}omni-host init -i hosts.ini {shlex.quote(host)}"
 
 
@@ -138,7 +178,7 @@ def last_bench_line(bench: dict[str, Any], now: float | None) -> str:
     hours = max(0.0, (float(now or 0) - float(bench["at"])) / 3600)
     age = f"{hours:.0f} h" if hours < 48 else f"{hours / 24:.0f} days"
     return (f"Last bench: {bench['status']} {age} ago ({bench['audit']}): {bench['summary']} "
-            "(omni-host bench to measure again)")
+            f"({bench.get('command') or 'omni-host bench'} to measure again)")
 
 
 def status_of(result: dict[str, Any]) -> str:

@@ -58,7 +58,9 @@ def show_table(doc: dict[str, Any], ctx: ViewContext, console: Console) -> None:
     """The terminal view printed to ``console`` (a live terminal, or a buffer)."""
     from omni_host.report.terminal import show, terminal_lines
 
-    show(terminal_lines(doc, ctx.width, ctx.verbosity, ctx.rationale), console)
+    from omni_host.report.text import runnable
+
+    show(terminal_lines(runnable(doc), ctx.width, ctx.verbosity, ctx.rationale), console)
 
 
 def _table(doc: dict[str, Any], ctx: ViewContext) -> str:
@@ -75,17 +77,18 @@ def _json(doc: dict[str, Any], ctx: ViewContext) -> str:
 
 
 def _markdown(doc: dict[str, Any], ctx: ViewContext) -> str:
-    from omni_host.report.text import render_markdown
+    from omni_host.report.text import render_markdown, runnable
 
     buf = io.StringIO()
-    render_markdown(doc, buf)
+    render_markdown(runnable(doc), buf)
     return buf.getvalue()
 
 
 def _html(doc: dict[str, Any], ctx: ViewContext) -> str:
     from omni_host.report.formats import render_html
+    from omni_host.report.text import runnable
 
-    return render_html(doc, ctx.layers, ctx.timelines, ctx.trends)
+    return render_html(runnable(doc), ctx.layers, ctx.timelines, ctx.trends)
 
 
 def _junit(doc: dict[str, Any], ctx: ViewContext) -> str:
