@@ -138,7 +138,6 @@ def _vault_files(args: argparse.Namespace) -> tuple[Path, ...]:
 def _settings(args: argparse.Namespace, store_root: Path, host_plans: list[HostPlan]) -> Settings:
     from omni_host.app.audit import read_waivers
     from omni_host.app.remediate import Settings
-
     from omni_host.cli.common import hint_args
 
     given = None if getattr(args, "own_inventory", False) else inventory_path(args)

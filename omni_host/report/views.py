@@ -57,7 +57,6 @@ def context(fmt: str, doc: dict[str, Any], history: Callable[[], History], *,
 def show_table(doc: dict[str, Any], ctx: ViewContext, console: Console) -> None:
     """The terminal view printed to ``console`` (a live terminal, or a buffer)."""
     from omni_host.report.terminal import show, terminal_lines
-
     from omni_host.report.text import runnable
 
     show(terminal_lines(runnable(doc), ctx.width, ctx.verbosity, ctx.rationale), console)
