@@ -17,6 +17,7 @@ import re
 import shutil
 import socket
 import subprocess
+import sys
 import threading
 import time
 import urllib.request
@@ -316,11 +317,12 @@ def _get(port: int, path: str) -> str:
         return answer.read().decode()
 
 
-def _complete(port: int, tokens: int = 32) -> None:
+def _complete(port: int, tokens: int = 32, key: str | None = None) -> None:
     body = json.dumps({"prompt": "Tell me a story", "n_predict": tokens, "ignore_eos": True,
                        "cache_prompt": False}).encode()
     request = urllib.request.Request(f"http://127.0.0.1:{port}/completion", body,
-                                     {"Content-Type": "application/json"})
+                                     {"Content-Type": "application/json",
+                                      **({"Authorization": f"Bearer {key}"} if key else {})})
     with urllib.request.urlopen(request, timeout=120) as answer:
         assert json.loads(answer.read())["timings"]["predicted_n"] == tokens
 
@@ -328,7 +330,7 @@ def _complete(port: int, tokens: int = 32) -> None:
 @contextlib.contextmanager
 def _llama_server(model: Path, *args: str, binary: Path | None = None,
                   prefix: tuple[str, ...] = (), metrics: bool = True,
-                  requests: int = 2) -> Iterator[tuple[int, int]]:
+                  requests: int = 2, key: str | None = None) -> Iterator[tuple[int, int]]:
     """A real llama-server on the loopback, ``requests`` completions of 32 tokens served;
     yields (pid, port)."""
     port = int(args[args.index("--port") + 1]) if "--port" in args else free_port()
@@ -350,7 +352,7 @@ def _llama_server(model: Path, *args: str, binary: Path | None = None,
             assert time.monotonic() < deadline, "llama-server did not come up in 120 s"
             time.sleep(0.2)
         for _ in range(requests):
-            _complete(port)
+            _complete(port, key=key)
         yield proc.pid, port
     finally:
         proc.kill()
@@ -383,6 +385,7 @@ def _audit(sshd: Sshd, inv: Path, store: Path, pid: int, *extra: str) -> tuple[d
     result = run_cli("audit", "-i", str(inv), "loop", "--report-dir", str(store), "--format",
                      "json", "--known-hosts", str(sshd.known_hosts), "--ssh-config",
                      str(store.parent / "no-ssh-config"), *extra, timeout=120)
+    assert result.stdout.strip(), result.stderr
     doc = json.loads(result.stdout)
     served = next(r for r in doc["hosts"][0]["results"] if r["id"] == "serve.tokens-per-s")
     mine = [s for s in served["details"]["servers"] if s["pid"] == pid]
@@ -737,3 +740,46 @@ def test_a_server_whose_metrics_never_answer_is_not_watched_and_says_why() -> No
         locked, counters=ServedCounters(predicted_tokens=10.0 * i, predicted_seconds=1.0 * i),
         metrics_error=None))) for i, s in enumerate(samples)]
     assert judge_watch(meta, stopped).status is Status.FAIL
+
+
+@pytest.mark.system
+def test_a_server_with_an_api_key_is_read(sshd: Sshd, benched, tmp_path: Path) -> None:
+    """Production servers run with keys (issue 47: such a server was never read, and was told
+    "Invalid API Key (start it with --metrics)" although started with --metrics). The helper
+    asks with the server's own key where it can read it (its --api-key, its key file), else
+    with omni_serve.api_key (vaulted here); a 401 with no key is said as such; the key is in no
+    stored file and no output."""
+    inv, store, model = benched
+    key = "sk-omni-test-5be1c0d3"
+    with _llama_server(model, "-t", "1", "--api-key", key, key=key) as (pid, _):
+        _, mine = _audit(sshd, inv, store, pid)
+        assert mine["status"] == "pass", mine  # read with the key of its own argv
+    key_file = tmp_path / "keys"
+    key_file.write_text(f"{key}\n")
+    key_file.chmod(0o600)
+    with _llama_server(model, "-t", "1", "--api-key-file", str(key_file), key=key) as (pid, _):
+        _, mine = _audit(sshd, inv, store, pid)
+        assert mine["status"] == "pass", mine  # read with the key of its key file
+        key_file.unlink()  # read at its start and gone: the helper has no key of its own now
+        _, blind = _audit(sshd, inv, store, pid)
+        assert blind["status"] == "skip", blind
+        assert "HTTP 401: the server asks for an API key, and none was found (set " \
+            "omni_serve.api_key, vault welcome)" in blind["line"], blind
+        assert "start it with --metrics" not in blind["line"]
+        password = tmp_path / "vault-pass"
+        password.write_text("omni-test-vault\n")
+        vaulted = subprocess.run(
+            [str(Path(sys.executable).parent / "ansible-vault"), "encrypt_string",
+             "--vault-password-file", str(password), key, "--name", "api_key"],
+            capture_output=True, text=True, check=True).stdout
+        serve_vars = inv / "host_vars" / "loop.yml"
+        serve_vars.parent.mkdir(exist_ok=True)
+        indented = vaulted.replace("\n", "\n  ").rstrip()
+        serve_vars.write_text(f"omni_serve:\n  min_fraction: {MIN_FRACTION}\n  {indented}\n")
+        try:
+            _, given = _audit(sshd, inv, store, pid, "--vault-password-file", str(password))
+        finally:
+            serve_vars.unlink()
+        assert given["status"] == "pass", given  # read with the operator's key
+    leaked = [str(p) for p in store.rglob("*") if p.is_file() and key.encode() in p.read_bytes()]
+    assert not leaked, leaked

@@ -253,7 +253,8 @@ def judge_server(server: InferenceServer, baseline: Baseline | None, min_fractio
     details: dict[str, Any] = {"server": name, "pid": server.pid, "model": server.model_path}
     if server.counters is None and server.probe is None:
         why = server.metrics_error or "no /metrics"
-        hint = " (start it with --metrics)" if not metrics_on(server) else ""
+        hint = " (start it with --metrics)" if not metrics_on(server) and \
+            "API key" not in why else ""
         return Status.SKIP, f"{name}: not evaluated: {why}{hint}", details
     rate = served_rate(server, previous, previous_audit)
     if rate is None:

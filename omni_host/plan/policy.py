@@ -17,7 +17,7 @@ import hashlib
 import json
 import math
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
@@ -118,6 +118,8 @@ class Policy:
     xid_window_h: float = 24.0
     serve_min_fraction: float = 0.5  # omni_serve.min_fraction
     serve_probe: bool = False  # omni_serve.probe
+    # omni_serve.api_key: sent to the servers on the host's loopback only, never stored
+    serve_api_key: str | None = field(default=None, repr=False)
 
 
 def _fail(origin: str, var: str, msg: str) -> InventoryError:
@@ -194,6 +196,9 @@ class ExpectedState:
             if origin.startswith(VAULT_ORIGIN) and name in self.values:
                 paths.append([name] + [unpointer_part(p) for p in rest.split("/")]
                              if rest else [name])
+        serve = self.values.get("omni_serve")
+        if isinstance(serve, dict) and serve.get("api_key") and ["omni_serve"] not in paths:
+            paths.append(["omni_serve", "api_key"])  # a key is a secret, vaulted or not
         return paths
 
     def to_dict(self) -> dict[str, Any]:
@@ -369,6 +374,9 @@ def _rules(origin: str, v: dict[str, Any]) -> None:
         if any(not c for c in v.get(var) or ()):
             raise _fail(origin, var, "container names must not be empty")
     _bench_rules(origin, v.get("omni_bench"))
+    key = (v.get("omni_serve") or {}).get("api_key")
+    if key is not None and (not isinstance(key, str) or not key or "\n" in key or "\r" in key):
+        raise _fail(origin, "omni_serve.api_key", "must be one line of text (vault welcome)")
     fraction = (v.get("omni_serve") or {}).get("min_fraction", 0.5)
     if not (math.isfinite(fraction) and 0 < fraction <= 1):
         raise _fail(origin, "omni_serve.min_fraction", f"must be a number in (0, 1], got {fraction!r}")
@@ -474,6 +482,7 @@ def policy_from_vars(values: dict[str, Any], origin: str,
         xid_window_h=float(v.get("omni_xid_window_h", 24)),
         serve_min_fraction=float((v.get("omni_serve") or {}).get("min_fraction", 0.5)),
         serve_probe=bool((v.get("omni_serve") or {}).get("probe", False)),
+        serve_api_key=str((v.get("omni_serve") or {}).get("api_key") or "") or None,
     )
 
 

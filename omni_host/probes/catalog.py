@@ -13,7 +13,7 @@ import dataclasses
 import json
 import shlex
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from omni_host.errors import ParseError
@@ -110,6 +110,9 @@ class Probe:
     requires: tuple[str, str] | None = None  # (path, why): not worth running without that path
     requires_entries: int = 0  # instead: the directory, where it exists, holds this many
     last: bool = False  # runs alone, after every other probe (a benchmark)
+    # Given to an inline helper beside its argv (never in it: argv is recorded in the bundle
+    # and shown in evidence): the API key the servers are asked with.
+    secret: str | None = field(default=None, repr=False, compare=False)
 
     @property
     def command(self) -> str:
@@ -138,6 +141,8 @@ class Probe:
                 entry["requires"]["entries"] = self.requires_entries
         if self.last:
             entry["last"] = True
+        if self.secret:
+            entry["secret"] = self.secret
         return entry
 
 
@@ -249,8 +254,10 @@ def probes_for(policy: Policy) -> tuple[Probe, ...]:
     serve_args = ((*(("--bench-binary", policy.bench.llama_bench) if policy.bench else ()),
                    *(("--probe",) if policy.serve_probe else ())))
     static = tuple(dataclasses.replace(p, argv=(*p.argv, *serve_args),
-                                       timeout_s=p.timeout_s + 40 * policy.serve_probe)
-                   if p.id == "serve.servers" and serve_args else p for p in PROBES)
+                                       timeout_s=p.timeout_s + 40 * policy.serve_probe,
+                                       secret=policy.serve_api_key)
+                   if p.id == "serve.servers" and (serve_args or policy.serve_api_key) else p
+                   for p in PROBES)
     return static + extra
 
 

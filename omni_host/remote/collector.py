@@ -320,7 +320,7 @@ def run_inline(probe, record, start):
     def body(out, err):
         try:
             exec(compile(code, "<%s>" % probe["id"], "exec"),
-                 {"__name__": "__omni_inline__", "ARGS": args})
+                 {"__name__": "__omni_inline__", "ARGS": args, "SECRET": probe.get("secret")})
         except SystemExit as exc:
             return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
         return 0

@@ -27,6 +27,7 @@ import json
 import os
 import re
 import socket
+import stat
 import sys
 import time
 
@@ -38,6 +39,7 @@ if "cpu_quota" not in globals():  # imported as a module; on the host procfacts.
         cpu_quota,
         model_identity,
         option_value,
+        readable_by,
         redacted_argv,
     )
 
@@ -49,6 +51,7 @@ PROBE_S = 30.0
 PROBE = {"prompt": "Count from one to ten in words:", "n_predict": 24, "temperature": 0,
          "seed": 1, "top_k": 1, "cache_prompt": False, "ignore_eos": True, "stream": False}
 DEFAULT_PORT = 8080
+GIVEN_KEY = None  # omni_serve.api_key, where the collector gives one (SECRET)
 MAX_SOCKET_LINES = 4096  # of /proc/PID/net/tcp: a server's listening socket is among them
 
 
@@ -132,12 +135,14 @@ def _published(container, port):
     return None
 
 
-def _http(sock, method, path, host, body=None, total_s=READ_S):
+def _http(sock, method, path, host, body=None, total_s=READ_S, key=None):
     """One HTTP/1.0 exchange on a connected socket, read to its close within ANSWER_CAP
     bytes and ``total_s`` seconds in all (a server that trickles a byte at a time is cut
     off too); (status, body). Plain sockets: http.client's imports cost the host CPU."""
     deadline = time.monotonic() + total_s
     head = "%s %s HTTP/1.0\r\nHost: %s\r\n" % (method, path, host)
+    if key:  # one line of text (the policy and _keys refuse others): no header injected
+        head += "Authorization: Bearer %s\r\n" % key
     data = b""
     if body is not None:
         data = json.dumps(body).encode("utf-8")
@@ -167,45 +172,102 @@ def _http(sock, method, path, host, body=None, total_s=READ_S):
     return int(status[1]), rest
 
 
-def fetch(address, method, path, body=None, read_s=READ_S):
+def fetch(address, method, path, body=None, read_s=READ_S, key=None):
     """(status, text) of one request to the server, or raises OSError/ValueError."""
     sock = socket.create_connection(address, timeout=CONNECT_S)
     try:
-        status, data = _http(sock, method, path, "%s:%d" % address, body, read_s)
+        status, data = _http(sock, method, path, "%s:%d" % address, body, read_s, key)
     finally:
         sock.close()
     return status, data.decode("utf-8", "replace")
 
 
-def _ask(server, address, probe):
-    for path, key in (("/metrics", "metrics"), ("/props", "props")):
+KEY_FILE_CAP = 1 << 16
+
+
+def _key_file(pid, path):
+    """The keys of an --api-key-file, as the server reads it (one a line), where the server's
+    own user may read it: a regular file of at most 64 KiB, never a FIFO or device."""
+    root = "/proc/%s/root" % pid
+    try:
+        fd = os.open(root + path if path.startswith("/") else
+                     os.path.join("/proc/%s/cwd" % pid, path),
+                     os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0))
+    except (IOError, OSError):
+        return []
+    try:
+        st = os.fstat(fd)
+        owner = _owner(pid)
+        if not stat.S_ISREG(st.st_mode) or st.st_size > KEY_FILE_CAP or owner is None or \
+                not readable_by(st, owner[0], owner[1]):
+            return []
+        text = os.read(fd, KEY_FILE_CAP).decode("utf-8", "replace")
+    finally:
+        os.close(fd)
+    return [line.strip() for line in text.splitlines() if line.strip()]
+
+
+def _keys(pid, argv, env, given):
+    """The API keys to ask a server with, first to last: the operator's (omni_serve.api_key),
+    then the server's own (--api-key, a comma-separated list; LLAMA_API_KEY; --api-key-file).
+    Used on this host's loopback only; never written anywhere. [None]: ask without one."""
+    keys = [given] if given else []
+    own = option_value(argv, ("--api-key",), env or {}, "LLAMA_API_KEY")
+    keys += [k.strip() for k in (own or "").split(",") if k.strip()]
+    path = option_value(argv, ("--api-key-file",), env or {}, "LLAMA_ARG_API_KEY_FILE")
+    if path:
+        keys += _key_file(pid, path)
+    keys = [k for k in keys if "\r" not in k and "\n" not in k and len(k) <= 4096]
+    return keys or [None]
+
+
+def _refused(status, given):
+    """What a 401/403 means, said as such (it read "Invalid API Key (start it with --metrics)"
+    for a server started with --metrics)."""
+    return ("HTTP %d: the server asks for an API key, and %s" % (status, (
+        "the key tried was refused (omni_serve.api_key, else the server's own)" if given else
+        "none was found (set omni_serve.api_key, vault welcome)")))
+
+
+def _ask(server, address, probe, keys=(None,)):
+    key = keys[0]
+    for path, name in (("/metrics", "metrics"), ("/props", "props")):
         try:
-            status, text = fetch(address, "GET", path)
+            status, text = fetch(address, "GET", path, key=key)
+            while status in (401, 403) and name == "metrics" and key in keys and \
+                    keys.index(key) + 1 < len(keys):  # the next key the server may take
+                key = keys[keys.index(key) + 1]
+                status, text = fetch(address, "GET", path, key=key)
         except (OSError, ValueError) as exc:
-            server[key + "_error"] = "%s %s: %s" % (path, _where(address), _why(exc))
-            if key == "metrics" and isinstance(exc, (socket.timeout, ConnectionError)):
+            server[name + "_error"] = "%s %s: %s" % (path, _where(address), _why(exc))
+            if name == "metrics" and isinstance(exc, (socket.timeout, ConnectionError)):
                 return  # it does not answer: one line, no second wait
             continue
         if status == 200:
-            server[key] = text
+            server[name] = text
+        elif status in (401, 403):
+            server[name + "_error"] = "%s %s: %s" % (path, _where(address),
+                                                     _refused(status, key is not None))
+            server["auth"] = "refused" if key is not None else "needed"
         else:
-            server[key + "_error"] = "%s %s: HTTP %d %s" % (path, _where(address), status,
-                                                            text.strip()[:120])
+            server[name + "_error"] = "%s %s: HTTP %d %s" % (path, _where(address), status,
+                                                             text.strip()[:120])
     if probe:
-        server["probe"] = _probe(server, address)
+        server["probe"] = _probe(server, address, key)
 
 
-def _probe(server, address):
+def _probe(server, address, key=None):
     metrics = server.get("metrics")
     if metrics is None:
-        hint = "" if "--metrics" in server.get("argv", []) else " (start it with --metrics)"
+        hint = "" if "--metrics" in server.get("argv", []) or server.get("auth") else \
+            " (start it with --metrics)"
         return {"skipped": "no /metrics: cannot tell whether it is busy" + hint}
     busy = re.search(r"^llamacpp:requests_processing\s+([0-9.eE+-]+)", metrics, re.M)
     if busy is None or float(busy.group(1)) > 0:
         return {"skipped": "busy: %s request(s) processing" % (busy.group(1) if busy else "?")}
     started = time.monotonic()
     try:
-        status, text = fetch(address, "POST", "/completion", PROBE, read_s=PROBE_S)
+        status, text = fetch(address, "POST", "/completion", PROBE, read_s=PROBE_S, key=key)
     except (OSError, ValueError) as exc:
         return {"error": "/completion %s: %s" % (_where(address), _why(exc))}
     if status != 200:
@@ -330,7 +392,7 @@ def _describe(pid, argv, probe):
                                        % (server["container"][:12], port))
             return server
     server["address"] = _where(address)
-    _ask(server, address, probe)
+    _ask(server, address, probe, _keys(pid, argv, env, GIVEN_KEY))
     return server
 
 
@@ -407,4 +469,5 @@ def main(argv):
 if __name__ == "__main__":
     main(sys.argv[1:])
 elif __name__ == "__omni_inline__":  # run inside the collector (collector.run_inline)
+    GIVEN_KEY = SECRET  # type: ignore[name-defined]  # noqa: F821 (given beside ARGS)
     main(ARGS)  # type: ignore[name-defined]  # noqa: F821 (ARGS is given by the collector)
