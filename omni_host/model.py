@@ -475,6 +475,8 @@ class HostDiff:
     # checks whose verdict moved with the expected state (a variable they read changed)
     expected_state_changed: tuple[str, ...] = ()
     new_warnings: tuple[str, ...] = ()  # warn now, neither warn nor failing before
+    # what the newer bench found changed on the host since its baseline (its own attribution)
+    bench_changed: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -160,7 +160,7 @@ def _diff_text(diffs: list[dict[str, Any]]) -> str:
         lines.append(f"{d['host']}: {d['previous']} -> {d['latest']}")
         for key, title in (("new_failures", "new failures"), ("new_warnings", "new warnings"),
                            ("fixed", "fixed"),
-                           ("still_failing", "still failing"), ("resurrected", "resurrected"),
+                           ("still_failing", "still failing"),
                            ("resurrected_engines", "engines worth re-evaluating")):
             if d.get(key):
                 lines.append(f"  {title}: {', '.join(d[key])}")
@@ -174,9 +174,12 @@ def _diff_text(diffs: list[dict[str, Any]]) -> str:
         for test, change in d.get("tokens_per_s", {}).items():
             lines.append(f"  tokens/s: {test}: {change['before']:.1f} -> {change['after']:.1f} "
                          f"({change['after'] / change['before'] - 1:+.0%})")
+        if d.get("bench_changed"):
+            lines.append("  the bench found changed on the host since its baseline: "
+                         + "; ".join(d["bench_changed"]))
         if not any(d.get(k) for k in ("new_failures", "new_warnings", "fixed", "still_failing",
-                                      "resurrected", "resurrected_engines", "changed_facts",
-                                      "policy_changed")):
+                                      "resurrected_engines", "changed_facts",
+                                      "policy_changed", "tokens_per_s", "bench_changed")):
             lines.append("  no change in verdicts, state or policy")
     return "\n".join(lines) + "\n"
 

@@ -218,9 +218,11 @@ def diff_hosts(old: dict[str, Any], new: dict[str, Any],
                     if e.get("status") in BLOCKED_ENGINE}
     unblocked = sorted(e["engine"] for e in new.get("strategic", [])
                        if e.get("status") == "re-evaluate" and e["engine"] in blocked_then)
+    perf = perf_result(new) or {}
+    changed = (perf.get("details") or {}).get("changed") or []
     return HostDiff(tuple(new_failures), tuple(fixed), tuple(still), policy, facts,
                     tuple(resurrected), tuple(unblocked), tokens_changes(old, new), tuple(moved),
-                    tuple(warned))
+                    tuple(warned), tuple(str(c) for c in changed if isinstance(c, str)))
 
 
 def moved_with(policy: dict[str, Change]) -> frozenset[str]:
@@ -235,10 +237,23 @@ def tokens_changes(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Change
     stored counters judged twice, a recheck, are no change)."""
     before = {n: test_rate(t) for n, t in bench_tests(old).items()}
     after = {n: test_rate(t) for n, t in bench_tests(new).items()}
+    served = {f"served by {n}": rate(s["served_ts"]) for n, s in served_rates(new).items()}
     before |= {f"served by {n}": rate(s["served_ts"]) for n, s in served_rates(old).items()}
-    after |= {f"served by {n}": rate(s["served_ts"]) for n, s in served_rates(new).items()}
-    return {name: Change(before[name], rate) for name, rate in after.items()
-            if rate is not None and before.get(name) is not None and rate != before[name]}
+    after |= served
+    tolerance = served_tolerance(new)
+    return {name: Change(before[name], now) for name, now in after.items()
+            if now is not None and (was := before.get(name)) is not None and now != was
+            and not (name in served and abs(now / was - 1) < tolerance if was else False)}
+
+
+def served_tolerance(host: dict[str, Any]) -> float:
+    """How far a served rate may move between two audits and be no change: the generation
+    tolerance of the host's bench (omni_bench.tolerance_pct, a number or by kind; 5%), the
+    noise the bench itself is judged within (an idle server read 80.6 -> 80.6, "+0%")."""
+    bench = ((host.get("policy") or {}).get("values") or {}).get("omni_bench") or {}
+    given = bench.get("tolerance_pct", 5) if isinstance(bench, dict) else 5
+    pct = given.get("tg", 5) if isinstance(given, dict) else given
+    return float(pct) / 100 if isinstance(pct, (int, float)) and pct > 0 else 0.05
 
 
 def policy_changes(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Change]:

@@ -1,0 +1,55 @@
+"""`report diff` says what changed and only that (issue 47): fixed is fixed (the word
+"resurrected" is the engines'), a served rate that moved within the bench's tolerance is no
+change (an idle llama-server read 80.6 -> 80.6, "+0%", and the host never diffed to "no
+change"), and a bench drop says what its own attribution found changed on the host."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from omni_host import codec
+from omni_host.cli.report import _diff_text
+from omni_host.report.history import diff_hosts
+
+
+def _entry(*, swap: str = "pass", served: float | None = None, bench: dict | None = None,
+           tolerance: Any = None) -> dict[str, Any]:
+    results = [{"id": "swap.capacity", "status": swap}]
+    if served is not None:
+        results.append({"id": "serve.tokens-per-s", "status": "pass", "details": {
+            "servers": [{"server": "llama-server pid 41", "served_ts": served}]}})
+    if bench is not None:
+        results.append({"id": "perf.tokens-per-s", "status": bench["status"],
+                        "details": {"changed": bench["changed"], "tests": {}}})
+    values = {"omni_bench": {"tolerance_pct": tolerance}} if tolerance is not None else {}
+    return {"host": "box", "results": results, "policy": {"values": values}}
+
+
+def _text(old: dict[str, Any], new: dict[str, Any]) -> str:
+    d = {"host": "box", "previous": "A", "latest": "B", **codec.to_dict(diff_hosts(old, new))}
+    return _diff_text([d])
+
+
+def test_a_fixed_check_is_fixed_not_resurrected() -> None:
+    text = _text(_entry(swap="fail"), _entry(swap="pass"))
+    assert "  fixed: swap.capacity" in text.splitlines()
+    assert "resurrected" not in text
+
+
+def test_a_served_rate_within_the_benchs_tolerance_is_no_change() -> None:
+    assert _text(_entry(served=80.6), _entry(served=80.6000001)).splitlines()[1] == \
+        "  no change in verdicts, state or policy"
+    assert "tokens/s" not in _text(_entry(served=80.6), _entry(served=78.0))  # -3.2% < 5%
+    moved = _text(_entry(served=80.6), _entry(served=70.0))
+    assert "  tokens/s: served by llama-server pid 41: 80.6 -> 70.0 (-13%)" in moved
+    assert "no change" not in moved
+    # the operator's tolerance for generation is the one a served rate is held to
+    assert "tokens/s" in _text(_entry(served=80.6), _entry(served=78.0, tolerance={"tg": 2}))
+    assert "tokens/s" not in _text(_entry(served=80.6), _entry(served=70.0, tolerance=20))
+
+
+def test_a_bench_drop_says_what_changed_on_the_host() -> None:
+    cause = "GPU processes: 0 -> 1 (4242 python3, 20 GiB)"
+    text = _text(_entry(bench={"status": "pass", "changed": []}),
+                 _entry(bench={"status": "fail", "changed": [cause]}))
+    assert f"  the bench found changed on the host since its baseline: {cause}" in text
