@@ -626,7 +626,8 @@ def test_serve_watch_catches_a_restart(sshd: Sshd, benched) -> None:
     result = _stability(out)
     assert result["status"] == "fail"
     assert f"127.0.0.1:{port} restarted between " in result["summary"]
-    assert f"(pid {first} -> {second})" in result["summary"]
+    assert f"(pid {first} -> {second}, " in result["summary"]  # both pids, the time between
+    assert f"pid {first} not seen answering again" not in result["summary"]
 
 
 @pytest.mark.system
@@ -641,7 +642,8 @@ def test_ctrl_c_gives_the_partial_verdict(sshd: Sshd, benched) -> None:
         out, err = watch.communicate(timeout=60)
     assert watch.returncode == 130
     result = _stability(out)
-    assert "(interrupted: a partial window)" in result["summary"]
+    assert "(interrupted: a partial window of the 600 s asked)" in result["summary"]
+    assert result["status"] != "pass"  # a gate cut short passes nothing (issue 47)
     assert result["details"]["interrupted"] is True
     assert "partial (interrupted) watch stored in" in err and "Traceback" not in err
 
@@ -675,9 +677,61 @@ def test_the_watch_judges_restarts_drops_and_memory_after_warm_up() -> None:
     assert result.status is Status.WARN and "t/s fell to 25.0" in result.summary
     restart = steady[:4] + [(2, 100 * i, 1.0 * i, 600) for i in range(1, 6)]
     result = judge_watch(meta, _samples(*restart))
-    assert result.status is Status.FAIL and "(pid 1 -> 2)" in result.summary
+    assert result.status is Status.FAIL and "(pid 1 -> 2, 5 s)" in result.summary
     idle = [(1, 0, 0.0, 600)] * 4
     assert judge_watch(meta, _samples(*idle)).status is Status.SKIP
+    # interrupted: what it saw stands, but a window cut short passes no gate (issue 47)
+    cut = judge_watch(meta, _samples(*steady), interrupted=True, asked_s=3600)
+    assert cut.status is Status.SKIP and cut.summary.startswith(
+        "9 samples over 40 s (interrupted: a partial window of the 3600 s asked): partial: no "
+        "stability verdict"), cut.summary
+    assert judge_watch(meta, _samples(*restart), interrupted=True).status is Status.FAIL
+
+
+def test_a_restart_names_both_pids_and_the_gap_once() -> None:
+    """A restart under a watch read `did not answer at ... (Connection refused)` for each
+    sample of the gap; now it is one restart naming both pids, the seconds between and the
+    samples without an answer; a server down when the window ends says its pid never came
+    back (issue 47)."""
+    from omni_host.evaluate.watch import Sample, judge_watch
+
+    meta = catalog()["serve.stability"]
+    samples = _samples(*[(1, 100 * i, 1.0 * i, 600) for i in range(4)])
+    down = _server(pid=1, started_at=1.0, counters=None,
+                   metrics_error="/metrics 127.0.0.1:8080: Connection refused")
+    samples += [Sample(1020.0, (down,)), Sample(1025.0, ())]
+    samples += [Sample(1030.0 + 5 * i, (_server(pid=2, started_at=2.0, rss_kib=600 * 1024,
+                                                counters=ServedCounters(predicted_tokens=100 * i,
+                                                                    predicted_seconds=1.0 * i)),))
+                for i in range(1, 4)]
+    result = judge_watch(meta, samples)
+    assert result.status is Status.FAIL
+    assert "restarted between 00:16:55 and 00:17:15 (pid 1 -> 2, 20 s, 2 sample(s) without an " \
+        "answer)" in result.summary, result.summary
+    assert "did not answer" not in result.summary
+    ended = judge_watch(meta, samples[:6])
+    assert "did not answer at 00:17:00 to 00:17:05 (2 sample(s): gone); pid 1 not seen " \
+        "answering again" in ended.summary, ended.summary
+
+
+def test_each_sample_line_gives_the_intervals_rate(capsys: pytest.CaptureFixture[str]) -> None:
+    """The lines gave cumulative tokens; now the rate of the interval since the previous
+    sample of the same process, and a dead process beside a live one on its port is left out."""
+    from omni_host.cli.serve import _Progress
+    from omni_host.evaluate.watch import Sample
+
+    progress = _Progress()
+    for i, (tokens, seconds) in enumerate([(100, 1.0), (164, 3.0), (170, 3.5)]):
+        live = _server(pid=7, started_at=7.0, rss_kib=512 * 1024,
+                       counters=ServedCounters(predicted_tokens=tokens,
+                                                 predicted_seconds=seconds))
+        dead = _server(pid=6, started_at=6.0, counters=None, metrics_error="gone")
+        progress(i + 1, 3, Sample(1000.0 + i, (dead, live) if i else (live,)))
+    lines = capsys.readouterr().err.splitlines()
+    assert lines == ["[1/3] 127.0.0.1:8080 pid 7: first sample, 512 MiB resident",
+                     "[2/3] 127.0.0.1:8080 pid 7: 32.0 t/s (64 tokens), 512 MiB resident",
+                     "[3/3] 127.0.0.1:8080 pid 7: 6 tokens (too few for a rate), 512 MiB "
+                     "resident"], lines
 
 
 def test_a_busy_server_is_never_sent_the_probe() -> None:

@@ -67,7 +67,8 @@ def watch(plan: HostPlan, ssh: SshOptions, *, duration_s: float,
     if not samples:
         report = unreachable(plan, "interrupted before the first sample", elapsed)
     else:
-        result = judge_watch(catalog()[CHECK_ID], samples, interrupted=interrupted)
+        result = judge_watch(catalog()[CHECK_ID], samples, interrupted=interrupted,
+                             asked_s=duration_s)
         report = HostReport(plan.name, plan.address, plan.transport, True, None, elapsed,
                             (result,))
     return conclude(Hosts([report], SOURCE, started, interrupted, terminated), inventory=inventory,

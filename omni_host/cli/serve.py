@@ -27,6 +27,7 @@ from omni_host.cli.common import (
 
 if TYPE_CHECKING:
     from omni_host.evaluate.watch import Sample
+    from omni_host.model import InferenceServer
 
 _UNITS = {"": 1, "s": 1, "m": 60, "h": 3600}
 
@@ -57,20 +58,46 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     watch.add_argument("--no-store", action="store_true", help="do not store the watch")
 
 
-def _progress(i: int, rounds: int, sample: Sample) -> None:
-    """One line per sample on stderr: each server's counters as read."""
-    from omni_host.safe_text import terminal_safe
+class _Progress:
+    """One line per sample on stderr: each server's rate over the interval since the previous
+    sample of the same process (not its cumulative tokens), and its memory. A process that is
+    gone leaves the lines; one that answers beside a dead one on the same port is the one."""
 
-    if sample.error:
-        state = f"host did not answer: {sample.error}"
-    else:
-        state = "; ".join(
-            f"{s.address or s.pid} pid {s.pid}: " + (
-                f"{s.counters.predicted_tokens or 0:.0f} tokens generated, "
-                f"{(s.rss_kib or 0) / 1024:.0f} MiB resident" if s.counters else
-                f"no counters ({s.metrics_error})")
-            for s in sample.servers) or "no llama-server running"
-    sys.stderr.write(terminal_safe(f"[{i}/{rounds}] {state}") + "\n")
+    def __init__(self) -> None:
+        self.last: dict[tuple[str, int], InferenceServer] = {}
+
+    def __call__(self, i: int, rounds: int, sample: Sample) -> None:
+        from omni_host.evaluate.serve import generated_between
+        from omni_host.safe_text import terminal_safe
+
+        if sample.error:
+            sys.stderr.write(terminal_safe(f"[{i}/{rounds}] host did not answer: "
+                                           f"{sample.error}") + "\n")
+            return
+        by_key: dict[str, InferenceServer] = {}
+        for s in sample.servers:  # per port, the process that answers
+            key = s.address or f"pid {s.pid}"
+            if key not in by_key or (by_key[key].counters is None and s.counters is not None):
+                by_key[key] = s
+        parts, seen = [], {}
+        for key, s in by_key.items():
+            seen[(key, s.pid)] = s
+            if s.counters is None:
+                parts.append(f"{key} pid {s.pid}: no counters ({s.metrics_error})")
+                continue
+            before = self.last.get((key, s.pid))
+            moved = generated_between(before.counters, s.counters) \
+                if before is not None and before.counters is not None else None
+            few = (s.counters.predicted_tokens or 0) - (
+                before.counters.predicted_tokens or 0) if before and before.counters else 0
+            rate = (f"{moved[0] / moved[1]:.1f} t/s ({moved[0]:.0f} tokens)" if moved else
+                    f"{max(few, 0):.0f} tokens (too few for a rate)" if before is not None
+                    else "first sample")
+            parts.append(f"{key} pid {s.pid}: {rate}, {(s.rss_kib or 0) / 1024:.0f} MiB "
+                         "resident")
+        self.last = seen
+        state = "; ".join(parts) or "no llama-server running"
+        sys.stderr.write(terminal_safe(f"[{i}/{rounds}] {state}") + "\n")
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
@@ -89,7 +116,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     done = watch(host_plans[0], ssh_options(args), duration_s=args.duration, every_s=args.every,
                  store_root=None if args.no_store else store_root,
                  inventory=str(args.inventory) if args.inventory else None,
-                 hint_args=hint_args(args), on_sample=_progress)
+                 hint_args=hint_args(args), on_sample=_Progress())
     emit(done.run.doc, args.format, args.output, lambda: load_history(store_root),
          args.verbosity)
     if done.stored is not None:

@@ -73,22 +73,29 @@ def judge_server(key: str, seen: list[tuple[float, InferenceServer | None]]
     rates: list[tuple[float, float, float]] = []  # (at, t/s, tokens)
     previous: tuple[float, InferenceServer] | None = None
     processes: list[list[InferenceServer]] = []  # each process's samples, in order
+    down: list[tuple[float, str]] = []  # samples since the last answer where it did not answer
     for at, server in seen:
         if server is None or server.counters is None:
             why = "gone" if server is None else (server.metrics_error or "no /metrics")
-            failures.append(f"{key} did not answer at {_when(at)} ({why})")
+            down.append((at, why))
             continue
         if previous is not None and _process(previous[1]) != _process(server):
+            gap = f", {len(down)} sample(s) without an answer" if down else ""
             failures.append(f"{key} restarted between {_when(previous[0])} and {_when(at)} "
-                            f"(pid {previous[1].pid} -> {server.pid})")
+                            f"(pid {previous[1].pid} -> {server.pid}, "
+                            f"{at - previous[0]:.0f} s{gap})")
+            down = []
         elif previous is not None:
             rate = _interval(previous[1], server)
             if rate is not None:
                 rates.append((at, *rate))
+        failures += _unanswered(key, down)
+        down = []
         if not processes or _process(processes[-1][-1]) != _process(server):
             processes.append([])
         processes[-1].append(server)
         previous = (at, server)
+    failures += _unanswered(key, down, previous[1].pid if previous else None)
     for process in processes:
         growth = _growth(process[len(process) // 3], process[-1]) \
             if len(process) >= MEMORY_SAMPLES else None
@@ -126,6 +133,17 @@ def judge_server(key: str, seen: list[tuple[float, InferenceServer | None]]
     return failures, warnings, details
 
 
+def _unanswered(key: str, down: list[tuple[float, str]], pid: int | None = None) -> list[str]:
+    """The samples in a row where a server did not answer, said once: from when to when and
+    why (the last), and, where the window ended so, that its process was not seen back."""
+    if not down:
+        return []
+    (first, _), (last, why) = down[0], down[-1]
+    span = _when(first) if first == last else f"{_when(first)} to {_when(last)}"
+    end = f"; pid {pid} not seen answering again" if pid is not None else ""
+    return [f"{key} did not answer at {span} ({len(down)} sample(s): {why}){end}"]
+
+
 def _interval(a: InferenceServer, b: InferenceServer) -> tuple[float, float] | None:
     """(t/s, tokens) of one process between two samples, where it generated enough."""
     if a.counters is None or b.counters is None:
@@ -143,15 +161,18 @@ def _growth(first: InferenceServer, now: InferenceServer) -> str | None:
     return None
 
 
-def judge_watch(meta: CheckMeta, samples: list[Sample], *, interrupted: bool = False
-                ) -> CheckResult:
-    """serve.stability of a watch's samples (a partial window when ``interrupted``)."""
+def judge_watch(meta: CheckMeta, samples: list[Sample], *, interrupted: bool = False,
+                asked_s: float | None = None) -> CheckResult:
+    """serve.stability of a watch's samples (a partial window when ``interrupted``: what it
+    saw go wrong stands, but a window cut short passes no stability gate; ``asked_s``: the
+    window asked for)."""
     keys: list[str] = []
     for sample in samples:
         keys += [k for k in map(_key, sample.servers) if k not in keys]
     span = (samples[-1].at - samples[0].at) if samples else 0.0
+    asked = f" of the {asked_s:.0f} s asked" if asked_s else ""
     head = (f"{len(samples)} samples over {span:.0f} s" +
-            (" (interrupted: a partial window)" if interrupted else ""))
+            (f" (interrupted: a partial window{asked})" if interrupted else ""))
     lost = [f"the host did not answer at {_when(s.at)}: {s.error}" for s in samples if s.error]
     if not keys:
         return meta.result(Status.FAIL if lost else Status.SKIP,
@@ -178,6 +199,9 @@ def judge_watch(meta: CheckMeta, samples: list[Sample], *, interrupted: bool = F
     elif not measured:
         status, lines = Status.SKIP, ["no tokens generated in the window: the rate is not "
                                       "measured (no restart, memory steady)"]
+    elif interrupted:  # the gate was not watched through: no pass
+        status, lines = Status.SKIP, ["partial: no stability verdict (no restart, no drop, "
+                                      "memory steady while it ran)"]
     else:
         status, lines = Status.PASS, ["no restart, no drop, memory steady"]
     lines += unwatched
