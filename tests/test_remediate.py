@@ -281,6 +281,10 @@ def test_tunables_loop_with_a_real_compose_service(sshd: Sshd, tmp_path: Path,
     assert preview.code == 0, preview.stdout + preview.stderr
     assert "CHANGED: Write the override file: GLIBC_TUNABLES" in preview.stdout, preview.stdout
     assert "+      GLIBC_TUNABLES: glibc.cpu.hwcaps=-AVX512F" in preview.stdout  # its diff
+    # the containers it will recreate are named before --apply (issue 47)
+    assert ("CHANGED: Compose services to recreate (GLIBC_TUNABLES): their containers are "
+            "recreated (docker compose up -d --force-recreate --no-deps): memgraph") \
+        in preview.stdout, preview.stdout
     assert not override.exists()
 
     applied = cli(sshd, "remediate", "-i", str(inv), "--apply", "--yes", report_dir=report_dir)
