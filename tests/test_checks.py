@@ -404,3 +404,20 @@ def test_eight_nodes_all_closer_than_20_are_not_one_socket() -> None:
     assert result.status is Status.SKIP
     assert ("8 nodes all closer than 20 to each other: one socket has at most 4 (the most any "
             "BIOS mode gives)" in result.summary)  # no CPU identity: no vendor's mode named
+
+
+def test_the_fix_steps_follow_the_cpus_vendor() -> None:
+    """The NPS fix on an Intel machine mixed `AMD CBS > DF Common Options` with "set SNC4"
+    (issue 47): the lent H100's Xeon (its own /proc/cpuinfo) asked for 4 nodes a socket is sent
+    to the Intel menu only; an AMD CPU keeps the catalog's AMD path."""
+    from omni_host.evaluate.checks import catalog
+    from omni_host.evaluate.checks.numa import fix_steps
+    from omni_host.probes.parsers.cpu import CpuInfo
+
+    result = verdicts(gpu_bundle("h100-x1"), omni_numa_nps=4)["numa.nps1"]
+    assert result.status is Status.FAIL and "SNC4 in the BIOS" in result.summary
+    steps = result.remediation.steps
+    assert "Uncore General Configuration > SNC" in steps[0] and "AMD" not in " ".join(steps)
+    zen5 = CpuInfo("AuthenticAMD", 26, 2, "", frozenset(), None, "/proc/cpuinfo", 1)
+    amd = fix_steps(catalog()["numa.nps1"], "NPS1", 1, zen5).steps
+    assert amd[0].startswith("Reboot into the BIOS/UEFI setup (AMD CBS > DF Common Options")

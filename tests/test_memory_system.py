@@ -151,3 +151,54 @@ def test_no_root_and_garbage_are_clear() -> None:
     with pytest.raises(ParseError, match="not L3 shared_cpu_list"):
         parse_l3_domains("garbage\n")
     assert parse_l3_domains("0-7,64-71\n8-15,72-79\n0-7,64-71\n") == 2
+
+
+def test_a_four_channel_threadripper_whose_board_lists_eight_passes() -> None:
+    """Threadripper 7960X on a Gigabyte TRX50 AERO D: the BIOS lists P0 CHANNEL A-H, and B, D,
+    F, H hold nothing on any such board (the CPU has four channels). It failed "4 of 8 memory
+    channels hold a DIMM ... 50% of the bandwidth" (issue 47); the same CPU on ASUS's TRX50
+    board, which lists A, C, E, G, passed. Both pass now, by the CPU's own channel count."""
+    aero = "threadripper-7960x_trx50-aero-d_4of4-channels-8-slots-listed.txt"
+    devices = _devices(aero)
+    assert [d["Bank Locator"][-1] for d in devices if d["Size"] == "32 GB"] == list("ACEG")
+    assert [d["Bank Locator"][-1] for d in devices if d["Size"] == "No Module Installed"] == \
+        list("BDFH")
+    assert "Version: AMD Ryzen Threadripper 7960X 24-Cores" in (DMI / aero).read_text()
+    channels = _judge(aero)["memory.channels"]
+    assert channels.status is Status.PASS, channels.summary
+    # 4 channels x 8 bytes x 4800 MT/s ("Configured Memory Speed: 4800 MT/s")
+    assert channels.summary.startswith("all 4 memory channels hold a DIMM (1 per channel); "
+                                       "153.6 GB/s theoretical; the AMD Ryzen Threadripper "
+                                       "7960X 24-Cores has 4 per socket, the board lists 8 "
+                                       "channel slot(s)"), channels.summary
+    sage = "threadripper-7960x_trx50-sage_4of4-channels.txt"
+    assert [d["Bank Locator"][-1] for d in _devices(sage)] == list("ACEG")
+    other = _judge(sage)["memory.channels"]
+    assert other.status is Status.PASS and other.summary.startswith(
+        "all 4 memory channels hold a DIMM (1 per channel); 192 GB/s"), other.summary
+
+
+def test_a_xeon_w_with_two_of_eight_channels_fails() -> None:
+    """Xeon w9-3495X (W-3400: eight channels) on an ASUS W790E-SAGE SE with DIMMs in B1 and
+    D1 only: a quarter of the bandwidth, the empty channels named (board and CPU agree)."""
+    name = "xeon-w9-3495x_w790e-sage-se_2of8-channels.txt"
+    filled = [d["Locator"] for d in _devices(name) if d["Size"] == "64 GB"]
+    assert filled == ["CPU0_DIMM_B1", "CPU0_DIMM_D1"]
+    channels = _judge(name)["memory.channels"]
+    assert channels.status is Status.FAIL
+    assert "2 of 8 memory channels hold a DIMM (channels A, C, E, F, G, H of socket 0 empty): " \
+        "the CPU reads memory at 25% of the bandwidth" in channels.summary, channels.summary
+
+
+@pytest.mark.parametrize(("version", "channels"), [
+    ("AMD Ryzen Threadripper 7960X 24-Cores", 4), ("AMD Ryzen Threadripper PRO 7985WX 64-Cores", 8),
+    ("AMD Ryzen Threadripper PRO 9995WX 96-Cores", 8), ("AMD EPYC 9454P 48-Core Processor", 12),
+    ("AMD EPYC 7402 24-Core Processor", 8), ("Intel(R) Xeon(R) Gold 6130 CPU @ 2.10GHz", 6),
+    ("Intel(R) Xeon(R) Silver 4210R CPU @ 2.40GHz", 6), ("Intel(R) Xeon(R) w9-3495X", 8),
+    ("Intel(R) Xeon(R) Platinum 8480+", 8), ("Intel(R) Xeon(R) w5-2455X", 4),
+    ("Intel(R) Core(TM) i9-14900K", None),
+])
+def test_the_channel_table_by_cpu(version: str, channels: int | None) -> None:
+    from omni_host.probes.parsers.memory import cpu_channels
+
+    assert cpu_channels(version) == channels

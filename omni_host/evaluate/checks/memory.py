@@ -16,7 +16,7 @@ from omni_host.evaluate.checks import CheckMeta, check
 from omni_host.evaluate.facts import HostFacts
 from omni_host.model import CheckResult, Evidence, Status
 from omni_host.plan.policy import Policy
-from omni_host.probes.parsers.memory import Dimm, MemorySystem
+from omni_host.probes.parsers.memory import Dimm, MemorySystem, cpu_channels
 
 PROBE = "mem.dimms"
 
@@ -63,22 +63,34 @@ def channels(facts: HostFacts, policy: Policy, meta: CheckMeta) -> CheckResult:
                            "told", actual={"slots": slots, "populated": filled}, evidence=evidence)
     by_channel = system.channels()
     empty = sorted(c for c, dimms in by_channel.items() if not dimms)
-    used = len(by_channel) - len(empty)
     per_channel = sorted({len(d) for d in by_channel.values() if d})
     bandwidth = system.bandwidth_gbs()
-    actual = {"channels": len(by_channel), "populated": used, "empty": [list(c) for c in empty],
-              "dimms_per_channel": per_channel, "bandwidth_gbs": bandwidth}
     width = f"; {bandwidth:g} GB/s theoretical" if bandwidth else ""
-    if not empty:
-        return meta.result(Status.PASS, f"all {used} memory channels hold a DIMM "
-                           f"({' or '.join(map(str, per_channel))} per channel){width}",
+    sockets = sorted({c[0] for c in by_channel})
+    own = cpu_channels(system.cpus[0]) if system.cpus else None
+    total, used = len(by_channel), len(by_channel) - len(empty)
+    listed = ""
+    if own is not None:  # the CPU says how many channels a socket has; the slots may list more
+        total = own * len(sockets)
+        used = sum(min(own, sum(1 for c, d in by_channel.items() if c[0] == s and d))
+                   for s in sockets)
+        if len(by_channel) != total:
+            listed = (f"; the {system.cpus[0].strip()} has {own} per socket, the board lists "
+                      f"{len(by_channel)} channel slot(s)")
+    actual = {"channels": total, "populated": used, "empty": [list(c) for c in empty],
+              "dimms_per_channel": per_channel, "bandwidth_gbs": bandwidth,
+              "cpu_channels": own}
+    if used >= total:
+        return meta.result(Status.PASS, f"all {total} memory channels hold a DIMM "
+                           f"({' or '.join(map(str, per_channel))} per channel){width}{listed}",
                            actual=actual, evidence=evidence)
-    share = used / len(by_channel)
+    share = used / total
     status = Status.FAIL if share <= 0.5 else Status.WARN
-    return meta.result(status, f"{used} of {len(by_channel)} memory channels hold a DIMM "
-                       f"({_names(empty)} empty): the CPU reads memory at {share:.0%} of the "
-                       f"bandwidth its channels give{width}",
-                       expected={"channels_populated": len(by_channel)}, actual=actual,
+    which = f" ({_names(empty)} empty)" if not listed else ""
+    return meta.result(status, f"{used} of {total} memory channels hold a DIMM{which}: the CPU "
+                       f"reads memory at {share:.0%} of the bandwidth its channels "
+                       f"give{width}{listed}",
+                       expected={"channels_populated": total}, actual=actual,
                        evidence=evidence)
 
 

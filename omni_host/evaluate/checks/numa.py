@@ -105,13 +105,25 @@ def nps1(facts: HostFacts, policy: Policy, meta: CheckMeta) -> CheckResult:
     return meta.result(Status.FAIL, f"{where}, expected {expected}: set "
                        f"{setting}{memoryless}{via}", expected=expected,
                        actual=per_socket, evidence=evidence, details=details,
-                       remediation=fix_steps(meta, setting, expected))
+                       remediation=fix_steps(meta, setting, expected, cpu))
 
 
-def fix_steps(meta: CheckMeta, setting: str, expected: int) -> Remediation:
-    """The catalog's BIOS steps for the policy's own value: a finding that says "set NPS4"
-    never lists "NPS1" under it (the catalog's steps are written for the default, NPS1)."""
+# Where the setting sits in the BIOS of an Intel server (Sub-NUMA Clustering): the AMD menu
+# path of the catalog's steps is not there (issue 47: an Intel machine was told both).
+INTEL_MENU = ("Reboot into the BIOS/UEFI setup (Socket Configuration > Uncore Configuration > "
+              "Uncore General Configuration > SNC, or the board's Memory Configuration menu).")
+OTHER_MENU = "Reboot into the BIOS/UEFI setup (the CPU's memory or NUMA options)."
+
+
+def fix_steps(meta: CheckMeta, setting: str, expected: int,
+              cpu: CpuInfo | None = None) -> Remediation:
+    """The catalog's BIOS steps for the policy's own value and this CPU's vendor: a finding
+    that says "set NPS4" never lists "NPS1" under it (the catalog's steps are written for the
+    default, NPS1), and an Intel machine is never sent to the AMD CBS menu."""
+    vendor = cpu.vendor if cpu is not None else None
+    menu = meta.remediation.steps[0] if vendor == "AuthenticAMD" else \
+        INTEL_MENU if vendor == "GenuineIntel" else OTHER_MENU
     return Remediation("manual", None, (
-        meta.remediation.steps[0],
+        menu,
         f"Set {setting}, save and reboot.",
         f"Verify: numactl --hardware prints {_count(expected, 'node')} per socket."))

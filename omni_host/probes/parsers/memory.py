@@ -234,6 +234,31 @@ def _fields(lines: list[str]) -> dict[str, str]:
     return fields
 
 
+# Memory channels per socket by the CPU's SMBIOS version string (AMD and Intel product
+# specifications): a property of the CPU, not of the slots its board lists. A TRX50 board lists
+# eight "P0 CHANNEL A-H" slots for a four-channel Threadripper 7960X (B, D, F, H always empty);
+# another vendor's lists four.
+CPU_CHANNELS: tuple[tuple[re.Pattern[str], int], ...] = (
+    (re.compile(r"Threadripper PRO \d{4}WX", re.I), 8),  # 3000WX, 5000WX, 7000WX, 9000WX
+    (re.compile(r"Threadripper \d{4}X\b", re.I), 4),  # 1000/2000 (TR4), 3000 (sTRX4), 7000/9000 (TRX50)
+    (re.compile(r"EPYC 9\d{2}[45]", re.I), 12),  # Genoa 9004, Turin 9005
+    (re.compile(r"EPYC 8\d{2}4", re.I), 6),  # Siena 8004
+    (re.compile(r"EPYC 7\d{2}[123]", re.I), 8),  # Naples 7001, Rome 7002, Milan 7003
+    (re.compile(r"EPYC 4\d{2}[45]", re.I), 2),  # 4004, 4005 (AM5)
+    (re.compile(r"(Bronze|Silver|Gold|Platinum) \d[12]\d\d", re.I), 6),  # Skylake, Cascade Lake
+    # Ice Lake to Emerald Rapids (Cooper Lake's "H" parts keep six)
+    (re.compile(r"(Bronze|Silver|Gold|Platinum) \d[3-5]\d\d(?![0-9A-Z]*H\b)", re.I), 8),
+    (re.compile(r"\bw[3-9]-3\d{3}", re.I), 8),  # Xeon W-3400 / W-3500
+    (re.compile(r"\bw[3-9]-2\d{3}", re.I), 4),  # Xeon W-2400 / W-2500
+)
+
+
+def cpu_channels(version: str) -> int | None:
+    """The memory channels a socket of this CPU has (its SMBIOS version string), None where
+    the table does not know it."""
+    return next((n for pattern, n in CPU_CHANNELS if pattern.search(version)), None)
+
+
 def parse_dmidecode_memory(text: str) -> MemorySystem:
     """``dmidecode -t 4 -t 17``: each memory device (slot) and the populated CPU sockets."""
     if "Memory Device" not in text and "Processor Information" not in text:
