@@ -368,6 +368,9 @@ class LastBench:
     at: float  # when it ran
     status: Status  # its perf.tokens-per-s verdict
     summary: str
+    # its generation test against the baseline it was judged with, and against its ceiling
+    of_baseline: float | None = None
+    of_ceiling: float | None = None
 
 
 @dataclass(frozen=True)

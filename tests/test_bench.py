@@ -8,8 +8,10 @@ sessions' cgroup."""
 from __future__ import annotations
 
 import contextlib
+import datetime as dt
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -475,7 +477,17 @@ def test_bench_results_in_the_reports(tmp_path: Path) -> None:
         pytest.approx(tg_now / ceiling, abs=1e-3)
     assert ("omni_host_tokens_per_second_ceiling_ratio", "pp512") not in gauges
     html = run_cli("report", "show", "latest", "--format", "html", *common).stdout
-    assert html.count("<polyline") == 2 and f"{tg_base:.1f} \u2192 {tg_now:.1f}" in html
+    # a plot per test (issue 47): its baseline run, the failing run, the baseline line with
+    # the band its verdict judged within, dated
+    plots = re.findall(r'<figure class="plot">(.*?)</figure>', html, re.S)
+    assert len(plots) == 2 and all("<polyline" in p and "UTC" in p for p in plots)
+    tg = next(p for p in plots if 'aria-label="tg128: 2 runs' in p)
+    assert f": {tg_base:,.0f} t/s (baseline)</title>" in tg, tg
+    # the forced run under a GPU load: disturbed, and failing (its mark drawn red)
+    assert f": {tg_now:.3g} t/s (disturbed, fail)</title>" in tg, tg
+    assert f"baseline {tg_base:,.0f} t/s \u00b15%" in tg
+    newest = dt.datetime.fromtimestamp(load_history(store).audits[0].started_at, dt.timezone.utc)
+    assert f"tg128 {newest:%m-%d %H:%M}: " in tg  # each point dated
     inv = tmp_path / "hosts.yml"
     inv.write_text(json.dumps({"all": {"hosts": {"gpu": {"ansible_connection": "local",
                                                          "omni_build_packages": []}}}}))

@@ -101,8 +101,12 @@ def judge_server(key: str, seen: list[tuple[float, InferenceServer | None]]
             if len(process) >= MEMORY_SAMPLES else None
         if growth:
             warnings.append(f"{key} memory grew: {growth} (pid {process[-1].pid})")
-    details: dict[str, Any] = {"server": key, "samples": len(seen),
-                               "rates": [[round(a, 1), round(r, 3), t] for a, r, t in rates]}
+    details: dict[str, Any] = {
+        "server": key, "samples": len(seen),
+        "rates": [[round(a, 1), round(r, 3), t] for a, r, t in rates],
+        # each answered sample's memory (MiB): what the report's plot draws
+        "memory": [[round(at, 1), round(s.rss_kib / 1024, 1) if s.rss_kib else None,
+                    s.gpu_memory_mib] for at, s in seen if s is not None and s.counters]}
     if rates:
         values = [r for _, r, _ in rates]
         median = statistics.median(values)

@@ -8,10 +8,12 @@ import datetime as dt
 from typing import Any
 from xml.etree import ElementTree as ET
 
+from omni_host.report.plots import Point, Series, svg
 from omni_host.report.text import (
     ENGINE_WORDS,
     GLYPHS,
     ORDER,
+    bench_figures,
     bench_tests,
     check_ids,
     cold_case_lines,
@@ -35,23 +37,49 @@ ENGINE_COLORS = {"blocked": "fail", "blocked-upstream": "warn", "re-evaluate": "
                  "unknown": "skip"}
 
 Timelines = dict[str, dict[str, list[tuple[str, str]]]]  # host -> check -> [(when, status)]
-Trends = dict[str, dict[str, list[tuple[str, float]]]]  # host -> bench test -> [(when, t/s)]
-SPARK_W, SPARK_H = 120, 24
+Trends = dict[str, list[Series]]  # host -> tokens/s series (history.tokens_series)
+# The HTML lists findings worst first, then passes before skips (a clean host's twenty skips
+# came before its passes).
+HTML_ORDER = ("fail", "error", "warn", "waived", "pass", "skip")
 
 
-def _sparkline(values: list[float]) -> str:
-    """SVG polyline points for ``values``, from zero tokens/s (a drop looks its size)."""
-    top = max(values) or 1.0
-    step = SPARK_W / max(len(values) - 1, 1)
-    return " ".join(f"{i * step:.1f},{SPARK_H - v / top * (SPARK_H - 2):.1f}"
-                    for i, v in enumerate(values))
+def _watch_series(host: dict[str, Any]) -> list[Series]:
+    """A watch report's own samples, per server: its rate over each interval, and its resident
+    and GPU memory at each sample."""
+    watch = next((r for r in host.get("results") or [] if r.get("id") == "serve.stability"),
+                 None)
+    out = []
+    for part in ((watch or {}).get("details") or {}).get("servers") or []:
+        name = str(part.get("server"))
+        rates = tuple(Point(float(at), float(r)) for at, r, *_ in part.get("rates") or [])
+        if rates:
+            out.append(Series(f"{name} rate per interval", rates,
+                              baseline=part.get("median_ts"), band=None))
+        memory = part.get("memory") or []
+        resident = tuple(Point(float(m[0]), float(m[1])) for m in memory if m[1] is not None)
+        gpu = tuple(Point(float(m[0]), float(m[2])) for m in memory if m[2] is not None)
+        if resident or gpu:
+            first, *rest = [s for s in (Series(f"{name} resident", resident, unit="MiB"),
+                                        Series(f"{name} GPU memory", gpu, unit="MiB"))
+                            if s.points]
+            out.append(Series(first.name, first.points, unit="MiB", beside=tuple(rest)))
+    return out
 
 
-def _trend_rows(per_test: dict[str, list[tuple[str, float]]]) -> list[dict[str, Any]]:
-    return [{"test": name, "latest": f"{points[-1][1]:.1f}", "points": _sparkline([v for _, v in points]),
-             "history": " \u2192 ".join(f"{v:.1f}" for _, v in points[-8:]),
-             "since": points[0][0], "runs": len(points)}
-            for name, points in per_test.items()]
+def _bench_cell(host: dict[str, Any]) -> dict[str, str] | None:
+    """The fleet matrix's tokens/s cell: the latest bench verdict, its generation test against
+    the baseline and against the ceiling, where known."""
+    perf = perf_result(host)
+    if perf is not None:
+        status, details = status_of(perf), perf.get("details") or {}
+    elif host.get("last_bench"):
+        status, details = str(host["last_bench"]["status"]), host["last_bench"]
+    else:
+        return None
+    figures = bench_figures(details)
+    words = [f"{figures[0]:.0%} of baseline" if figures[0] else "",
+             f"{figures[1]:.0%} of ceiling" if figures[1] else ""]
+    return {"status": status, "text": ", ".join(w for w in words if w) or status}
 
 
 def _utc(ts: float | None) -> dt.datetime | None:
@@ -86,9 +114,11 @@ def _host_view(host: dict[str, Any], inventory: str | None, layers: dict[str, st
     if not host["reachable"]:
         return {"name": host["host"], "address": host.get("address") or host["transport"],
                 "reachable": False, "error": host["error"]}
+    import markupsafe  # the plots are SVG drawn by plots.svg, every text in it escaped there
+
     timeline = timelines.get(host["host"], {})
     results = sorted(host["results"], key=lambda r: (
-        ORDER.index(status_of(r)), SEVERITIES.index(r["severity"]), r["id"]))
+        HTML_ORDER.index(status_of(r)), SEVERITIES.index(r["severity"]), r["id"]))
     return {
         "name": host["host"], "address": host.get("address") or host["transport"],
         "reachable": True, "expected_state": (reference_line(host, inventory)
@@ -100,7 +130,9 @@ def _host_view(host: dict[str, Any], inventory: str | None, layers: dict[str, st
         "engines": [{**e, "color": ENGINE_COLORS.get(e["status"], "skip"),
                      "word": ENGINE_WORDS[e["status"]], "why": engine_why(e)}
                     for e in host.get("strategic") or []],
-        "cold_case": cold_case_lines(host), "trends": _trend_rows(trends.get(host["host"], {}))}
+        "cold_case": cold_case_lines(host),
+        "plots": [markupsafe.Markup(svg(s)) for s in [*trends.get(host["host"], []), *_watch_series(host)]],
+        "bench": _bench_cell(host)}
 
 
 def render_html(doc: dict[str, Any], layers: dict[str, str], timelines: Timelines,
@@ -120,7 +152,7 @@ def render_html(doc: dict[str, Any], layers: dict[str, str], timelines: Timeline
         when=_when(doc.get("started_at")), summary=summary_line(doc),
         interrupted=doc.get("interrupted"), waiver_notes=doc.get("waiver_notes") or [],
         hosts=hosts, checks=checks, colors=COLORS, glyphs=GLYPHS, statuses=ORDER,
-        severities=SEVERITIES, spark=(SPARK_W, SPARK_H))
+        severities=SEVERITIES)
 
 
 def render_junit(doc: dict[str, Any]) -> str:

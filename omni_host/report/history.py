@@ -28,8 +28,9 @@ from omni_host.model import (
 )
 from omni_host.plan.policy import check_readers
 from omni_host.probes.parsers.bench import rate
+from omni_host.report.plots import Point, Series
 from omni_host.report.store import audit_dirs
-from omni_host.report.text import bench_tests, perf_result, served_rates, test_rate
+from omni_host.report.text import bench_figures, bench_tests, perf_result, served_rates, test_rate
 from omni_host.resources import TooLarge, atomic_write, read_bounded
 
 BAD = ("fail", "error")
@@ -271,8 +272,9 @@ def last_bench(history: History, host: str) -> LastBench | None:
         if audit.doc.get("source") == "bench":
             perf = perf_result(entry)
             if perf is not None:
+                of_baseline, of_ceiling = bench_figures(perf.get("details") or {})
                 return LastBench(audit.id, audit.started_at, Status(perf["status"]),
-                                 perf["summary"])
+                                 perf["summary"], of_baseline, of_ceiling)
     return None
 
 
@@ -334,19 +336,54 @@ def timelines(history: History, doc: dict[str, Any]) -> dict[str, dict[str, list
     return out
 
 
-def tokens_trends(history: History, doc: dict[str, Any]) -> dict[str, dict[str, list[tuple[str, float]]]]:
-    """host -> bench test (or ``served by <server>``) -> [(when, tokens/s)] over its stored
-    benches (and audits that read a server's rate), oldest first."""
-    out: dict[str, dict[str, list[tuple[str, float]]]] = {}
+def _mark(details: dict[str, Any], name: str) -> str:
+    """What a stored bench's point of one test is, for a plot."""
+    verdict = (details.get("verdicts") or {}).get(name) or {}
+    if details.get("recorded_baseline"):
+        return "baseline"
+    if not details.get("verdicts") and details.get("baseline"):
+        return "not comparable"
+    if details.get("disturbances"):
+        return "disturbed"
+    return "failing" if verdict.get("status") == "fail" else "judged"
+
+
+def tokens_series(history: History, doc: dict[str, Any]) -> dict[str, list[Series]]:
+    """host -> each bench test's tokens/s over its stored benches, oldest first, with the
+    baseline and the band its newest verdict judged within, each point marked (baseline run,
+    judged, not comparable, disturbed, failing); the served rate of each server the host runs
+    now is drawn beside the generation test (a server gone is no row of its own)."""
+    out: dict[str, list[Series]] = {}
     for host in doc["hosts"]:
-        per_test: dict[str, list[tuple[str, float]]] = {}
+        points: dict[str, list[Point]] = {}
+        kinds: dict[str, str] = {}
+        judged: dict[str, dict[str, Any]] = {}
+        served: dict[str, list[Point]] = {n: [] for n in served_rates(host)}
         for started, entry in _entries(history, doc, host):
+            at = float(started or 0)
+            perf = perf_result(entry) or {}
+            details = perf.get("details") or {}
             for name, test in bench_tests(entry).items():
-                if (measured := test_rate(test)) is not None:
-                    per_test.setdefault(name, []).append((_when(started), measured))
+                if (measured := test_rate(test)) is None:
+                    continue
+                verdict = (details.get("verdicts") or {}).get(name) or {}
+                points.setdefault(name, []).append(Point(at, measured, _mark(details, name),
+                                                         str(verdict.get("status") or "")))
+                kinds[name] = str(test.get("kind") or "")
+                if name in (details.get("verdicts") or {}):
+                    judged[name] = details["verdicts"][name]
             for name, server in served_rates(entry).items():
-                per_test.setdefault(f"served by {name}", []).append(
-                    (_when(started), float(server["served_ts"])))
-        if per_test:
-            out[host["host"]] = per_test
+                if name in served:
+                    served[name].append(Point(at, float(server["served_ts"]), "judged"))
+        series = []
+        for name, line in points.items():
+            verdict = judged.get(name) or {}
+            beside = tuple(Series(f"served by {n}", tuple(p)) for n, p in served.items() if p) \
+                if kinds.get(name) == "tg" else ()
+            series.append(Series(name, tuple(line), baseline=rate(verdict.get("reference_ts")),
+                                 band=rate(verdict.get("threshold")), beside=beside))
+        if not any(s.beside for s in series):  # no generation test: the served rates alone
+            series += [Series(f"served by {n}", tuple(p)) for n, p in served.items() if p]
+        if series:
+            out[host["host"]] = series
     return out

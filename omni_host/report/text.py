@@ -167,6 +167,23 @@ def bench_tests(host: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return ((perf_result(host) or {}).get("details") or {}).get("tests") or {}
 
 
+def bench_figures(details: dict[str, Any]) -> tuple[float | None, float | None]:
+    """A bench's generation test (else its first) against the baseline it was judged with and
+    against its ceiling, as fractions (None where not known); an audit's LastBench keeps them."""
+    if "of_baseline" in details or "of_ceiling" in details:
+        return rate(details.get("of_baseline")), rate(details.get("of_ceiling"))
+    given = details.get("tests")
+    tests: dict[str, Any] = given if isinstance(given, dict) else {}
+    name = next((n for n, t in tests.items() if isinstance(t, dict) and t.get("kind") == "tg"),
+                next(iter(tests), None))
+    if name is None:
+        return None, None
+    verdict = (details.get("verdicts") or {}).get(name) or {}
+    center, reference = test_rate(tests[name]), rate(verdict.get("reference_ts"))
+    ceiling = ((details.get("ceiling") or {}).get(name) or {}).get("fraction")
+    return (center / reference if center and reference else None), rate(ceiling)
+
+
 def test_rate(test: Any) -> float | None:
     """A stored test's tokens/s as judged (the median after the warm-up repetition; the mean
     in benches stored before that), None where the stored value is not a rate."""

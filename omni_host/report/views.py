@@ -45,10 +45,10 @@ def context(fmt: str, doc: dict[str, Any], history: Callable[[], History], *,
     trends: Trends = {}
     if fmt in NEEDS_HISTORY:
         from omni_host.report.history import timelines as history_timelines
-        from omni_host.report.history import tokens_trends
+        from omni_host.report.history import tokens_series
 
         stored = history()
-        timelines, trends = history_timelines(stored, doc), tokens_trends(stored, doc)
+        timelines, trends = history_timelines(stored, doc), tokens_series(stored, doc)
     return ViewContext(layers={m.id: m.layer for m in metas},
                        rationale={m.id: m.rationale for m in metas}, timelines=timelines,
                        trends=trends, width=width, color=color, verbosity=verbosity)

@@ -1,0 +1,158 @@
+"""Plots for the HTML report, drawn as inline SVG: no JavaScript, no external asset, readable
+in a mail client, a browser and a PDF. Pure: series in, SVG text out; every text drawn is
+escaped here (the report's values come from hosts).
+
+A plot has dated x ticks (UTC), a y axis from zero (a drop looks its size), the baseline as a
+dashed line with the band the bench judges within around it, and marks that say what a
+point is: a run judged against the baseline, the baseline's own run, a run not comparable
+with it, a disturbed run, a failing verdict; a second series (a server's served rate) is drawn
+beside the bench's.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+from dataclasses import dataclass
+from html import escape
+
+WIDTH, HEIGHT = 640, 200
+LEFT, RIGHT, TOP, BOTTOM = 56, 16, 26, 34
+BLUE, ORANGE, GREY, RED, GREEN = "#1565c0", "#e65100", "#9e9e9e", "#c62828", "#2e7d32"
+MARKS = ("judged", "baseline", "not comparable", "disturbed", "failing")
+
+
+@dataclass(frozen=True)
+class Point:
+    at: float  # seconds since the epoch
+    value: float
+    mark: str = "judged"  # one of MARKS
+    status: str = ""  # the verdict on it, where one was given (said in its tooltip)
+
+
+@dataclass(frozen=True)
+class Series:
+    """One quantity over time (a bench test's tokens/s, a server's served rate, memory)."""
+
+    name: str
+    points: tuple[Point, ...]
+    unit: str = "t/s"
+    baseline: float | None = None  # the value the newest verdict judged against
+    band: float | None = None  # the fraction around the baseline the bench judges within
+    beside: tuple[Series, ...] = ()  # drawn on the same axes (a served rate)
+
+
+def _nice(top: float) -> float:
+    """A round axis maximum at or above ``top`` (1, 2, 2.5 or 5 times a power of ten)."""
+    if top <= 0 or not math.isfinite(top):
+        return 1.0
+    power = 10 ** math.floor(math.log10(top))
+    return float(next(m * power for m in (1, 2, 2.5, 5, 10) if m * power >= top))
+
+
+def _label(value: float) -> str:
+    return f"{value:,.0f}" if value >= 100 else f"{value:.3g}"
+
+
+def _when(at: float) -> str:
+    return dt.datetime.fromtimestamp(at, dt.timezone.utc).strftime("%m-%d %H:%M")
+
+
+def _marker(x: float, y: float, mark: str, color: str, title: str, failed: bool = False) -> str:
+    """One point's mark, its words in a tooltip."""
+    tip = f"<title>{escape(title)}</title>"
+    if mark == "not comparable":
+        return (f'<circle cx="{x:.1f}" cy="{y:.1f}" r="3.5" fill="#fff" stroke="{GREY}" '
+                f'stroke-width="1.5">{tip}</circle>')
+    if mark == "disturbed":
+        return (f'<path d="M{x - 4:.1f},{y - 4:.1f}L{x + 4:.1f},{y + 4:.1f}M{x - 4:.1f},'
+                f'{y + 4:.1f}L{x + 4:.1f},{y - 4:.1f}" stroke="{RED if failed else ORANGE}" '
+                'stroke-width="2">'
+                f"{tip}</path>")
+    if mark == "baseline":
+        return (f'<rect x="{x - 3.5:.1f}" y="{y - 3.5:.1f}" width="7" height="7" '
+                f'fill="{GREEN}">{tip}</rect>')
+    fill = RED if mark == "failing" else color
+    return f'<circle cx="{x:.1f}" cy="{y:.1f}" r="3" fill="{fill}">{tip}</circle>'
+
+
+def svg(series: Series, width: int = WIDTH, height: int = HEIGHT) -> str:
+    """The plot of ``series`` (and what is drawn beside it) as one ``<svg>`` element."""
+    every = [series, *series.beside]
+    points = [p for s in every for p in s.points]
+    if not points:
+        return ""
+    lo, hi = min(p.at for p in points), max(p.at for p in points)
+    span = hi - lo or 1.0
+    top = _nice(max([p.value for p in points]
+                    + ([series.baseline * (1 + (series.band or 0))] if series.baseline else []))
+                * 1.05)
+    inner_w, inner_h = width - LEFT - RIGHT, height - TOP - BOTTOM
+
+    def x(at: float) -> float:
+        return LEFT + (inner_w / 2 if hi == lo else (at - lo) / span * inner_w)
+
+    def y(value: float) -> float:
+        return TOP + inner_h - max(0.0, min(value, top)) / top * inner_h
+
+    title = f"{series.name}: {len(series.points)} runs, {_when(lo)} to {_when(hi)} UTC"
+    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+           f'viewBox="0 0 {width} {height}" role="img" aria-label="{escape(title)}" '
+           'font-family="system-ui,sans-serif" font-size="11">',
+           f"<title>{escape(title)}</title>",
+           f'<rect x="{LEFT}" y="{TOP}" width="{inner_w}" height="{inner_h}" fill="#fafafa" '
+           'stroke="#ddd"/>']
+    if series.baseline:
+        band = series.band or 0.0
+        upper, lower = y(series.baseline * (1 + band)), y(series.baseline * (1 - band))
+        if band:
+            out.append(f'<rect x="{LEFT}" y="{upper:.1f}" width="{inner_w}" '
+                       f'height="{lower - upper:.1f}" fill="#c8e6c9" opacity="0.6">'
+                       f"<title>{escape(f'judged within ±{band:.0%} of the baseline')}</title>"
+                       "</rect>")
+        base = y(series.baseline)
+        out.append(f'<line x1="{LEFT}" x2="{LEFT + inner_w}" y1="{base:.1f}" y2="{base:.1f}" '
+                   f'stroke="{GREEN}" stroke-dasharray="5 3"/>')
+        out.append(f'<text x="{LEFT + inner_w - 4}" y="{base - 4:.1f}" text-anchor="end" '
+                   f'fill="{GREEN}">{escape(f"baseline {_label(series.baseline)} {series.unit}")}'
+                   + (escape(f" ±{band:.0%}") if band else "") + "</text>")
+    for i in range(5):  # y ticks: 0 to the top in quarters
+        value = top * i / 4
+        out.append(f'<line x1="{LEFT - 4}" x2="{LEFT}" y1="{y(value):.1f}" y2="{y(value):.1f}" '
+                   'stroke="#999"/>')
+        out.append(f'<text x="{LEFT - 6}" y="{y(value) + 4:.1f}" text-anchor="end">'
+                   f"{escape(_label(value))}</text>")
+    out.append(f'<text x="12" y="{TOP + inner_h / 2:.1f}" text-anchor="middle" '
+               f'transform="rotate(-90 12 {TOP + inner_h / 2:.1f})">{escape(series.unit)}</text>')
+    ticks = 1 if hi == lo else min(4, len({p.at for p in points}))
+    for i in range(ticks):  # x ticks: dates, UTC
+        at = lo if ticks == 1 else lo + span * i / (ticks - 1)
+        anchor = "middle" if ticks == 1 else ("start" if i == 0 else
+                                              "end" if i == ticks - 1 else "middle")
+        out.append(f'<line x1="{x(at):.1f}" x2="{x(at):.1f}" y1="{TOP + inner_h}" '
+                   f'y2="{TOP + inner_h + 4}" stroke="#999"/>')
+        out.append(f'<text x="{x(at):.1f}" y="{TOP + inner_h + 16}" text-anchor="{anchor}">'
+                   f"{escape(_when(at))}</text>")
+    out.append(f'<text x="{LEFT + inner_w}" y="{height - 4}" text-anchor="end" fill="#666">'
+               "UTC</text>")
+    legend = []
+    for i, s in enumerate(every):
+        color = (BLUE, ORANGE, "#6a1b9a", "#00838f")[i % 4]
+        line = [p for p in s.points if p.mark != "not comparable"]
+        if len(line) > 1:
+            out.append(f'<polyline fill="none" stroke="{color}" stroke-width="1.5" points="'
+                       + " ".join(f"{x(p.at):.1f},{y(p.value):.1f}" for p in line) + '"/>')
+        for p in s.points:
+            said = p.mark + (f", {p.status}" if p.status and p.status != "pass" else "")
+            out.append(_marker(x(p.at), y(p.value), p.mark, color,
+                               f"{s.name} {_when(p.at)}: {_label(p.value)} {s.unit} ({said})",
+                               p.status == "fail"))
+        legend.append((s.name, color))
+    kinds = sorted({p.mark for s in every for p in s.points} - {"judged"}, key=MARKS.index)
+    words = {"baseline": "\u25a0 baseline run", "not comparable": "\u25cb not comparable",
+             "disturbed": "\u00d7 disturbed", "failing": "\u25cf failing verdict"}
+    text = "   ".join([f"\u25cf {name}" for name, _ in legend] + [words[k] for k in kinds])
+    out.append(f'<text x="{LEFT}" y="16">{escape(text)}</text>')
+    out.append("</svg>")
+    return "".join(out)
+
