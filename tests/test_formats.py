@@ -163,3 +163,99 @@ def test_html_fleet_report_matrix_filters_and_evidence_in_chromium(tmp_path: Pat
         chromium(f"--screenshot={shot}", "--window-size=1280,1400", url,
                  user_dir=tmp_path / f"ud-{name}")
         assert shot.is_file() and shot.stat().st_size > 10_000
+
+
+def _replayed_store(tmp_path: Path) -> Path:
+    """The lent H100's drop series (tests/fixtures/captures/bench-h100-quiet/drops: a baseline,
+    unchanged runs, then runs under a competing GPU load), judged and stored in the order it
+    ran, as ``omni-host bench`` stored it there."""
+    from test_quiet_sentinel import _bundles, _replay
+
+    store = tmp_path / "store"
+    _replay(_bundles("drops", tmp_path), store)
+    return store
+
+
+@pytest.mark.system  # headless Chromium
+def test_the_tokens_plots_render_in_chromium(tmp_path: Path) -> None:
+    """The HTML report's plots (issue 47), drawn as inline SVG with no script: each bench test
+    over time with dated ticks, the baseline and the band the bench judged within, the
+    baseline's run and the disturbed or failing runs marked; read from what Chromium printed
+    (pdftotext) and its DOM; a screenshot in tests/artifacts/."""
+    store = _replayed_store(tmp_path)
+    html = tmp_path / "bench.html"
+    shown = run_cli("report", "show", "latest", "--format", "html", "--output", str(html),
+                    "--report-dir", str(store))
+    assert shown.code == 0, shown.stderr
+    page = html.read_text()
+    plots = re.findall(r'<figure class="plot">(.*?)</figure>', page, re.S)
+    assert len(plots) == 2, len(plots)  # pp512 and tg128
+    runs = len(list(store.iterdir()))
+    for plot in plots:
+        assert "<script" not in plot and f": {runs} runs, " in plot  # every stored bench
+        assert plot.count("(baseline)</title>") == 1 and "(disturbed" in plot  # the load's runs
+        assert "baseline " in plot and "\u00b1" in plot  # the line and its band, labelled
+    pdf = tmp_path / "bench.pdf"
+    printed = chromium("--no-pdf-header-footer", f"--print-to-pdf={pdf}", html.as_uri(),
+                       user_dir=tmp_path / "ud1")
+    assert pdf.is_file(), printed.stderr[-2000:]
+    seen = subprocess.run(["pdftotext", "-layout", str(pdf), "-"], capture_output=True,
+                          text=True, check=True).stdout
+    assert "baseline run" in seen and "disturbed" in seen and "UTC" in seen, seen[:3000]
+    assert re.search(r"\d\d:\d\d:\d\d", seen)  # the ticks (a replay spans seconds), as read
+    dom = chromium("--dump-dom", html.as_uri(), user_dir=tmp_path / "ud2").stdout
+    assert dom.count("<svg") >= 2 and "polyline" in dom
+    # a fleet's matrix has a tokens/s column: the latest verdict, the generation test against
+    # its baseline (the stored verdict's own reference) and against its ceiling
+    from omni_host.report.history import load_history
+    from omni_host.report.views import context, render
+
+    doc = load_history(store).audits[0].doc
+    perf = next(r for r in doc["hosts"][0]["results"] if r["id"] == "perf.tokens-per-s")
+    tg = perf["details"]["verdicts"]["tg128"]
+    of_base = perf["details"]["tests"]["tg128"]["center_ts"] / tg["reference_ts"]
+    fleet = {**doc, "hosts": [doc["hosts"][0], {**doc["hosts"][0], "host": "gpu-2"}]}
+    page = render("html", fleet, context("html", fleet, lambda: load_history(store)))
+    matrix = page[page.index('<table class="matrix"'):page.index("</table>")]
+    assert '<th scope="col">tokens/s</th>' in matrix
+    assert matrix.count(f'<td class="small s-{perf["status"]}" title="latest bench of ') == 2
+    assert f"{of_base:.0%} of baseline" in matrix, matrix[:2000]
+    ARTIFACTS.mkdir(exist_ok=True)
+    shot = ARTIFACTS / "tokens-plots.png"
+    chromium(f"--screenshot={shot}", "--window-size=1400,900", html.as_uri(),
+             user_dir=tmp_path / "ud3")
+    assert shot.is_file() and shot.stat().st_size > 10_000
+
+
+@pytest.mark.system  # headless Chromium
+def test_a_watch_report_plots_its_own_samples_in_chromium(tmp_path: Path) -> None:
+    """A 1-hour stability gate should show its samples: the watch's rate per interval and its
+    memory per sample, each a plot (the rate's median as its line)."""
+    from test_serve import _samples
+
+    from omni_host.app.audit import Hosts, finish, keep
+    from omni_host.evaluate.checks import catalog
+    from omni_host.evaluate.watch import judge_watch
+    from omni_host.model import HostReport
+
+    rounds = [(1, 100 * i, 1.0 * i if i < 7 else 6 + 4.0 * (i - 6), 600 + 10 * i)
+              for i in range(9)]
+    result = judge_watch(catalog()["serve.stability"], _samples(*rounds))
+    report = HostReport("box", None, "local", True, None, 40.0, (result,))
+    store = tmp_path / "store"
+    keep(finish(Hosts([report], "serve-watch", 1000.0), inventory=None, waivers=(),
+                history=None), store)
+    html = tmp_path / "watch.html"
+    assert run_cli("report", "show", "latest", "--format", "html", "--output", str(html),
+                   "--report-dir", str(store)).code == 0
+    plots = re.findall(r'<figure class="plot">(.*?)</figure>', html.read_text(), re.S)
+    rate = next(p for p in plots if "rate per interval" in p)
+    memory = next(p for p in plots if "resident" in p)
+    assert rate.count("<circle") == 8 and "median 100 t/s" in rate  # 8 intervals, the median
+    assert "25 t/s (judged)" in rate  # the interval where it fell
+    assert memory.count("<circle") == 9 and ": 680 MiB" in memory  # the last sample's memory
+    ARTIFACTS.mkdir(exist_ok=True)
+    shot = ARTIFACTS / "watch-plots.png"
+    chromium(f"--screenshot={shot}", "--window-size=1400,900", html.as_uri(),
+             user_dir=tmp_path / "ud1")
+    assert shot.is_file() and shot.stat().st_size > 10_000

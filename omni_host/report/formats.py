@@ -54,7 +54,7 @@ def _watch_series(host: dict[str, Any]) -> list[Series]:
         rates = tuple(Point(float(at), float(r)) for at, r, *_ in part.get("rates") or [])
         if rates:
             out.append(Series(f"{name} rate per interval", rates,
-                              baseline=part.get("median_ts"), band=None))
+                              baseline=part.get("median_ts"), reference="median"))
         memory = part.get("memory") or []
         resident = tuple(Point(float(m[0]), float(m[1])) for m in memory if m[1] is not None)
         gpu = tuple(Point(float(m[0]), float(m[2])) for m in memory if m[2] is not None)

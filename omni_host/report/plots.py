@@ -40,6 +40,7 @@ class Series:
     baseline: float | None = None  # the value the newest verdict judged against
     band: float | None = None  # the fraction around the baseline the bench judges within
     beside: tuple[Series, ...] = ()  # drawn on the same axes (a served rate)
+    reference: str = "baseline"  # what the dashed line is called (a watch: its median)
 
 
 def _nice(top: float) -> float:
@@ -54,8 +55,11 @@ def _label(value: float) -> str:
     return f"{value:,.0f}" if value >= 100 else f"{value:.3g}"
 
 
-def _when(at: float) -> str:
-    return dt.datetime.fromtimestamp(at, dt.timezone.utc).strftime("%m-%d %H:%M")
+def _when(at: float, span: float = 86400.0) -> str:
+    """A tick's date, as fine as the plot's span needs (seconds within an hour, days over a
+    fortnight)."""
+    fmt = "%Y-%m-%d" if span > 14 * 86400 else "%m-%d %H:%M" if span > 3600 else "%H:%M:%S"
+    return dt.datetime.fromtimestamp(at, dt.timezone.utc).strftime(fmt)
 
 
 def _marker(x: float, y: float, mark: str, color: str, title: str, failed: bool = False) -> str:
@@ -114,7 +118,8 @@ def svg(series: Series, width: int = WIDTH, height: int = HEIGHT) -> str:
         out.append(f'<line x1="{LEFT}" x2="{LEFT + inner_w}" y1="{base:.1f}" y2="{base:.1f}" '
                    f'stroke="{GREEN}" stroke-dasharray="5 3"/>')
         out.append(f'<text x="{LEFT + inner_w - 4}" y="{base - 4:.1f}" text-anchor="end" '
-                   f'fill="{GREEN}">{escape(f"baseline {_label(series.baseline)} {series.unit}")}'
+                   f'fill="{GREEN}">'
+                   f"{escape(f'{series.reference} {_label(series.baseline)} {series.unit}')}"
                    + (escape(f" ±{band:.0%}") if band else "") + "</text>")
     for i in range(5):  # y ticks: 0 to the top in quarters
         value = top * i / 4
@@ -132,7 +137,7 @@ def svg(series: Series, width: int = WIDTH, height: int = HEIGHT) -> str:
         out.append(f'<line x1="{x(at):.1f}" x2="{x(at):.1f}" y1="{TOP + inner_h}" '
                    f'y2="{TOP + inner_h + 4}" stroke="#999"/>')
         out.append(f'<text x="{x(at):.1f}" y="{TOP + inner_h + 16}" text-anchor="{anchor}">'
-                   f"{escape(_when(at))}</text>")
+                   f"{escape(_when(at, hi - lo))}</text>")
     out.append(f'<text x="{LEFT + inner_w}" y="{height - 4}" text-anchor="end" fill="#666">'
                "UTC</text>")
     legend = []
