@@ -352,13 +352,16 @@ def tokens_series(history: History, doc: dict[str, Any]) -> dict[str, list[Serie
     """host -> each bench test's tokens/s over its stored benches, oldest first, with the
     baseline and the band its newest verdict judged within, each point marked (baseline run,
     judged, not comparable, disturbed, failing); the served rate of each server the host runs
-    now is drawn beside the generation test (a server gone is no row of its own)."""
+    now is drawn beside the generation test where it serves the benched model (compared with
+    the bench), else in a plot of its own; a server gone is no plot."""
     out: dict[str, list[Series]] = {}
     for host in doc["hosts"]:
         points: dict[str, list[Point]] = {}
         kinds: dict[str, str] = {}
         judged: dict[str, dict[str, Any]] = {}
-        served: dict[str, list[Point]] = {n: [] for n in served_rates(host)}
+        now = served_rates(host)
+        served: dict[str, list[Point]] = {n: [] for n in now}
+        benched = {n for n, s in now.items() if rate(s.get("fraction")) is not None}
         for started, entry in _entries(history, doc, host):
             at = float(started or 0)
             perf = perf_result(entry) or {}
@@ -378,12 +381,13 @@ def tokens_series(history: History, doc: dict[str, Any]) -> dict[str, list[Serie
         series = []
         for name, line in points.items():
             verdict = judged.get(name) or {}
-            beside = tuple(Series(f"served by {n}", tuple(p)) for n, p in served.items() if p) \
-                if kinds.get(name) == "tg" else ()
+            beside = tuple(Series(f"served by {n}", tuple(p)) for n, p in served.items()
+                           if p and n in benched) if kinds.get(name) == "tg" else ()
             series.append(Series(name, tuple(line), baseline=rate(verdict.get("reference_ts")),
                                  band=rate(verdict.get("threshold")), beside=beside))
-        if not any(s.beside for s in series):  # no generation test: the served rates alone
-            series += [Series(f"served by {n}", tuple(p)) for n, p in served.items() if p]
+        drawn = {b.name for s in series for b in s.beside}  # the rest: a plot of their own
+        series += [Series(f"served by {n}", tuple(p)) for n, p in served.items()
+                   if p and f"served by {n}" not in drawn]
         if series:
             out[host["host"]] = series
     return out
