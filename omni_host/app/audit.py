@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
-import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -30,7 +29,7 @@ from omni_host.model import Bundle, HostReport, InferenceServer, Report, make_re
 from omni_host.plan.hosts import HostPlan, local_plan, plan_host
 from omni_host.plan.inventory import Inventory
 from omni_host.plan.policy import ExpectedState, policy_from_vars
-from omni_host.plan.waivers import Waiver, apply_waivers, load_waivers
+from omni_host.plan.waivers import Waiver, apply_waivers, default_waivers, load_waivers
 from omni_host.report.history import History, cold_case, last_bench
 from omni_host.report.store import store_report
 
@@ -124,16 +123,6 @@ def recheck(audit_dir: Path, audit_id: str, inventory: Inventory | None) -> Host
             bundle, plan.policy, address=f"recheck of {audit_id}", expected=plan.expected),
             plan.secrets))
     return Hosts(reports, "recheck", started)
-
-
-def default_waivers() -> Path | None:
-    """$OMNI_HOST_WAIVERS, else $XDG_CONFIG_HOME/omni-host/waivers.yml when it exists. (Not
-    beside the inventory: Ansible would read it as an inventory source.)"""
-    if os.environ.get("OMNI_HOST_WAIVERS"):
-        return Path(os.environ["OMNI_HOST_WAIVERS"])
-    config = Path(os.environ.get("XDG_CONFIG_HOME") or Path.home() / ".config")
-    path = config / "omni-host" / "waivers.yml"
-    return path if path.is_file() else None
 
 
 def read_waivers(path: Path | None) -> tuple[Waiver, ...]:

@@ -14,7 +14,7 @@ from typing import Any
 
 from omni_host.app.audit import AuditRun, Hosts, finish
 from omni_host.app.baseline import find_baseline
-from omni_host.collect.run import collect_host
+from omni_host.collect.run import Background, collect_host
 from omni_host.collect.transport.base import SshOptions
 from omni_host.errors import TransportError, UsageError
 from omni_host.evaluate.audit import evaluate_bundle, unreachable
@@ -67,9 +67,10 @@ def bench_result(bundle: Bundle, policy: Policy, summary: FactSummary | None, hi
 
 def bench_host(plan: HostPlan, ssh: SshOptions, history: History, *, record: bool,
                force: bool, probe_timeout_s: float | None = None,
-               sweep: bool = False) -> BenchHost:
+               sweep: bool = False, started: Background | None = None) -> BenchHost:
     """Collect and bench one host (``sweep``: the split sweep instead of the baseline's
-    args); raises BenchRefused when it refused to run."""
+    args; ``started``: its collection, already under way); raises BenchRefused when it
+    refused to run."""
     spec = plan.policy.bench
     if spec is None:
         raise UsageError(f"{plan.name}: no omni_bench in its policy: set omni_bench.llama_bench, "
@@ -84,7 +85,8 @@ def bench_host(plan: HostPlan, ssh: SshOptions, history: History, *, record: boo
         spec, advised = dataclasses.replace(spec, args=swept.args), swept.splits[0]
     start = time.monotonic()
     try:
-        bundle = collect_host(plan, ssh, probe_timeout_s, extra=(bench_probe(spec, force=force),))
+        bundle = started.bundle() if started is not None and not sweep else \
+            collect_host(plan, ssh, probe_timeout_s, extra=(bench_probe(spec, force=force),))
     except TransportError as exc:
         return BenchHost(unreachable(plan, str(exc), time.monotonic() - start), False, None)
     if sweep:
@@ -153,12 +155,15 @@ def judge_bench(bundle: Bundle, plan: HostPlan, history: History, *, record: boo
 def bench(plans: list[HostPlan], ssh: SshOptions, history: History, *, record: bool,
           force: bool, waivers: tuple[Waiver, ...], inventory: str | None,
           probe_timeout_s: float | None = None,
-          sweep: bool = False, hint_args: tuple[str, ...] = ()) -> tuple[AuditRun, list[BenchHost]]:
+          sweep: bool = False, hint_args: tuple[str, ...] = (),
+          under_way: Background | None = None) -> tuple[AuditRun, list[BenchHost]]:
     """Bench each host in turn (never two benchmarks at once: they would measure each other
-    where hosts share a machine), then one report as an audit's."""
+    where hosts share a machine), then one report as an audit's; ``under_way``: the first
+    host's collection, started already."""
     started = time.time()
     done = [bench_host(p, ssh, history, record=record, force=force,
-                       probe_timeout_s=probe_timeout_s, sweep=sweep) for p in plans]
+                       probe_timeout_s=probe_timeout_s, sweep=sweep,
+                       started=under_way if i == 0 else None) for i, p in enumerate(plans)]
     hosts = Hosts([d.report for d in done], "bench", started)
     return finish(hosts, inventory=inventory, waivers=waivers, history=history,
                   hint_args=hint_args), done

@@ -5,6 +5,7 @@ exits 2 and stores nothing."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 from pathlib import Path
 
 from omni_host.cli.common import (
@@ -49,9 +50,6 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
-    from omni_host.app import audit
-    from omni_host.app.bench import bench
-    from omni_host.report.history import load_history
     from omni_host.report.store import default_report_dir
 
     if args.sweep_split and args.baseline:
@@ -60,8 +58,20 @@ def cmd_bench(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     store_root = args.report_dir or default_report_dir()
     host_plans = plans(args)
+    from omni_host.app.ahead import bench_ahead
+
+    started = bench_ahead(host_plans, ssh_options(args), store_root, sweep=args.sweep_split,
+                          force=args.force, waivers_given=args.waivers is not None,
+                          probe_timeout_s=args.probe_timeout)
+    from omni_host.app import audit
+    from omni_host.app.bench import bench
+    from omni_host.report.history import load_history
+
     waivers = audit.read_waivers(args.waivers)
     history = load_history(store_root)
+    if history.unreadable and started is not None:  # not foreseen: the run is not kept
+        with contextlib.suppress(Exception):
+            started.bundle()
     if history.unreadable:  # every bench would call itself the host's first
         err(f"bench refused: {history.unreadable}; no baseline can be found or kept there "
             "(--report-dir names another store)")
@@ -73,7 +83,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
                           force=args.force, waivers=waivers,
                           inventory=str(args.inventory) if args.inventory else None,
                           probe_timeout_s=args.probe_timeout, sweep=args.sweep_split,
-                          hint_args=hint_args(args))
+                          hint_args=hint_args(args), under_way=started)
     except KeyboardInterrupt as exc:  # the collector's process group went with the session
         from omni_host.cli import Terminated
 

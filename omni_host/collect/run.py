@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import threading
 import time
+from collections.abc import Callable
 from functools import lru_cache
 from pathlib import Path
 
@@ -84,6 +86,33 @@ def collect_host(plan: HostPlan, ssh: SshOptions, probe_timeout_s: float | None,
         return collect_over(plan, transport, probe_timeout_s, extra)
     finally:
         transport.close()
+
+
+class Background:
+    """A collection under way in a thread of its own, so that the caller's own work (imports,
+    reading the store) overlaps the host's. ``bundle()`` gives what the collection gave, or
+    raises what it raised."""
+
+    def __init__(self, work: Callable[[], Bundle]) -> None:
+        self._bundle: Bundle | None = None
+        self._error: BaseException | None = None
+
+        def run() -> None:
+            try:
+                self._bundle = work()
+            except BaseException as exc:  # handed to the caller, who reports it as ever
+                self._error = exc
+
+        self._thread = threading.Thread(target=run, name="collection", daemon=True)
+        self._thread.start()
+
+    def bundle(self) -> Bundle:
+        while self._thread.is_alive():  # short joins: Ctrl-C reaches the main thread
+            self._thread.join(0.1)
+        if self._error is not None:
+            raise self._error
+        assert self._bundle is not None
+        return self._bundle
 
 
 def open_transport(plan: HostPlan, ssh: SshOptions) -> Transport:

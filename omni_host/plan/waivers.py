@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import datetime as dt
 import fnmatch
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -79,6 +80,16 @@ def _read_text(path: Path) -> str:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise InventoryError(f"{path}: not UTF-8 text (byte {exc.start})") from None
+
+
+def default_waivers() -> Path | None:
+    """$OMNI_HOST_WAIVERS, else $XDG_CONFIG_HOME/omni-host/waivers.yml when it exists. (Not
+    beside the inventory: Ansible would read it as an inventory source.)"""
+    if os.environ.get("OMNI_HOST_WAIVERS"):
+        return Path(os.environ["OMNI_HOST_WAIVERS"])
+    config = Path(os.environ.get("XDG_CONFIG_HOME") or Path.home() / ".config")
+    path = config / "omni-host" / "waivers.yml"
+    return path if path.is_file() else None
 
 
 def load_waivers(path: Path, known_checks: set[str]) -> tuple[Waiver, ...]:

@@ -110,6 +110,9 @@ class Probe:
     requires: tuple[str, str] | None = None  # (path, why): not worth running without that path
     requires_entries: int = 0  # instead: the directory, where it exists, holds this many
     last: bool = False  # runs alone, after every other probe (a benchmark)
+    # with ``last``: starts with the others, and waits for them on its stdin ("go") before its
+    # measurement (its own reads before it overlap theirs)
+    prepare: bool = False
     # Given to an inline helper beside its argv (never in it: argv is recorded in the bundle
     # and shown in evidence): the API key the servers are asked with.
     secret: str | None = field(default=None, repr=False, compare=False)
@@ -141,6 +144,8 @@ class Probe:
                 entry["requires"]["entries"] = self.requires_entries
         if self.last:
             entry["last"] = True
+        if self.prepare:
+            entry["prepare"] = True
         if self.secret:
             entry["secret"] = self.secret
         return entry
@@ -223,7 +228,7 @@ DYNAMIC: tuple[Probe, ...] = (
 # start-up 70 ms on the lent H100, every bench.
 BENCH = Probe("bench.llama", ("{python}", "-S", "-c"), bench.parse_bench_run,
               label="llama-bench -o json <omni_bench> (bench helper: idle gate, context)",
-              last=True)
+              last=True, prepare=True)
 
 PROBES_BY_ID = {p.id: p for p in (*PROBES, *DYNAMIC)}  # an audit's; the bench judges BENCH itself
 
@@ -233,7 +238,7 @@ def bench_probe(spec: BenchSpec, *, force: bool = False) -> Probe:
     argv = ("--llama-bench", spec.llama_bench, "--model", spec.model,
             "--repetitions", str(spec.repetitions), "--budget-s", f"{spec.budget_s:g}",
             "--max-busy-pct", f"{spec.max_busy_pct:g}", "--env-json", json.dumps(dict(spec.env)),
-            *(("--force",) if force else ()),
+            *(("--force",) if force else ()), "--wait-go",
             "--", *spec.args)
     return dataclasses.replace(BENCH, argv=(*BENCH.argv, helper_code("bench", ("procfacts", "gguf")), *argv),
                                timeout_s=spec.budget_s + 60)

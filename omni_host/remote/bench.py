@@ -71,6 +71,8 @@ def _args(argv):
             break
         if arg == "--force":
             opts["force"] = True
+        elif arg == "--wait-go":
+            opts["wait_go"] = True
         else:
             opts[arg.lstrip("-").replace("-", "_")] = argv[i + 1]
             i += 1
@@ -439,6 +441,11 @@ def main(argv):
         "busy_before": busy,
     }
     doc["timing"] = {"before_s": round(time.monotonic() - started, 3)}
+    if opts.get("wait_go"):  # started beside the audit's probes: run once they have finished
+        said = sys.stdin.readline().strip()
+        doc["timing"]["waited_s"] = round(time.monotonic() - started, 3)
+        if said != "go" and doc["refused"] is None:
+            doc["refused"] = "the collector stopped before the run (no word to go on)"
     if doc["refused"] is None:
         doc["context"]["binary"] = found["binary"]
         command = [binary, "-m", model, "-o", "json", "-r", opts["repetitions"]] + opts["extra"]

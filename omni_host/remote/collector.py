@@ -366,8 +366,20 @@ def _absent_requirement(probe):
     return None
 
 
-def run_probe(probe, env):
-    """Run one probe; never raises. Returns the probe's result record."""
+def _send_go(proc, go):
+    """Tell a waiting probe (a benchmark that prepared while the others ran) to go on, once
+    ``go`` is set: one line on its stdin, then EOF."""
+    go.wait()
+    try:
+        proc.stdin.write(b"go\n")
+        proc.stdin.close()
+    except (OSError, ValueError):  # it ended already (refused, crashed): nothing to tell
+        pass
+
+
+def run_probe(probe, env, go=None):
+    """Run one probe; never raises. Returns the probe's result record. ``go``: an event the
+    probe's process waits for on its stdin (``prepare`` probes) before its main work."""
     argv = list(probe["argv"])
     if argv and argv[0] == "{python}":
         argv[0] = sys.executable or "python3"
@@ -387,8 +399,9 @@ def run_probe(probe, env):
             record["stdout"] = redactor(record["stdout"])
         return record
     try:
-        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, env=env, start_new_session=True)
+        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL if go is None else subprocess.PIPE,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
+                                start_new_session=True)
     except FileNotFoundError:
         record.update(status="missing", reason="%s: command not found" % argv[0])
         return record
@@ -400,6 +413,10 @@ def run_probe(probe, env):
         return record
     with LIVE_LOCK:
         LIVE.add(proc)
+    if go is not None:
+        sender = threading.Thread(target=_send_go, args=(proc, go))
+        sender.daemon = True
+        sender.start()
     try:
         out, err, why = _read_all(proc, start + timeout_s)
         why = _contain(proc, why, start + timeout_s)
@@ -428,7 +445,10 @@ def collect(plan):
     """Run every probe of the plan: primaries in parallel, and each primary's fallbacks right
     after it in the same thread, only when it did not succeed. Probes marked ``last`` (a
     benchmark) run one after another once every other probe has finished, so the state is
-    read on a quiet host and nothing of ours competes with the measurement."""
+    read on a quiet host and nothing of ours competes with the measurement. A ``last`` probe
+    that ``prepare``s starts with the others (its own reads before the measurement: the
+    bench's idle gate and context) and waits on its stdin for the word to go on, sent once
+    every other probe has finished."""
     env = _env()
     results = {}
     fallbacks = {}
@@ -448,14 +468,24 @@ def collect(plan):
             else:
                 worker(fallback)
 
+    go = threading.Event()
+
+    def prepared(probe):
+        results[probe["id"]] = run_probe(probe, env, go)
+
     threads = [threading.Thread(target=worker, args=(p,)) for p in plan
                if not p.get("fallback_for") and not p.get("last")]
-    for thread in threads:
+    ready = [threading.Thread(target=prepared, args=(p,)) for p in plan
+             if p.get("last") and p.get("prepare")]
+    for thread in threads + ready:
         thread.start()
     for thread in threads:
         thread.join()
+    go.set()
+    for thread in ready:
+        thread.join()
     for probe in plan:
-        if probe.get("last"):
+        if probe.get("last") and not probe.get("prepare"):
             results[probe["id"]] = run_probe(probe, env)
     return [results[p["id"]] for p in plan]
 
