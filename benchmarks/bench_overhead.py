@@ -25,10 +25,11 @@ def main() -> None:
     ap.add_argument("inventory")
     ap.add_argument("out")
     ap.add_argument("--pairs", type=int, default=7)
+    ap.add_argument("--store", default="/tmp/store-overhead")
     a = ap.parse_args()
     by_hand = [a.binary, "-m", a.model, "-o", "json", *ARGS]
     ours = [sys.executable, "-m", "omni_host", "bench", "-i", a.inventory, "gpu", "--report-dir",
-            "/tmp/store-overhead", "--format", "json"]
+            a.store, "--format", "json"]
     subprocess.run(by_hand, capture_output=True)  # page cache and GPU warm for both
     times: dict[str, list[float]] = {"by_hand": [], "omni_host": []}
     tg: dict[str, list[float]] = {"by_hand": [], "omni_host": []}
