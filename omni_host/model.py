@@ -250,6 +250,8 @@ class InferenceServer:
     threads: int | None = None
     container: str | None = None
     address: str | None = None  # where it was asked (host:port)
+    swap_kib: int | None = None  # its pages on swap (VmSwap)
+    locked_kib: int | None = None  # memory it holds locked (VmLck: --mlock that took)
     model_path: str | None = None
     model_bytes: int | None = None
     model_fingerprint: str | None = None

@@ -19,7 +19,19 @@ from typing import Any
 from omni_host.errors import ParseError
 from omni_host.model import CommandResult, Outcome, ProbeResult
 from omni_host.plan.policy import BenchSpec, Policy
-from omni_host.probes.parsers import bench, build, cpu, docker, host, memory, numa, nvidia, serve, system
+from omni_host.probes.parsers import (
+    bench,
+    build,
+    cpu,
+    docker,
+    host,
+    knobs,
+    memory,
+    numa,
+    nvidia,
+    serve,
+    system,
+)
 from omni_host.probes.parsers import excerpt as _excerpt
 from omni_host.resources import resources_text
 
@@ -199,6 +211,9 @@ PROBES: tuple[Probe, ...] = (
     Probe("docker.networks", ("{python}", "-c", _DOCKER_API, "networks"),
           docker.parse_docker_networks, timeout_s=20, inline=True,
           label="docker network ls (Docker API on its socket)"),
+    Probe("host.knobs", ("{python}", "-c", helper_code("knobs", ())), knobs.parse_knobs,
+          inline=True, label="kernel and CPU knobs (THP, NUMA balancing, cpufreq, SMT, ASPM: "
+                             "sysfs and /proc)"),
     Probe("serve.servers", ("{python}", "-c", helper_code("serve")), serve.parse_servers,
           timeout_s=20, inline=True,
           label="llama-server processes (/proc), their /metrics and /props on the loopback"),

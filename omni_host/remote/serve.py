@@ -82,6 +82,12 @@ def _environ(pid):
     return env
 
 
+def _kib(field):
+    """``1234 kB`` of /proc/PID/status as a number (None where absent or garbled)."""
+    words = (field or "").split()
+    return int(words[0]) if words and words[0].isdigit() else None
+
+
 def _status(pid):
     fields = {}
     for line in (_read("/proc/%s/status" % pid) or "").splitlines():
@@ -364,6 +370,8 @@ def _describe(pid, argv, probe):
         "cpu_quota": cpu_quota(pid), "started_at": _started_at(pid),
         "rss_kib": int(status["VmRSS"].split()[0]) if "VmRSS" in status else None,
         "threads": int(status["Threads"]) if status.get("Threads", "").isdigit() else None,
+        # its pages on swap, and what it holds locked (--mlock that took: VmLck)
+        "swap_kib": _kib(status.get("VmSwap")), "locked_kib": _kib(status.get("VmLck")),
         "container": _container_id(pid),
     }
     server["sha256"] = cached_sha256(["/proc/%s/exe" % pid]).get("/proc/%s/exe" % pid)

@@ -94,6 +94,7 @@ def registry() -> dict[str, CheckFn]:
         gpu,
         gpu_faults,
         host,
+        knobs,
         memory,
         models,
         numa,

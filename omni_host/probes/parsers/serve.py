@@ -132,6 +132,7 @@ def _server(doc: dict[str, Any], beside: dict[str, Any]) -> InferenceServer:
         started_at=_number(doc.get("started_at")),
         rss_kib=_int(doc.get("rss_kib")),
         threads=_int(doc.get("threads")),
+        swap_kib=_int(doc.get("swap_kib")), locked_kib=_int(doc.get("locked_kib")),
         gpu_memory_mib=_int(doc.get("gpu_memory_mib")),
         gpu_cotenants=tuple(str(c)[:120] for c in cotenants[:32])
         if isinstance(cotenants := doc.get("gpu_cotenants"), list) else None,

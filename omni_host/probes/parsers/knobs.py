@@ -1,0 +1,120 @@
+"""The host's knobs (``remote/knobs.py``'s document): transparent huge pages, NUMA balancing, the
+CPU's frequency policy, SMT and the cores under the logical CPUs, PCIe ASPM, the kernel
+command line. Pure: text in, a frozen fact out; a document that is not the helper's is a
+ParseError naming what is wrong."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from omni_host.errors import ParseError
+from omni_host.probes.parsers import excerpt
+
+_CHOICE = re.compile(r"\[([^\]\s]+)\]")
+
+
+def selected(text: str | None) -> str | None:
+    """The bracketed choice of a sysfs switch (``always [madvise] never`` -> madvise); a
+    single word is itself; None where there is none."""
+    if not text:
+        return None
+    match = _CHOICE.search(text)
+    if match:
+        return match.group(1)
+    words = text.split()
+    return words[0] if len(words) == 1 else None
+
+
+def cpu_list(text: str | None) -> list[int]:
+    """``0-3,8,10-11`` as CPU numbers (a kernel cpulist); [] where it is none."""
+    found: list[int] = []
+    for part in (text or "").split(","):
+        lo, _, hi = part.strip().partition("-")
+        if lo.isdigit() and (not hi or hi.isdigit()):
+            found += range(int(lo), int(hi or lo) + 1)[:4096]
+    return found
+
+
+@dataclass(frozen=True)
+class HostKnobs:
+    thp_enabled: str | None = None  # always, madvise, never
+    thp_defrag: str | None = None  # always, defer, defer+madvise, madvise, never
+    numa_balancing: int | None = None  # 0 off; 1 (or 2, 3: memory tiering) on
+    governors: dict[str, int] = field(default_factory=dict)  # governor -> logical CPUs
+    epp: dict[str, int] = field(default_factory=dict)  # energy_performance_preference -> CPUs
+    freq_driver: str | None = None  # intel_pstate, amd-pstate-epp, acpi-cpufreq...
+    boost: bool | None = None  # frequency boost allowed (cpufreq/boost, intel_pstate no_turbo)
+    smt_control: str | None = None  # on, off, forceoff, notsupported, notimplemented
+    smt_active: bool | None = None
+    cores: dict[int, str] = field(default_factory=dict)  # logical CPU -> "package:core"
+    aspm: str | None = None  # default, performance, powersave, powersupersave
+    cmdline: str | None = None
+
+    def physical_cores(self, cpus: Iterable[int]) -> int | None:
+        """The physical cores under these logical CPUs (None where the topology is unknown)."""
+        cpus = list(cpus)
+        if not cpus or not all(c in self.cores for c in cpus):
+            return None
+        return len({self.cores[c] for c in cpus})
+
+    def kernel_options(self, *names: str) -> dict[str, str]:
+        """The command line's ``name=value`` (or bare ``name``) for each of ``names`` given."""
+        found: dict[str, str] = {}
+        for word in (self.cmdline or "").split():
+            key, _, value = word.partition("=")
+            if key in names:
+                found[key] = value
+        return found
+
+
+def _int(value: Any) -> int | None:
+    return int(value) if isinstance(value, str) and value.strip().isdigit() else None
+
+
+def _counts(value: Any, name: str) -> dict[str, int]:
+    if not isinstance(value, dict) or not all(
+            isinstance(k, str) and isinstance(v, int) and not isinstance(v, bool)
+            for k, v in value.items()):
+        raise ParseError(f"knobs helper: {name} is not a count of CPUs by value")
+    return {k[:64]: v for k, v in list(value.items())[:64]}
+
+
+def parse_knobs(text: str) -> HostKnobs:
+    try:
+        doc = json.loads(text)
+    except ValueError:
+        raise ParseError(f"not the knobs helper's document: {excerpt(text, 80)!r}") from None
+    if not isinstance(doc, dict) or doc.get("helper") != 1:
+        raise ParseError(f"not the knobs helper's document: {excerpt(text, 80)!r}")
+    thp, cpu, smt = doc.get("thp"), doc.get("cpu"), doc.get("smt")
+    if not all(isinstance(part, dict) for part in (thp, cpu, smt)):
+        raise ParseError("knobs helper: thp, cpu and smt must be mappings")
+    assert isinstance(thp, dict) and isinstance(cpu, dict) and isinstance(smt, dict)
+    texts = [thp.get("enabled"), thp.get("defrag"), doc.get("numa_balancing"),
+             cpu.get("driver"), cpu.get("boost"), cpu.get("no_turbo"), smt.get("control"),
+             smt.get("active"), doc.get("aspm"), doc.get("cmdline")]
+    if not all(t is None or isinstance(t, str) for t in texts):
+        raise ParseError("knobs helper: a sysfs value is not text")
+    cores = cpu.get("cores") or {}
+    if not isinstance(cores, dict) or not all(
+            isinstance(k, str) and k.isdigit() and isinstance(v, str) for k, v in cores.items()):
+        raise ParseError("knobs helper: cpu.cores is not CPU -> core")
+    boost = _int(cpu.get("boost"))
+    no_turbo = _int(cpu.get("no_turbo"))
+    active = _int(smt.get("active"))
+    return HostKnobs(
+        thp_enabled=selected(thp.get("enabled")), thp_defrag=selected(thp.get("defrag")),
+        numa_balancing=_int(doc.get("numa_balancing")),
+        governors=_counts(cpu.get("governors") or {}, "cpu.governors"),
+        epp=_counts(cpu.get("epp") or {}, "cpu.epp"),
+        freq_driver=(cpu.get("driver") or None),
+        boost=bool(boost) if boost is not None else (not no_turbo if no_turbo is not None
+                                                      else None),
+        smt_control=(smt.get("control") or None),
+        smt_active=bool(active) if active is not None else None,
+        cores={int(k): v[:32] for k, v in list(cores.items())[:4096]},
+        aspm=selected(doc.get("aspm")), cmdline=(doc.get("cmdline") or None))

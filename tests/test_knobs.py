@@ -1,0 +1,253 @@
+"""The knob ledger's reads and checks (issue 48): transparent huge pages, NUMA balancing, the CPU
+frequency policy, threads against physical cores, a server's swapped and locked memory, PCIe
+ASPM. The helper's documents captured on this VM and on the lent H100
+(tests/fixtures/captures/knobs, PROVENANCE.md); real states set up on this machine (THP modes,
+NUMA balancing, a llama-server with more threads than the cores it is pinned to, a server in a
+container whose --mlock the memlock limit refuses), each restored afterwards."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from conftest import LLAMA_CACHE, free_port, run_cli
+from test_serve import _get, _server_image
+
+from omni_host.errors import ParseError
+from omni_host.evaluate.checks import catalog, registry
+from omni_host.evaluate.facts import HostFacts
+from omni_host.model import InferenceServer, Outcome, ProbeResult, Servers, Status
+from omni_host.plan.policy import Policy
+from omni_host.probes.parsers.knobs import HostKnobs, cpu_list, parse_knobs, selected
+from omni_host.probes.parsers.numa import parse_numactl_hardware
+
+KNOBS = Path(__file__).parent / "fixtures" / "captures" / "knobs"
+PUBLIC = Path(__file__).parent / "fixtures" / "public"
+
+
+def _judge(check: str, knobs: HostKnobs | None = None, servers: tuple = (),
+           numa: str | None = None) -> object:
+    probes = {}
+    if knobs is not None:
+        probes["host.knobs"] = ProbeResult("host.knobs", "knobs", Outcome.OBSERVED, fact=knobs)
+    probes["serve.servers"] = ProbeResult("serve.servers", "serve", Outcome.OBSERVED,
+                                          fact=Servers(servers))
+    probes["numa.numactl"] = ProbeResult("numa.numactl", "numactl --hardware",
+                                         Outcome.OBSERVED, fact=parse_numactl_hardware(numa)) \
+        if numa is not None else ProbeResult("numa.numactl", "numactl --hardware",
+                                             Outcome.UNAVAILABLE, reason="not installed")
+    probes["numa.sysfs"] = ProbeResult("numa.sysfs", "sysfs", Outcome.UNAVAILABLE,
+                                       reason="not needed")
+    return registry()[check](HostFacts("h", probes), Policy(), catalog()[check])
+
+
+def test_the_captured_documents_read_as_the_sysfs_files_say() -> None:
+    """The H100's document against the same machine's files read by grep (raw_h100.txt)."""
+    raw = dict(line.split(": ", 1) for line in (KNOBS / "raw_h100.txt").read_text().splitlines()
+               if line.startswith("/") and ": " in line and "topology" not in line)
+    h100 = parse_knobs((KNOBS / "knobs_h100.json").read_text())
+    assert f"[{h100.thp_enabled}]" in raw["/sys/kernel/mm/transparent_hugepage/enabled"]
+    assert f"[{h100.thp_defrag}]" in raw["/sys/kernel/mm/transparent_hugepage/defrag"]
+    assert str(h100.numa_balancing) == raw["/proc/sys/kernel/numa_balancing"]
+    assert f"[{h100.aspm}]" in raw["/sys/module/pcie_aspm/parameters/policy"]
+    assert h100.smt_control == raw["/sys/devices/system/cpu/smt/control"]
+    core_ids = [line for line in (KNOBS / "raw_h100.txt").read_text().splitlines()
+                if "topology/core_id" in line]
+    assert len(h100.cores) == len(core_ids) == 16 and h100.physical_cores(range(16)) == 16
+    assert h100.governors == {} and h100.boost is None  # a VM: no cpufreq (the grep said so)
+    vm = parse_knobs((KNOBS / "knobs_vm-2cpu.json").read_text())
+    assert vm.physical_cores([0, 1]) == 2 and vm.physical_cores([0, 7]) is None
+
+
+@pytest.mark.parametrize("text", ["", "garbage", "[]", '{"helper": 2}',
+                                  '{"helper": 1, "thp": [], "cpu": {}, "smt": {}}',
+                                  '{"helper": 1, "thp": {"enabled": 3}, "cpu": {}, "smt": {}}',
+                                  '{"helper": 1, "thp": {}, "cpu": {"governors": {"x": "y"}}, '
+                                  '"smt": {}}',
+                                  '{"helper": 1, "thp": {}, "cpu": {"cores": {"a": "0:0"}}, '
+                                  '"smt": {}}'])
+def test_a_document_not_the_helpers_is_a_parse_error(text: str) -> None:
+    with pytest.raises(ParseError):
+        parse_knobs(text)
+
+
+def test_sysfs_switches_and_cpu_lists_read_as_the_kernel_writes_them() -> None:
+    assert selected("always [madvise] never") == "madvise"
+    assert selected("always defer defer+madvise [madvise] never") == "madvise"
+    assert selected("[default] performance powersave powersupersave") == "default"
+    assert selected("performance") == "performance" and selected("") is None
+    assert cpu_list("0-3,8,10-11") == [0, 1, 2, 3, 8, 10, 11] and cpu_list(None) == []
+
+
+def _doc(**cpu: object) -> HostKnobs:
+    base = json.loads((KNOBS / "knobs_h100.json").read_text())
+    base["cpu"].update(cpu)
+    return parse_knobs(json.dumps(base))
+
+
+def test_the_frequency_policy_warns_on_a_power_saving_governor_or_boost_off() -> None:
+    """The values the kernel documents for intel_pstate in active mode (its default governor
+    is powersave, its energy preference balance_performance), on the H100's document."""
+    default = _doc(governors={"powersave": 16}, epp={"balance_performance": 16},
+                   driver="intel_pstate", no_turbo="0")
+    result = _judge("cpu.frequency", default)
+    assert result.status is Status.WARN
+    assert "governor powersave on 16 CPU(s); energy preference balance_performance on 16" \
+        in result.summary
+    tuned = _judge("cpu.frequency", _doc(governors={"performance": 16},
+                                         epp={"performance": 16}, driver="intel_pstate",
+                                         no_turbo="0"))
+    assert tuned.status is Status.PASS
+    capped = _judge("cpu.frequency", _doc(governors={"performance": 16}, driver="acpi-cpufreq",
+                                          boost="0"))
+    assert capped.status is Status.WARN and "frequency boost off" in capped.summary
+    assert _judge("cpu.frequency", _doc()).status is Status.SKIP  # the H100 as captured: a VM
+
+
+def test_numa_balancing_warns_only_where_there_is_more_than_one_node() -> None:
+    on = parse_knobs((KNOBS / "knobs_h100.json").read_text().replace(
+        '"numa_balancing": "0"', '"numa_balancing": "1"'))
+    two = (PUBLIC / "numactl" / "epyc-7713-2s-nps4_8nodes.txt").read_text()
+    result = _judge("kernel.numa-balancing", on, numa=two)
+    assert result.status is Status.WARN and "with 8 NUMA nodes" in result.summary
+    one = "available: 1 nodes (0)\nnode 0 cpus: 0 1\nnode 0 size: 9050 MB\nnode 0 free: 1 MB\n" \
+          "node distances:\nnode   0 \n  0:  10 \n"
+    assert _judge("kernel.numa-balancing", on, numa=one).status is Status.PASS
+
+
+def _server(pid: int, cpus: str, *argv: str, **more: object) -> InferenceServer:
+    return InferenceServer("llama-server", pid, ("llama-server", *argv), cpus_allowed_list=cpus,
+                           address=f"127.0.0.1:{8000 + pid}", env={}, **more)  # type: ignore[arg-type]
+
+
+def test_threads_above_the_physical_cores_and_servers_sharing_cores() -> None:
+    """S-002's executor: more threads than physical cores; and two servers whose CPUs overlap
+    (each within its cores, together over them). The H100's 16 cores, one thread each."""
+    h100 = parse_knobs((KNOBS / "knobs_h100.json").read_text())
+    over = _judge("cpu.threads", h100, (_server(1, "0-3", "-t", "8"),))
+    assert over.status is Status.WARN
+    assert "llama-server pid 1 (127.0.0.1:8001) runs 8 threads on 4 physical cores" in over.summary
+    default = _judge("cpu.threads", h100, (_server(1, "0-15"),))  # llama.cpp's default
+    assert default.status is Status.PASS and "16 threads on 16 physical cores" in default.summary
+    shared = _judge("cpu.threads", h100, (_server(1, "0-7", "-t", "6"),
+                                          _server(2, "4-11", "--threads", "6")))
+    assert shared.status is Status.PASS, shared.summary  # 12 threads on the 12 cores of both
+    crowded = _judge("cpu.threads", h100, (_server(1, "0-7", "-t", "6"),
+                                           _server(2, "4-9", "-t=6")))
+    assert crowded.status is Status.WARN
+    assert "2 servers share 10 physical cores with 12 threads in all" in crowded.summary
+    assert _judge("cpu.threads", h100).status is Status.SKIP  # no server
+
+
+def test_pages_on_swap_and_an_mlock_that_did_not_take() -> None:
+    swapped = _judge("serve.memory", None, (_server(1, "0", swap_kib=524288, locked_kib=0),))
+    assert swapped.status is Status.WARN and "512 MiB of its pages on swap" in swapped.summary
+    refused = _judge("serve.memory", None, (_server(1, "0", "--mlock", swap_kib=0, locked_kib=0,
+                                                    container="c0ffee1234567890"),))
+    assert refused.status is Status.WARN
+    assert "asked for mlock in container c0ffee123456 and holds nothing locked" \
+        in refused.summary
+    newer = _judge("serve.memory", None, (_server(1, "0", "--load-mode", "mmap+mlock",
+                                                  swap_kib=0, locked_kib=0),))
+    assert newer.status is Status.WARN  # llama.cpp's newer spelling
+    fine = _judge("serve.memory", None, (_server(1, "0", "--mlock", swap_kib=0,
+                                                 locked_kib=131072),))
+    assert fine.status is Status.PASS
+
+
+# --- real states on this machine --------------------------------------------------------------
+
+def _audit(*extra: str) -> dict[str, dict]:
+    done = run_cli("audit", "--no-store", "--format", "json", *extra, timeout=120)
+    return {r["id"]: r for r in json.loads(done.stdout)["hosts"][0]["results"]}
+
+
+@contextlib.contextmanager
+def _set(path: str, value: str) -> Iterator[None]:
+    """A kernel switch set for the test and restored afterwards, whatever happens."""
+    before = selected(Path(path).read_text().strip()) or Path(path).read_text().strip()
+    Path(path).write_text(value)
+    try:
+        yield
+    finally:
+        Path(path).write_text(before)
+
+
+@pytest.mark.system  # writes the kernel's THP and NUMA balancing switches (restored)
+def test_thp_and_numa_balancing_set_on_this_machine_are_judged() -> None:
+    thp = "/sys/kernel/mm/transparent_hugepage/"
+    with _set(thp + "enabled", "never"):
+        result = _audit()["kernel.thp"]
+        assert result["status"] == "warn" and "transparent huge pages are off (never)" \
+            in result["summary"]
+    with _set(thp + "defrag", "always"):
+        result = _audit()["kernel.thp"]
+        assert result["status"] == "warn" and "defrag always" in result["summary"]
+    with _set("/proc/sys/kernel/numa_balancing", "1"):
+        result = _audit()["kernel.numa-balancing"]
+        nodes = len(list(Path("/sys/devices/system/node").glob("node[0-9]*")))
+        assert result["status"] == ("pass" if nodes == 1 else "warn"), result["summary"]
+        assert "automatic NUMA balancing on (1)" in result["summary"]
+    assert _audit()["kernel.thp"]["status"] in ("pass", "warn")  # as this machine was
+
+
+@pytest.mark.system  # a real llama-server, pinned with taskset
+def test_a_server_with_more_threads_than_its_cores_warns(llama) -> None:
+    _, model = llama
+    port = free_port()
+    proc = subprocess.Popen(["taskset", "-c", "0", str(LLAMA_CACHE / "bin" / "llama-server"),
+                             "-m", str(model), "--port", str(port), "-c", "256", "-t", "4"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            start_new_session=True)
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            with contextlib.suppress(OSError, ValueError):
+                if json.loads(_get(port, "/health")).get("status") == "ok":
+                    break
+            assert proc.poll() is None and time.monotonic() < deadline
+            time.sleep(0.2)
+        result = _audit()["cpu.threads"]
+    finally:
+        proc.kill()
+        proc.wait()
+    assert result["status"] == "warn", result["summary"]
+    assert f"llama-server pid {proc.pid} (127.0.0.1:{port}) runs 4 threads on 1 physical " \
+           "cores (1 logical CPUs allowed)" in result["summary"]
+
+
+@pytest.mark.system  # Docker: a container's default memlock limit refuses --mlock
+def test_an_mlock_a_container_refuses_is_named(llama, docker_image: str) -> None:
+    _, model = llama
+    image, port, name = _server_image(), free_port(), f"omni-test-mlock-{os.getpid()}"
+    subprocess.run(["docker", "run", "-d", "--name", name, "-p", f"127.0.0.1:{port}:8080",
+                    "--ulimit", "memlock=65536:65536", "-v", f"{model.parent}:/models:ro",
+                    image, "-m", f"/models/{model.name}", "--host", "0.0.0.0", "--port", "8080",
+                    "-t", "1", "-c", "256", "--load-mode", "mmap+mlock"],  # this build's --mlock
+                   check=True, capture_output=True)
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            with contextlib.suppress(OSError, ValueError):
+                if json.loads(_get(port, "/health")).get("status") == "ok":
+                    break
+            assert time.monotonic() < deadline, subprocess.run(
+                ["docker", "logs", name], capture_output=True, text=True).stderr[-2000:]
+            time.sleep(0.3)
+        pid = int(subprocess.run(["docker", "inspect", "-f", "{{.State.Pid}}", name],
+                                 capture_output=True, text=True, check=True).stdout)
+        status = Path(f"/proc/{pid}/status").read_text()
+        result = _audit()["serve.memory"]
+    finally:
+        subprocess.run(["docker", "rm", "-f", name], capture_output=True, check=False)
+    locked = next(line for line in status.splitlines() if line.startswith("VmLck:"))
+    assert locked.split()[1] == "0", locked  # the limit refused it: the process's own word
+    assert result["status"] == "warn", result["summary"]
+    assert f"llama-server pid {pid} (127.0.0.1:" in result["summary"]
+    assert "asked for mlock in container" in result["summary"]
