@@ -20,13 +20,18 @@ from omni_host.errors import TransportError, UsageError
 from omni_host.evaluate.audit import evaluate_bundle, unreachable
 from omni_host.evaluate.bench import CHECK_ID, bench_context, first_run, judge
 from omni_host.evaluate.checks import catalog
+from omni_host.evaluate.knob import CHECK_ID as KNOB_CHECK
+from omni_host.evaluate.knob import judge_knob
 from omni_host.evaluate.sweep import CHECK_ID as SWEEP_CHECK
 from omni_host.evaluate.sweep import judge_sweep, plan_sweep
 from omni_host.model import Bundle, CheckResult, FactSummary, HostReport, Status, scrub_host
 from omni_host.plan.hosts import HostPlan
+from omni_host.plan.knobs import Knob
+from omni_host.plan.knobs import arms as knob_arms
+from omni_host.plan.knobs import current as knob_current
 from omni_host.plan.policy import BenchSpec, Policy
 from omni_host.plan.waivers import Waiver
-from omni_host.probes.catalog import BENCH, bench_probe, evaluate
+from omni_host.probes.catalog import BENCH, bench_probe, evaluate, knob_probe
 from omni_host.probes.parsers.bench import BenchRun
 from omni_host.report.history import History
 
@@ -63,6 +68,38 @@ def bench_result(bundle: Bundle, policy: Policy, summary: FactSummary | None, hi
     context = bench_context(summary or FactSummary(), run)
     result = judge(meta, policy.bench, run, context, baseline, record=record, first=first)
     return result, baseline.audit if baseline is not None else None
+
+
+def knob_host(plan: HostPlan, ssh: SshOptions, knob: tuple[Knob, str], pairs: int, *,
+              force: bool, probe_timeout_s: float | None = None) -> BenchHost:
+    """An A/B of one knob on one host (perf.knob): its audit, and what the knob costs here;
+    never a baseline. Raises BenchRefused when the helper refused to run."""
+    spec = plan.policy.bench
+    if spec is None:
+        raise UsageError(f"{plan.name}: no omni_bench in its policy: set omni_bench.llama_bench, "
+                         "omni_bench.model and omni_bench.args (docs/bench.md)")
+    start = time.monotonic()
+    two = knob_arms(knob[0], knob[1], spec.args)
+    try:
+        bundle = collect_host(plan, ssh, probe_timeout_s,
+                              extra=(knob_probe(spec, two, pairs, force=force),))
+    except TransportError as exc:
+        return BenchHost(unreachable(plan, str(exc), time.monotonic() - start), False, None)
+    report = evaluate_bundle(bundle, plan.policy, address=plan.address,
+                             duration_s=time.monotonic() - start, expected=plan.expected)
+    meta = catalog()[KNOB_CHECK]
+    probe = evaluate(BENCH, bundle.results.get(BENCH.id))
+    if not probe.ok:
+        result = meta.result(Status.ERROR, f"A/B not run: {probe.why_not()}")
+    else:
+        run: BenchRun = probe.fact
+        if run.refused:
+            raise BenchRefused(f"{bundle.host}: A/B refused: {run.refused}")
+        result = judge_knob(meta, knob[0], knob[1], run.ab,
+                            knob_current(knob[0], spec.args)) if run.ab is not None else \
+            meta.result(Status.ERROR, "the bench helper ran no A/B (an older helper?)")
+    report = dataclasses.replace(report, results=(*report.results, result))
+    return BenchHost(scrub_host(report, plan.secrets), False, None)
 
 
 def bench_host(plan: HostPlan, ssh: SshOptions, history: History, *, record: bool,
@@ -156,14 +193,20 @@ def bench(plans: list[HostPlan], ssh: SshOptions, history: History, *, record: b
           force: bool, waivers: tuple[Waiver, ...], inventory: str | None,
           probe_timeout_s: float | None = None,
           sweep: bool = False, hint_args: tuple[str, ...] = (),
-          under_way: Background | None = None) -> tuple[AuditRun, list[BenchHost]]:
+          under_way: Background | None = None, knob: tuple[Knob, str] | None = None,
+          pairs: int = 5) -> tuple[AuditRun, list[BenchHost]]:
     """Bench each host in turn (never two benchmarks at once: they would measure each other
     where hosts share a machine), then one report as an audit's; ``under_way``: the first
-    host's collection, started already."""
+    host's collection, started already; ``knob``: an A/B of that knob instead."""
     started = time.time()
-    done = [bench_host(p, ssh, history, record=record, force=force,
-                       probe_timeout_s=probe_timeout_s, sweep=sweep,
-                       started=under_way if i == 0 else None) for i, p in enumerate(plans)]
+    if knob is not None:
+        done = [knob_host(p, ssh, knob, pairs, force=force, probe_timeout_s=probe_timeout_s)
+                for p in plans]
+    else:
+        done = [bench_host(p, ssh, history, record=record, force=force,
+                           probe_timeout_s=probe_timeout_s, sweep=sweep,
+                           started=under_way if i == 0 else None)
+                for i, p in enumerate(plans)]
     hosts = Hosts([d.report for d in done], "bench", started)
     return finish(hosts, inventory=inventory, waivers=waivers, history=history,
                   hint_args=hint_args), done

@@ -37,6 +37,14 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
                        help="on a multi-GPU host: run llama-bench over the advised --tensor-split "
                             "and splits around it, -sm layer and row, and say which is "
                             "fastest beyond the noise (perf.split-sweep; never a baseline)")
+    bench.add_argument("--knob", default=None, metavar="NAME=VALUE",
+                       help="measure what a knob costs here: interleaved A/B pairs of the host "
+                            "as it is and the knob at VALUE, the knob restored on the host "
+                            "whatever happens (perf.knob; never a baseline). NAME: thp, "
+                            "thp-defrag, numa-balancing, governor (need root on the host), "
+                            "threads, numa, ubatch (llama-bench's own options)")
+    bench.add_argument("--pairs", type=int, default=5, metavar="N",
+                       help="A/B pairs of --knob (default 5; 4 at least to call a difference)")
     bench.add_argument("--format", default="table", choices=FORMATS)
     add_view_args(bench)
     bench.add_argument("--output", type=Path, default=None,
@@ -56,13 +64,24 @@ def cmd_bench(args: argparse.Namespace) -> int:
         err("--sweep-split never records a baseline: run omni-host bench --baseline with the "
             "split it found fastest")
         return EXIT_USAGE
+    knob = None
+    if args.knob is not None:
+        from omni_host.plan.knobs import parse_knob
+
+        if args.baseline or args.sweep_split:
+            err("--knob measures a knob and is never a baseline or a sweep: run it alone")
+            return EXIT_USAGE
+        if not 1 <= args.pairs <= 50:
+            err("--pairs must be 1 to 50")
+            return EXIT_USAGE
+        knob = parse_knob(args.knob)
     store_root = args.report_dir or default_report_dir()
     host_plans = plans(args)
     from omni_host.app.ahead import bench_ahead
 
-    started = bench_ahead(host_plans, ssh_options(args), store_root, sweep=args.sweep_split,
-                          force=args.force, waivers_given=args.waivers is not None,
-                          probe_timeout_s=args.probe_timeout)
+    started = None if knob is not None else bench_ahead(
+        host_plans, ssh_options(args), store_root, sweep=args.sweep_split, force=args.force,
+        waivers_given=args.waivers is not None, probe_timeout_s=args.probe_timeout)
     from omni_host.app import audit
     from omni_host.app.bench import bench
     from omni_host.report.history import load_history
@@ -83,7 +102,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
                           force=args.force, waivers=waivers,
                           inventory=str(args.inventory) if args.inventory else None,
                           probe_timeout_s=args.probe_timeout, sweep=args.sweep_split,
-                          hint_args=hint_args(args), under_way=started)
+                          hint_args=hint_args(args), under_way=started, knob=knob,
+                          pairs=args.pairs)
     except KeyboardInterrupt as exc:  # the collector's process group went with the session
         from omni_host.cli import Terminated
 

@@ -259,6 +259,19 @@ def bench_probe(spec: BenchSpec, *, force: bool = False) -> Probe:
                                timeout_s=spec.budget_s + 60)
 
 
+def knob_probe(spec: BenchSpec, arms: tuple[Any, ...], pairs: int, *,
+               force: bool = False) -> Probe:
+    """The bench probe of an A/B (``bench --knob``): each arm's writes and args travel as one
+    JSON argument; the budget is every run's."""
+    ab = {"pairs": pairs, "arms": [{"name": a.name, "writes": [list(w) for w in a.writes],
+                                    "args": list(a.args)} for a in arms]}
+    probe = bench_probe(spec, force=force)
+    at = probe.argv.index("--")
+    return dataclasses.replace(probe, argv=(*probe.argv[:at], "--ab-json", json.dumps(ab),
+                                            *probe.argv[at:]),
+                               timeout_s=spec.budget_s * len(arms) * pairs + 60)
+
+
 def probes_for(policy: Policy) -> tuple[Probe, ...]:
     """The plan for one host: every static probe, plus the policy's paths and packages."""
     args = {

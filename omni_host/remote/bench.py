@@ -370,6 +370,106 @@ def run_bench(argv, budget_s, with_gpus, env):
     return run, during
 
 
+def _current(path):
+    """A knob's value now: a sysfs switch's bracketed choice (``always [madvise] never``), else
+    the file's text."""
+    text = (_read(path) or "").strip()
+    if "[" in text and "]" in text:
+        return text[text.index("[") + 1:text.index("]")]
+    return text
+
+
+def _write(path, value):
+    """Set a knob; None, or why it could not be set."""
+    try:
+        with open(path, "w") as fh:
+            fh.write(value)
+        return None
+    except (IOError, OSError) as exc:
+        return "%s: %s" % (path, exc.strerror or exc)
+
+
+def _expand(path):
+    import glob
+
+    return sorted(glob.glob(path))[:4096] if any(c in path for c in "*?[") else [path]
+
+
+def spawn_restorer(originals):
+    """A process of its own session that writes ``originals`` back once this process is gone
+    (its end of a pipe closes with it, however it ends: SIGKILL and a lost connection
+    included) or has said the run ended. Spawned before this process becomes a subreaper, so
+    that it is init's orphan, not a child kill_orphans would take. Returns the pipe's fd."""
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.close(w)
+            os.setsid()  # out of the process group the collector kills
+            if os.fork() > 0:
+                os._exit(0)
+            null = os.open(os.devnull, os.O_RDWR)
+            for fd in (0, 1, 2):  # never hold the collector's pipes open
+                os.dup2(null, fd)
+            for fd in range(3, 1024):
+                if fd != r:
+                    with contextlib.suppress(OSError):
+                        os.close(fd)
+            while os.read(r, 1):  # EOF: the helper is gone, or done
+                pass
+            for path, value in originals.items():
+                _write(path, value)
+        finally:
+            os._exit(0)
+    os.close(r)
+    os.waitpid(pid, 0)
+    return w
+
+
+def knob_originals(ab):
+    """Each file an A/B's arms write, with its value now (what is restored)."""
+    originals = {}
+    for arm in ab["arms"]:
+        for path, _ in arm.get("writes") or []:
+            for one in _expand(path):
+                originals.setdefault(one, _current(one))
+    return originals
+
+
+def run_ab(binary, model, opts, ab, with_gpus, env, originals, pipe):
+    """Interleaved A/B runs of llama-bench: each pair runs every arm (its knobs written, its
+    own args), alternating which goes first; every knob back to its value before, whatever
+    happens (the restorer spawned beforehand, and here)."""
+    arms = ab["arms"]
+    out = {"arms": [a["name"] for a in arms], "runs": [], "before": originals, "restored": {}}
+    missing = [p for p in originals if not os.path.exists(p)]
+    wanted = [path for arm in arms for path, _ in arm.get("writes") or []]
+    if missing or (wanted and not originals):
+        out["error"] = "a knob's file is not there: %s" % ", ".join(missing or wanted)
+        return out
+    try:
+        for i in range(int(ab["pairs"])):
+            for arm in arms if i % 2 == 0 else arms[::-1]:
+                wrote = [(one, value) for path, value in arm.get("writes") or []
+                         for one in _expand(path)]
+                failed = [w for w in (_write(p, originals[p]) for p in originals) if w]
+                failed += [w for w in (_write(p, v) for p, v in wrote) if w]
+                if failed:
+                    out["error"] = "cannot set the knob: %s" % "; ".join(failed)[:300]
+                    return out
+                command = [binary, "-m", model, "-o", "json", "-r", opts["repetitions"]] + \
+                    list(arm["args"])
+                run, during = run_bench(command, float(opts["budget_s"]), with_gpus, env)
+                out["runs"].append({"arm": arm["name"], "pair": i, "run": run,
+                                    "during": during})
+    finally:
+        for path, value in originals.items():
+            out["restored"][path] = _write(path, value) or "ok"
+        if pipe is not None:
+            os.close(pipe)
+    return out
+
+
 def _together(**calls):
     """Each call in a thread of its own (nvidia-smi, NVML and hashing wait on different
     things): name -> its result, None where it raised."""
@@ -402,6 +502,18 @@ def main(argv):
         sys.stdout.write(json.dumps(doc) + "\n")
         return
     started = time.monotonic()
+    ab = json.loads(opts["ab_json"]) if opts.get("ab_json") else None
+    originals, pipe = {}, None
+    if ab is not None:  # a signal ends the A/B through its finally: the knobs restored
+        import signal
+
+        def _stop(signum, frame):
+            raise SystemExit(128 + signum)
+
+        signal.signal(signal.SIGTERM, _stop)
+        signal.signal(signal.SIGHUP, _stop)
+        originals = knob_originals(ab)
+        pipe = spawn_restorer(originals) if originals else None  # before the subreaper
     become_subreaper()
     found = _together(gpu=gpu_state, apps=compute_apps, nvml=nvml_memory,
                       binary=lambda: binary_identity(binary), model=lambda: model_identity(model),
@@ -446,7 +558,11 @@ def main(argv):
         doc["timing"]["waited_s"] = round(time.monotonic() - started, 3)
         if said != "go" and doc["refused"] is None:
             doc["refused"] = "the collector stopped before the run (no word to go on)"
-    if doc["refused"] is None:
+    if doc["refused"] is None and ab is not None:
+        doc["context"]["binary"] = found["binary"]
+        doc["ab"] = run_ab(binary, model, opts, ab, gpus is not None, env, originals, pipe)
+        doc["timing"]["total_s"] = round(time.monotonic() - started, 3)
+    elif doc["refused"] is None:
         doc["context"]["binary"] = found["binary"]
         command = [binary, "-m", model, "-o", "json", "-r", opts["repetitions"]] + opts["extra"]
         doc["run"], doc["during"] = run_bench(command, float(opts["budget_s"]), gpus is not None,

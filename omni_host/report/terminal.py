@@ -32,6 +32,7 @@ from omni_host.report.text import (
     perf_result,
     recordable,
     reference_line,
+    result_of,
     served_rates,
     served_result,
     status_of,
@@ -416,6 +417,9 @@ def _host(page: _Page, host: dict[str, Any], doc: dict[str, Any], rationale: dic
     perf = perf_result(host)
     if perf is not None and perf not in shown:  # a bench's number is never folded away
         page.text(f"Tokens/s: {perf['summary']}", STYLES[status_of(perf)], rest="  ")
+    knob = result_of(host, "perf.knob")
+    if knob is not None and knob not in shown:  # an A/B's figure, never folded away either
+        page.text(f"Knob A/B: {knob['summary']}", STYLES[status_of(knob)], rest="  ")
     served = served_result(host)
     if served is not None and served not in shown and served_rates(host):  # nor a served one
         page.text(f"Served: {served['summary']}", STYLES[status_of(served)], rest="  ")

@@ -313,6 +313,28 @@ def tensor_map(raw: Any) -> TensorMap | str:
 
 
 @dataclass(frozen=True)
+class ArmRun:
+    """One run of an A/B (``bench --knob``): which arm, which pair, what it measured."""
+
+    arm: str
+    pair: int
+    error: str | None
+    result: LlamaBench | None
+
+
+@dataclass(frozen=True)
+class KnobAB:
+    """The runs of an A/B in the order they ran, the knobs' values before, and how each was
+    restored (``ok`` or why not); ``error``: why the A/B stopped."""
+
+    arms: tuple[str, ...]
+    runs: tuple[ArmRun, ...]
+    before: dict[str, str]
+    restored: dict[str, str]
+    error: str | None = None
+
+
+@dataclass(frozen=True)
 class BenchRun:
     """The helper's document: refused (why), or run (llama-bench parsed, or why not)."""
 
@@ -328,6 +350,7 @@ class BenchRun:
     stderr_tail: tuple[str, ...] = ()
     during: dict[str, Any] | None = None
     tensors: TensorMap | str = "not read"  # the model's tensor table, or why there is none
+    ab: KnobAB | None = None  # bench --knob: its A/B runs instead of one run
 
 
 def _run_error(run: dict[str, Any]) -> str | None:
@@ -375,6 +398,10 @@ HELPER_DOC: dict[str, Any] = {
     "during": (None, {"samples": [[[TEXT]]], "event_reasons": [TEXT],
                       "other_gpu_processes": [TEXT], "own_cpu_s": NUM, "other_cpu_load": NUM}),
 }
+HELPER_DOC["ab"] = {"arms": [TEXT], "before": {"*": TEXT}, "restored": {"*": TEXT},
+                    "error": TEXT,
+                    "runs": [{"arm": TEXT, "pair": INT, "run": HELPER_DOC["run"],
+                              "during": HELPER_DOC["during"]}]}
 MAX_ITEMS = 100_000  # of any list in the document
 _MISSING = object()
 
@@ -432,6 +459,26 @@ def _spec_name(spec: Any) -> str:
             "anything" if spec is object else f"a {spec}")
 
 
+def _arm_run(entry: dict[str, Any]) -> ArmRun:
+    run = _object(entry.get("run"))
+    error = _run_error(run)
+    result = None
+    if error is None:
+        try:
+            result = parse_llama_bench_json(str(run.get("stdout") or ""))
+        except ParseError as exc:
+            error = f"llama-bench exited 0 but {exc}"
+    return ArmRun(str(entry.get("arm")), int(entry.get("pair") or 0), error, result)
+
+
+def _knob_ab(ab: dict[str, Any]) -> KnobAB:
+    return KnobAB(tuple(str(a) for a in ab.get("arms") or ()),
+                  tuple(_arm_run(e) for e in ab.get("runs") or () if isinstance(e, dict)),
+                  {str(k): str(v) for k, v in _object(ab.get("before")).items()},
+                  {str(k): str(v) for k, v in _object(ab.get("restored")).items()},
+                  str(ab["error"]) if ab.get("error") else None)
+
+
 def parse_bench_run(text: str) -> BenchRun:
     try:
         doc = json.loads(text)
@@ -449,6 +496,8 @@ def parse_bench_run(text: str) -> BenchRun:
     gate = _object(doc.get("gate"))
     if doc.get("refused"):
         return BenchRun(str(doc["refused"]), context, gate, tensors=tensors)
+    if isinstance(doc.get("ab"), dict):
+        return BenchRun(None, context, gate, tensors=tensors, ab=_knob_ab(doc["ab"]))
     run = doc.get("run")
     if not isinstance(run, dict):
         raise ParseError("bench helper document without a run")

@@ -1,0 +1,99 @@
+"""perf.knob: what a knob costs on this host, measured (``omni-host bench --knob NAME=VALUE``,
+issue 48). The A/B's runs come in pairs (each arm once, the order alternating); per test, each
+pair gives the log ratio of the knob's arm to the host as it is. The effect is the median of
+those ratios; its uncertainty the pairs' robust spread over the root of their number. An
+effect is measurable only where every pair agrees on its sign, it passes three of those
+standard errors, and it passes the floor below which this bench's runs do not resolve
+(``FLOOR``): two arms that are the same value give "no measurable difference". A
+recommendation (the knob's value beats the host's) is made only where measurable.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from typing import TYPE_CHECKING, Any
+
+from omni_host.model import CheckResult, Evidence, Status
+
+if TYPE_CHECKING:
+    from omni_host.evaluate.checks import CheckMeta
+    from omni_host.plan.knobs import Knob
+    from omni_host.probes.parsers.bench import KnobAB
+
+CHECK_ID = "perf.knob"
+MIN_PAIRS = 4  # fewer cannot agree on a sign by more than chance (2 x 1/2^3 = 25%)
+SIGMAS = 3.0
+FLOOR = 0.02  # 2%: below it, a difference between arms is not told from the runs' drift
+
+
+def effect(pairs: list[tuple[float, float]]) -> dict[str, Any]:
+    """(host as it is, knob) centres per pair -> the effect and whether it is measurable."""
+    logs = [math.log(b / a) for a, b in pairs if a > 0 and b > 0]
+    if not logs:
+        return {"pairs": 0, "measurable": False}
+    centre = statistics.median(logs)
+    mad = statistics.median(abs(x - centre) for x in logs) * 1.4826
+    se = mad / math.sqrt(len(logs))
+    agree = all(x > 0 for x in logs) or all(x < 0 for x in logs)
+    measurable = len(logs) >= MIN_PAIRS and agree and abs(centre) > max(SIGMAS * se,
+                                                                         math.log1p(FLOOR))
+    return {"pairs": len(logs), "effect": round(math.expm1(centre), 4),
+            "uncertainty": round(math.expm1(2 * se), 4), "measurable": measurable,
+            "ratios": [round(math.exp(x), 4) for x in logs]}
+
+
+def judge_knob(meta: CheckMeta, knob: Knob, value: str, ab: KnobAB,
+               now_value: str | None = None) -> CheckResult:
+    """``now_value``: an option knob's value in the host's own args (None: llama-bench's
+    default); a file knob's comes from the host (what the helper read before)."""
+    before = sorted(set(ab.before.values()))
+    now = f"{knob.name} {'/'.join(before)}" if before else \
+        f"{knob.name} {now_value}" if now_value else f"{knob.name} at llama-bench's default"
+    lines = [f"{r.arm} (pair {r.pair}): " + (", ".join(f"{t.name} {t.estimate.center_ts:.1f} t/s"
+                                                     for t in r.result.tests)
+                                             if r.result else f"failed: {r.error}")
+             for r in ab.runs]
+    restored = {p: s for p, s in ab.restored.items() if s != "ok"}
+    evidence = (Evidence("bench.llama", f"llama-bench, A/B: {now} against {knob.name}={value}",
+                         tuple(lines[-20:])),)
+    details: dict[str, Any] = {"knob": knob.name, "value": value, "before": ab.before,
+                               "restored": ab.restored, "tests": {}}
+    if restored:
+        return meta.result(Status.FAIL, f"{knob.name} NOT restored: "
+                           + "; ".join(f"{p}: {s}" for p, s in restored.items())
+                           + f" (it was {', '.join(before)})", evidence=evidence,
+                           details=details)
+    if ab.error:
+        return meta.result(Status.ERROR, f"A/B of {knob.name}={value} stopped: {ab.error} "
+                           f"(restored: {len(ab.restored)} file(s))", evidence=evidence,
+                           details=details)
+    centres: dict[str, dict[int, dict[str, float]]] = {}
+    for r in ab.runs:
+        for t in r.result.tests if r.result else ():
+            centres.setdefault(t.name, {}).setdefault(r.pair, {})[r.arm] = t.estimate.center_ts
+    said, better = [], []
+    for test, by_pair in centres.items():
+        pairs = [(arms["now"], arms[value]) for arms in by_pair.values()
+                 if "now" in arms and value in arms]
+        found = effect(pairs)
+        details["tests"][test] = found
+        if not found["pairs"]:
+            said.append(f"{test}: no complete pair")
+        elif found["measurable"]:
+            said.append(f"{test} {found['effect']:+.1%} \u00b1{found['uncertainty']:.1%} "
+                        f"({found['pairs']} pairs)")
+            if found["effect"] > 0:
+                better.append(test)
+        else:
+            said.append(f"{test} no measurable difference (\u00b1{found['uncertainty']:.1%}, "
+                        f"{found['pairs']} pairs)")
+    head = f"{knob.name}={value} against {now}: " + "; ".join(said)
+    if better:
+        details["recommend"] = f"{knob.name}={value}"
+        put_back = "; the knob was restored" if ab.restored else ""
+        return meta.result(Status.WARN, f"{head}: {knob.name}={value} is faster here "
+                           f"({', '.join(better)}){put_back}", evidence=evidence,
+                           details=details)
+    return meta.result(Status.PASS, head + "; the knob was restored" if ab.restored else head,
+                       evidence=evidence, details=details)

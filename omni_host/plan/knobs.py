@@ -1,0 +1,94 @@
+"""The knobs ``omni-host bench --knob NAME=VALUE`` can vary (issue 48): a host setting the bench
+helper writes for one arm and restores on the host whatever happens, or an option of the
+host's own llama-bench command that needs no host change. Pure: names and values in, the
+arms of an A/B (what each writes, the args each runs) out; a name or value not known is a
+UsageError naming the choices."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from omni_host.errors import UsageError
+
+
+@dataclass(frozen=True)
+class Knob:
+    name: str
+    what: str  # how a person calls it
+    path: str | None = None  # the file the helper writes (a glob for per-CPU files)
+    option: tuple[str, ...] = ()  # llama-bench's spellings of the option the arm sets
+    values: tuple[str, ...] = ()  # the values it takes (empty: a positive integer)
+    check: str | None = None  # the audit check whose knob it is
+
+
+KNOBS = {k.name: k for k in (
+    Knob("thp", "transparent huge pages", "/sys/kernel/mm/transparent_hugepage/enabled",
+         values=("always", "madvise", "never"), check="kernel.thp"),
+    Knob("thp-defrag", "THP defragmentation", "/sys/kernel/mm/transparent_hugepage/defrag",
+         values=("always", "defer", "defer+madvise", "madvise", "never"), check="kernel.thp"),
+    Knob("numa-balancing", "automatic NUMA balancing", "/proc/sys/kernel/numa_balancing",
+         values=("0", "1"), check="kernel.numa-balancing"),
+    Knob("governor", "the CPU governor",
+         "/sys/devices/system/cpu/cpu[0-9]*/cpufreq/scaling_governor",
+         values=("performance", "powersave", "schedutil", "ondemand"), check="cpu.frequency"),
+    Knob("threads", "llama-bench threads", option=("-t", "--threads"), check="cpu.threads"),
+    Knob("numa", "llama-bench --numa", option=("--numa",),
+         values=("distribute", "isolate", "numactl")),
+    Knob("ubatch", "the physical batch size", option=("-ub", "--ubatch-size")),
+)}
+
+
+@dataclass(frozen=True)
+class Arm:
+    name: str  # "now" (the host as it is) or the knob's value
+    writes: tuple[tuple[str, str], ...]
+    args: tuple[str, ...]
+
+
+def parse_knob(text: str) -> tuple[Knob, str]:
+    """``NAME=VALUE`` as a known knob and one of its values."""
+    name, eq, value = text.partition("=")
+    knob = KNOBS.get(name.strip())
+    if knob is None or not eq or not value.strip():
+        raise UsageError(f"--knob {text!r}: give NAME=VALUE, NAME one of "
+                         f"{', '.join(sorted(KNOBS))}")
+    value = value.strip()
+    if knob.values and value not in knob.values:
+        raise UsageError(f"--knob {knob.name}: {value!r} is not one of {', '.join(knob.values)}")
+    if not knob.values and not (value.isdigit() and 0 < int(value) < 100_000):
+        raise UsageError(f"--knob {knob.name}: {value!r} is not a positive integer")
+    return knob, value
+
+
+def _without(args: tuple[str, ...], option: tuple[str, ...]) -> list[str]:
+    """``args`` with every spelling of ``option`` and its value taken out."""
+    out, skip = [], False
+    for arg in args:
+        if skip:
+            skip = False
+            continue
+        name = arg.partition("=")[0]
+        if name in option:
+            skip = "=" not in arg
+            continue
+        out.append(arg)
+    return out
+
+
+def current(knob: Knob, args: tuple[str, ...]) -> str | None:
+    """An option knob's value in the host's own llama-bench args (its last spelling), None
+    where they leave it to llama-bench's default."""
+    found = None
+    for i, arg in enumerate(args):
+        name, eq, value = arg.partition("=")
+        if name in knob.option:
+            found = value if eq else (args[i + 1] if i + 1 < len(args) else None)
+    return found
+
+
+def arms(knob: Knob, value: str, args: tuple[str, ...]) -> tuple[Arm, Arm]:
+    """The two arms of an A/B: the host as it is, and the knob at ``value``."""
+    now = Arm("now", (), args)
+    if knob.path is not None:
+        return now, Arm(value, ((knob.path, value),), args)
+    return now, Arm(value, (), (*_without(args, knob.option), knob.option[0], value))

@@ -1,0 +1,137 @@
+"""`omni-host bench --knob NAME=VALUE` (issue 48), for real: the CPU llama-bench over the
+loopback sshd (this machine, as root), interleaved A/B pairs, the knob written by the bench
+helper and restored on the host whatever happens: after the run, after SIGINT and SIGTERM of
+omni-host, and after the connection is killed (the host side's restorer, a process of its own
+session, writes the value back). Two arms that are the same value never give a
+recommendation."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from conftest import Sshd, run_cli, until_unlocked
+from test_bench import _inventory
+
+pytestmark = pytest.mark.system
+
+THP = Path("/sys/kernel/mm/transparent_hugepage/enabled")
+ARGS = ["-p", "16", "-n", "8", "-t", "1"]  # a short test: each run a second or so here
+
+
+def _thp() -> str:
+    text = THP.read_text()
+    return text[text.index("[") + 1:text.index("]")]
+
+
+@pytest.fixture
+def loop(sshd: Sshd, llama, tmp_path: Path):
+    binary, model = llama
+    inv = _inventory(sshd, tmp_path / "inv", binary, model, args=ARGS, repetitions=2)
+    return inv, tmp_path / "store"
+
+
+def _knob(sshd: Sshd, inv: Path, store: Path, knob: str, pairs: int = 4) -> dict:
+    done = until_unlocked(lambda: run_cli(
+        "bench", "-i", str(inv), "loop", "--knob", knob, "--pairs", str(pairs), "--report-dir",
+        str(store), "--format", "json", "--known-hosts", str(sshd.known_hosts), "--ssh-config",
+        str(store.parent / "none"), timeout=600))
+    assert done.stdout.strip(), done.stderr
+    return next(r for r in json.loads(done.stdout)["hosts"][0]["results"]
+                if r["id"] == "perf.knob")
+
+
+def test_thp_is_measured_and_restored(sshd: Sshd, loop) -> None:
+    inv, store = loop
+    before = _thp()
+    other = "never" if before != "never" else "madvise"
+    result = _knob(sshd, inv, store, f"thp={other}")
+    assert _thp() == before  # restored
+    details = result["details"]
+    assert details["before"] == {str(THP): before}
+    assert details["restored"] == {str(THP): "ok"}
+    assert result["summary"].startswith(f"thp={other} against thp {before}: ")
+    for test in ("pp16", "tg8"):  # each test: its pairs, its effect, its uncertainty
+        found = details["tests"][test]
+        assert found["pairs"] == 4 and len(found["ratios"]) == 4
+        assert isinstance(found["measurable"], bool) and found["uncertainty"] >= 0
+    # the runs interleaved, the order alternating: now, knob, knob, now, ...
+    arms = [line.split(" (pair")[0] for line in result["evidence"][0]["lines"]]
+    assert arms == ["now", other, other, "now", "now", other, other, "now"], arms
+
+
+def test_threads_are_measured_without_touching_the_host(sshd: Sshd, loop) -> None:
+    """One thread against two on this 2-vCPU VM: a difference the A/B tells, and says."""
+    inv, store = loop
+    result = _knob(sshd, inv, store, "threads=2")
+    assert result["details"]["before"] == {} and result["details"]["restored"] == {}
+    assert result["summary"].startswith("threads=2 against threads 1: ")
+    tg = result["details"]["tests"]["tg8"]
+    assert tg["pairs"] == 4
+    if tg["measurable"]:  # beside other work it may not be: then the summary says so
+        assert result["status"] == ("warn" if tg["effect"] > 0 else "pass")
+    else:
+        assert "tg8 no measurable difference" in result["summary"]
+
+
+def test_two_arms_of_the_same_value_never_recommend(sshd: Sshd, loop) -> None:
+    """10 A/Bs whose arms are the same (-t 1 against threads=1): 0 recommendations."""
+    inv, store = loop
+    found = [_knob(sshd, inv, store, "threads=1") for _ in range(10)]
+    recommended = [r["summary"] for r in found if r["details"].get("recommend")]
+    assert recommended == [], recommended
+    assert all(r["status"] == "pass" for r in found)
+
+
+def _interrupted(sshd: Sshd, inv: Path, store: Path, stop) -> subprocess.Popen:  # noqa: ANN001
+    """omni-host bench --knob thp=... started, ``stop(proc)`` called once the helper has
+    written the knob (the first knob arm is running)."""
+    before = _thp()
+    other = "never" if before != "never" else "madvise"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "omni_host", "bench", "-i", str(inv), "loop", "--knob",
+         f"thp={other}", "--pairs", "20", "--report-dir", str(store), "--known-hosts",
+         str(sshd.known_hosts), "--ssh-config", str(store.parent / "none")],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    deadline = time.monotonic() + 120
+    while _thp() != other:
+        assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+        time.sleep(0.05)
+    stop(proc)
+    return proc
+
+
+def _restored(before: str, within_s: float = 15) -> None:
+    deadline = time.monotonic() + within_s
+    while _thp() != before:
+        assert time.monotonic() < deadline, f"THP left at {_thp()}, was {before}"
+        time.sleep(0.1)
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_a_signal_to_omni_host_leaves_the_knob_restored(sshd: Sshd, loop, sig) -> None:
+    inv, store = loop
+    before = _thp()
+    proc = _interrupted(sshd, inv, store, lambda p: os.killpg(p.pid, sig))
+    proc.communicate(timeout=120)
+    _restored(before)
+
+
+def test_a_killed_connection_leaves_the_knob_restored(sshd: Sshd, loop) -> None:
+    """omni-host killed outright (SIGKILL: nothing of it runs again) drops its SSH connection:
+    the host's collector and helper are ended by their session's end, and the restorer puts
+    the knob back."""
+    inv, store = loop
+    before = _thp()
+    proc = _interrupted(sshd, inv, store, lambda p: os.killpg(p.pid, signal.SIGKILL))
+    proc.communicate(timeout=60)
+    _restored(before, within_s=30)
+    # and the next bench is not refused by a stale lock or a helper left running
+    result = _knob(sshd, inv, store, "threads=1", pairs=1)
+    assert result["status"] == "pass", result["summary"]
