@@ -10,6 +10,7 @@ from typing import Any
 from omni_host.errors import UsageError
 from omni_host.evaluate.bench import CHECK_ID
 from omni_host.evaluate.checks import CheckMeta, catalog, registry
+from omni_host.evaluate.knob import CHECK_ID as KNOB_ID
 from omni_host.evaluate.sweep import CHECK_ID as SWEEP_ID
 from omni_host.evaluate.watch import CHECK_ID as WATCH_ID
 
@@ -32,7 +33,8 @@ def find(term: str) -> list[CheckMeta]:
 
 
 BY_COMMAND = {CHECK_ID: "omni-host bench", SWEEP_ID: "omni-host bench --sweep-split",
-              WATCH_ID: "omni-host serve watch"}  # never an audit
+              WATCH_ID: "omni-host serve watch",
+              KNOB_ID: "omni-host bench --knob"}  # never an audit
 
 
 def list_lines() -> list[str]:
