@@ -1,0 +1,40 @@
+#!/bin/bash
+# The knob ledger on a lent GPU machine (issue 48): `omni-host bench --knob` of the documented
+# config (-p 512 -n 128 -ngl 99 -fa 1), as an operator runs it: THP never against the host's,
+# 4 threads against llama-bench's default, then 10 A/Bs whose arms are the same value (THP at
+# its own value): how many recommend (goal: 0). Each JSON report in OUTDIR.
+# Usage: bash benchmarks/knobs_gpu.sh OUTDIR [PAIRS]
+set -u
+final=$1 pairs=${2:-5} out=/tmp/knobs-gpu
+mkdir -p "$out" "$final"
+. benchmarks/gpu_lib.sh
+gpu_python "$out"
+bin=$LLAMA_BIN/llama-bench model=/tmp/model.gguf
+t0=$(date +%s)
+if [ ! -x "$bin" ]; then
+  gpu_build_start "$out" llama-bench
+  random_dense "$model" "$out/model.log"
+  wait $build; echo "build exit $? after $(( $(date +%s) - t0 )) s"
+fi
+[ -x "$bin" ] || { tail -20 "$out/build.log"; exit 1; }
+bench_inventory /tmp/inv.yml "$bin" "$model" '["-p", "512", "-n", "128", "-ngl", "99", "-fa", "1"]'
+thp=$(sed 's/.*\[\(.*\)\].*/\1/' /sys/kernel/mm/transparent_hugepage/enabled)
+echo "THP now: $thp"
+knob() {  # knob NAME KNOB [PAIRS]
+  python3 -m omni_host bench -i /tmp/inv.yml gpu --knob "$2" --pairs "${3:-$pairs}" \
+    --report-dir /tmp/store-knobs --format json > "$out/$1.json" 2> "$out/$1.err"
+  python3 - "$out/$1.json" "$1" <<'PY'
+import json, sys
+try:
+    r = next(r for r in json.load(open(sys.argv[1]))["hosts"][0]["results"] if r["id"] == "perf.knob")
+    print(sys.argv[2], r["status"], r["summary"][:400], "| recommend:", r["details"].get("recommend"))
+except Exception as exc:
+    print(sys.argv[2], "no report:", exc)
+PY
+}
+knob thp-never thp=never
+echo "THP after: $(cat /sys/kernel/mm/transparent_hugepage/enabled)"
+knob threads-4 threads=4
+for i in $(seq -w 1 10); do knob "same-$i" "thp=$thp" 4; done
+cp "$out"/*.json "$final"/
+echo "done after $(( $(date +%s) - t0 )) s"
