@@ -64,6 +64,14 @@ def test_thp_is_measured_and_restored(sshd: Sshd, loop) -> None:
     # the runs interleaved, the order alternating: now, knob, knob, now, ...
     arms = [line.split(" (pair")[0] for line in result["evidence"][0]["lines"]]
     assert arms == ["now", other, other, "now", "now", other, other, "now"], arms
+    # the ledger: the host's next audit quotes what the knob measured here
+    audit = run_cli("audit", "-i", str(inv), "loop", "--report-dir", str(store), "--format",
+                    "json", "--known-hosts", str(sshd.known_hosts), "--ssh-config",
+                    str(store.parent / "none"))
+    thp = next(r for r in json.loads(audit.stdout)["hosts"][0]["results"]
+               if r["id"] == "kernel.thp")
+    assert f"; measured here (bench {thp['details']['ledger']['bench']}): " \
+        f"{result['summary']}" in thp["summary"], thp["summary"]
 
 
 def test_threads_are_measured_without_touching_the_host(sshd: Sshd, loop) -> None:

@@ -30,7 +30,7 @@ from omni_host.plan.hosts import HostPlan, local_plan, plan_host
 from omni_host.plan.inventory import Inventory
 from omni_host.plan.policy import ExpectedState, policy_from_vars
 from omni_host.plan.waivers import Waiver, apply_waivers, default_waivers, load_waivers
-from omni_host.report.history import History, cold_case, last_bench
+from omni_host.report.history import History, cold_case, knob_ledger, last_bench
 from omni_host.report.store import store_report
 
 
@@ -156,12 +156,26 @@ def served_again(host: HostReport, history: History) -> HostReport:
                                                    for r in host.results))
 
 
+def with_ledger(host: HostReport, history: History) -> HostReport:
+    """Each knob check's verdict with what the knob measured on this host, where its ledger
+    has an A/B (``bench --knob``): the host's own figure, not only the public one."""
+    ledger = knob_ledger(history, host.host)
+    if not ledger:
+        return host
+    return dataclasses.replace(host, results=tuple(
+        dataclasses.replace(r, summary=f"{r.summary}; measured here (bench {ledger[r.id][0]}): "
+                            f"{ledger[r.id][1]}",
+                            details={**r.details, "ledger": {"bench": ledger[r.id][0],
+                                                             "measured": ledger[r.id][1]}})
+        if r.id in ledger else r for r in host.results))
+
+
 def finish(hosts: Hosts, *, inventory: str | None, waivers: tuple[Waiver, ...],
            history: History | None, hint_args: tuple[str, ...] = ()) -> AuditRun:
     """The served rate against the store, waivers, the Cold Case layer (against ``history``,
     the stored audits: given for live audits) and the report."""
-    judged = [served_again(h, history) if history is not None and h.reachable else h
-              for h in hosts.reports]
+    judged = [with_ledger(served_again(h, history), history)
+              if history is not None and h.reachable else h for h in hosts.reports]
     reports, notes = apply_waivers(judged, waivers, dt.date.today()) if waivers \
         else (judged, [])
     if history is not None:

@@ -30,7 +30,14 @@ from omni_host.plan.policy import check_readers
 from omni_host.probes.parsers.bench import rate
 from omni_host.report.plots import Point, Series
 from omni_host.report.store import audit_dirs
-from omni_host.report.text import bench_figures, bench_tests, perf_result, served_rates, test_rate
+from omni_host.report.text import (
+    bench_figures,
+    bench_tests,
+    perf_result,
+    result_of,
+    served_rates,
+    test_rate,
+)
 from omni_host.resources import TooLarge, atomic_write, read_bounded
 
 BAD = ("fail", "error")
@@ -264,6 +271,22 @@ def policy_changes(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Change
     after = ((new.get("policy") or {}).get("values")) or {}
     return {k: Change(before.get(k), after.get(k))
             for k in sorted(set(before) | set(after)) if before.get(k) != after.get(k)}
+
+
+def knob_ledger(history: History, host: str) -> dict[str, tuple[str, str]]:
+    """The host's ledger: per audit check, its knob's newest A/B stored (``bench --knob``), as
+    (the stored bench's id, what it measured)."""
+    from omni_host.plan.knobs import KNOBS
+
+    found: dict[str, tuple[str, str]] = {}
+    for audit, entry in history.for_host(host):
+        knob = result_of(entry, "perf.knob")
+        if knob is None or knob.get("status") not in ("pass", "warn"):
+            continue
+        check = getattr(KNOBS.get(str((knob.get("details") or {}).get("knob"))), "check", None)
+        if check and check not in found:
+            found[check] = (audit.id, str(knob.get("summary")))
+    return found
 
 
 def last_bench(history: History, host: str) -> LastBench | None:
