@@ -600,3 +600,53 @@ def test_playbooks_run_with_the_audits_interpreter_unless_the_inventory_names_on
         events = "".join(p.read_text() for p in (tmp_path / f"art-{name}").rglob("*.json")
                          if "job_events" in p.parts)
         assert events and "discovered_interpreter_python" not in events, name
+
+
+@pytest.fixture
+def thp_never():
+    """THP set to never for a test, and the host restored afterwards: THP and NUMA balancing
+    back, the knobs playbook's two files removed."""
+    thp = Path("/sys/kernel/mm/transparent_hugepage/enabled")
+    numa = Path("/proc/sys/kernel/numa_balancing")
+    text = thp.read_text()
+    before, balancing = text[text.index("[") + 1:text.index("]")], numa.read_text().strip()
+    files = [Path("/etc/tmpfiles.d/omni-host-knobs.conf"),
+             Path("/etc/sysctl.d/90-omni-host-knobs.conf")]
+    assert not any(f.exists() for f in files), "a knobs playbook's file is left from elsewhere"
+    thp.write_text("never")
+    yield thp
+    thp.write_text(before)
+    numa.write_text(balancing)
+    for f in files:
+        f.unlink(missing_ok=True)
+
+
+def test_the_knobs_playbook_sets_thp_previews_it_and_the_audit_proves_it(
+        sshd: Sshd, tmp_path: Path, thp_never: Path, report_dir: Path) -> None:
+    """kernel.thp warns on THP never; its fix (kernel-knobs.yml) previews the value it would
+    change and the two files it would write, then sets madvise now and for the next boot, and
+    the re-audit proves it (issue 48)."""
+    inv = sshd.inventory(tmp_path / "inv", {"loop": PY})
+    before = cli(sshd, "audit", "-i", str(inv), "--format", "json", report_dir=report_dir)
+    thp = next(r for r in json.loads(before.stdout)["hosts"][0]["results"]
+               if r["id"] == "kernel.thp")
+    assert thp["status"] == "warn" and "(never)" in thp["summary"]
+    assert thp["remediation"]["playbook"] == "kernel-knobs.yml"
+    preview = cli(sshd, "remediate", "-i", str(inv), "--check", "kernel.thp",
+                  report_dir=report_dir)
+    assert preview.code == 0, preview.stdout + preview.stderr
+    assert "CHANGED: Knob plan" in preview.stdout, preview.stdout
+    assert "/sys/kernel/mm/transparent_hugepage/enabled: never -> madvise" in preview.stdout
+    assert "+w /sys/kernel/mm/transparent_hugepage/enabled - - - - madvise" in preview.stdout
+    assert "never" in thp_never.read_text().split("[")[1]  # the preview changed nothing
+    applied = cli(sshd, "remediate", "-i", str(inv), "--check", "kernel.thp", "--apply",
+                  "--yes", report_dir=report_dir)
+    assert applied.code == 0, applied.stdout + applied.stderr
+    assert "[madvise]" in thp_never.read_text()
+    assert "FIXED          loop: kernel.thp (warn -> pass)" in applied.stdout, applied.stdout
+    assert "madvise" in Path("/etc/tmpfiles.d/omni-host-knobs.conf").read_text()
+    assert "kernel.numa_balancing = 0" in Path("/etc/sysctl.d/90-omni-host-knobs.conf").read_text()
+    again = run_playbook(playbook=PLAYBOOKS / "kernel-knobs.yml", inventory=inv, hosts=("loop",),
+                         check_mode=True, artifacts_dir=tmp_path / "again",
+                         known_hosts=sshd.known_hosts, extravars={})
+    assert again.status == "successful" and again.changed("loop") == []  # idempotent
