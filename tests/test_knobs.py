@@ -251,3 +251,46 @@ def test_an_mlock_a_container_refuses_is_named(llama, docker_image: str) -> None
     assert result["status"] == "warn", result["summary"]
     assert f"llama-server pid {pid} (127.0.0.1:" in result["summary"]
     assert "asked for mlock in container" in result["summary"]
+
+
+def _container_server(model: Path, name: str, *docker: str) -> tuple[int, int]:
+    """A llama-server asking for --numa distribute in a container of the tests' image; (pid,
+    port)."""
+    image, port = _server_image(), free_port()
+    subprocess.run(["docker", "run", "-d", "--name", name, "-p", f"127.0.0.1:{port}:8080",
+                    *docker, "-v", f"{model.parent}:/models:ro", image, "-m",
+                    f"/models/{model.name}", "--host", "0.0.0.0", "--port", "8080", "-t", "1",
+                    "-c", "256", "--numa", "distribute"], check=True, capture_output=True)
+    deadline = time.monotonic() + 120
+    while True:
+        with contextlib.suppress(OSError, ValueError):
+            if json.loads(_get(port, "/health")).get("status") == "ok":
+                break
+        assert time.monotonic() < deadline, subprocess.run(
+            ["docker", "logs", name], capture_output=True, text=True).stderr[-2000:]
+        time.sleep(0.3)
+    pid = int(subprocess.run(["docker", "inspect", "-f", "{{.State.Pid}}", name],
+                             capture_output=True, text=True, check=True).stdout)
+    return pid, port
+
+
+@pytest.mark.system  # Docker: the default seccomp profile and CAP_SYS_NICE
+def test_numa_inside_a_container_without_sys_nice_is_named(llama, docker_image: str) -> None:
+    """--numa inside a container under Docker's default seccomp profile: set_mempolicy is
+    refused without CAP_SYS_NICE, so the option does nothing (warn); with --cap-add SYS_NICE
+    it may (pass)."""
+    _, model = llama
+    names = [f"omni-test-numa-{os.getpid()}-{i}" for i in range(2)]
+    try:
+        plain, _ = _container_server(model, names[0])
+        nice, _ = _container_server(model, names[1], "--cap-add", "SYS_NICE")
+        result = _audit()["containers.numa-policy"]
+    finally:
+        subprocess.run(["docker", "rm", "-f", *names], capture_output=True, check=False)
+    assert result["status"] == "warn", result["summary"]
+    assert f"llama-server pid {plain} (127.0.0.1:" in result["summary"]
+    assert f"asks for --numa distribute in container {names[0]}, whose seccomp profile " \
+           "refuses set_mempolicy" in result["summary"]
+    assert f"pid {nice} " not in result["summary"]  # SYS_NICE: allowed, not warned of
+    assert f"in container {names[1]}: cap_add ['CAP_SYS_NICE']" in \
+        " ".join(result["evidence"][0]["lines"])

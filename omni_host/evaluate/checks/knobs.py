@@ -239,3 +239,44 @@ def aspm(facts: HostFacts, policy: Policy, meta: CheckMeta) -> CheckResult:
     return meta.result(Status.PASS, f"PCIe ASPM policy {knobs.aspm}"
                        + (f" ({', '.join(lines[1:])})" if given else ""), actual=actual,
                        evidence=(evidence,))
+
+
+def _numa_asked(server: InferenceServer) -> str | None:
+    """How a server asks for a NUMA policy: llama.cpp's --numa, or numactl in its argv."""
+    given = option(server, ("--numa",), "LLAMA_ARG_NUMA")
+    if given:
+        return f"--numa {given}"
+    return "numactl" if any(a.endswith("numactl") for a in server.argv[:1]) else None
+
+
+@check("containers.numa-policy")
+def container_numa(facts: HostFacts, policy: Policy, meta: CheckMeta) -> CheckResult:
+    servers = _servers(facts, meta)
+    if isinstance(servers, CheckResult):
+        return servers
+    asking = [(s, how) for s in servers if s.container and (how := _numa_asked(s))]
+    if not asking:
+        return meta.result(Status.SKIP, "no server in a container asks for a NUMA policy")
+    docker = facts.get("docker.containers")
+    if not docker.ok:
+        return meta.not_evaluated(docker)
+    lines, blocked = [], []
+    for server, how in asking:
+        box = next((c for c in docker.fact if server.container and
+                    server.container.startswith(c.container_id)), None)
+        if box is None:
+            lines.append(f"{_name(server)}: its container is not among those inspected")
+            continue
+        allowed = box.numa_calls_allowed
+        lines.append(f"{_name(server)} ({how}) in container {box.name}: cap_add "
+                     f"{list(box.cap_add)}, privileged {box.privileged}, seccomp "
+                     f"{'unconfined' if box.seccomp_unconfined else 'default'}")
+        if not allowed:
+            blocked.append(f"{_name(server)} asks for {how} in container {box.name}, whose "
+                           "seccomp profile refuses set_mempolicy and mbind without "
+                           "CAP_SYS_NICE: the NUMA option does nothing")
+    evidence = Evidence("docker.containers", "docker inspect: HostConfig.CapAdd, Privileged, "
+                        "SecurityOpt", tuple(lines))
+    if blocked:
+        return meta.result(Status.WARN, "; ".join(blocked), evidence=(evidence,))
+    return meta.result(Status.PASS, "; ".join(lines), evidence=(evidence,))

@@ -29,6 +29,16 @@ class Container:
     health_status: str | None = None
     health_output: str | None = None  # the last health probe's output
     networks: tuple[str, ...] = ()
+    # what lets its processes set a NUMA memory policy (Docker's default seccomp profile allows
+    # set_mempolicy and mbind only with CAP_SYS_NICE)
+    cap_add: tuple[str, ...] = ()
+    privileged: bool = False
+    seccomp_unconfined: bool = False
+
+    @property
+    def numa_calls_allowed(self) -> bool:
+        caps = {c.upper().removeprefix("CAP_") for c in self.cap_add}
+        return self.privileged or self.seccomp_unconfined or bool({"SYS_NICE", "ALL"} & caps)
 
     def env_value(self, key: str) -> str | None:
         return next((v for k, v in self.env if k == key), None)
@@ -71,6 +81,10 @@ def _container(doc: dict[str, Any]) -> Container:
         health_status=health.get("Status"),
         health_output=str(log[-1].get("Output", "")).strip() if log else None,
         networks=tuple(sorted((doc.get("NetworkSettings") or {}).get("Networks") or {})),
+        cap_add=tuple(str(c) for c in host.get("CapAdd") or [] if isinstance(c, str)),
+        privileged=host.get("Privileged") is True,
+        seccomp_unconfined=any(str(o).replace(":", "=") == "seccomp=unconfined"
+                               for o in host.get("SecurityOpt") or []),
     )
 
 
