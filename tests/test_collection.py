@@ -42,8 +42,9 @@ def test_the_collection_builds_installs_and_its_playbooks_parse(tmp_path: Path) 
     inventory.write_text("box ansible_connection=local\n")
     playbooks = sorted((installed / "ansible_collections" / "omni" / "host" / "playbooks").glob("*.yml"))
     assert [p.name for p in playbooks] == [
-        "audit.yml", "collect.yml", "glibc-tunables.yml", "isolation.yml", "nvidia-driver.yml",
-        "packages.yml", "persistence.yml", "restart-policy.yml", "site.yml", "swap.yml"]
+        "audit.yml", "collect.yml", "glibc-tunables.yml", "isolation.yml", "kernel-knobs.yml",
+        "nvidia-driver.yml", "packages.yml", "persistence.yml", "restart-policy.yml", "site.yml",
+        "swap.yml"]
     for playbook in playbooks:
         parsed = subprocess.run([str(BIN / "ansible-playbook"), "-i", str(inventory),
                                  "--syntax-check", str(playbook)], capture_output=True, text=True,

@@ -116,7 +116,9 @@ def test_half_of_32_hosts_refuse(sshd: Sshd, tmp_path: Path) -> None:
     result = audit(sshd, inv, "--forks", "32")
     assert result.code == 3
     doc = json.loads(result.stdout)
-    assert doc["summary"]["hosts"] == 32 and doc["summary"]["unreachable"] == 16
+    assert doc["summary"]["hosts"] == 32 and doc["summary"]["unreachable"] == 16, \
+        [(h["host"], h["error"]) for h in doc["hosts"] if h["host"].startswith("ok")
+         and not h["reachable"]]
     by_host = hosts(result.stdout)
     for i in range(16):
         assert by_host[f"ok{i:02d}"]["reachable"]

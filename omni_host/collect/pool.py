@@ -45,14 +45,19 @@ class _Pool(Generic[T, R]):
         self.stop = threading.Event()
 
     def finish(self, i: int, result: R) -> None:
-        """The first result of an item is its result (a late stand-in, or the real one)."""
+        """The first result of an item is its result (a late stand-in, or the real one). It is
+        told (``on_done``) before it counts as done: the pool returned while the last host's
+        report was still being told, and a spread worker then said "end" before that report
+        ("the controller process auditing this host ended without its result")."""
         with self.lock:
             if i in self.results:
                 return
-            self.results[i] = result
-            self.lock.notify_all()
-        if self.on_done is not None:
-            self.on_done(self.items[i], result)
+            try:
+                if self.on_done is not None:
+                    self.on_done(self.items[i], result)
+            finally:
+                self.results[i] = result
+                self.lock.notify_all()
 
     def worker(self) -> None:
         """Take items until none is left; a worker whose item went late is replaced, and

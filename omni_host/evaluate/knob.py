@@ -27,14 +27,26 @@ SIGMAS = 3.0
 FLOOR = 0.02  # 2%: below it, a difference between arms is not told from the runs' drift
 
 
+def _spread(values: list[float]) -> float:
+    """Robust standard deviation (1.4826 x the median absolute deviation)."""
+    if len(values) < 2:
+        return 0.0
+    centre = statistics.median(values)
+    return statistics.median(abs(x - centre) for x in values) * 1.4826
+
+
 def effect(pairs: list[tuple[float, float]]) -> dict[str, Any]:
-    """(host as it is, knob) centres per pair -> the effect and whether it is measurable."""
+    """(host as it is, knob) centres per pair -> the effect and whether it is measurable. The
+    noise of a pair's ratio is the larger of the ratios' own spread and what the runs of one
+    arm spread between themselves (times the root of 2: a ratio of two runs): with four pairs
+    the ratios' spread alone is often small by chance (a same-value A/B recommended here)."""
     logs = [math.log(b / a) for a, b in pairs if a > 0 and b > 0]
     if not logs:
         return {"pairs": 0, "measurable": False}
     centre = statistics.median(logs)
-    mad = statistics.median(abs(x - centre) for x in logs) * 1.4826
-    se = mad / math.sqrt(len(logs))
+    within = max(_spread([math.log(a) for a, _ in pairs if a > 0]),
+                 _spread([math.log(b) for _, b in pairs if b > 0])) * math.sqrt(2)
+    se = max(_spread(logs), within) / math.sqrt(len(logs))
     agree = all(x > 0 for x in logs) or all(x < 0 for x in logs)
     measurable = len(logs) >= MIN_PAIRS and agree and abs(centre) > max(SIGMAS * se,
                                                                          math.log1p(FLOOR))

@@ -100,9 +100,8 @@ def svg(series: Series, width: int = WIDTH, height: int = HEIGHT) -> str:
         return TOP + inner_h - max(0.0, min(value, top)) / top * inner_h
 
     title = f"{series.name}: {len(series.points)} runs, {_when(lo)} to {_when(hi)} UTC"
-    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
-           f'viewBox="0 0 {width} {height}" role="img" aria-label="{escape(title)}" '
-           'font-family="system-ui,sans-serif" font-size="11">',
+    out = [f'<svg width="{width}" height="{height}" viewBox="0 0 {width} {height}" role="img" '
+           f'aria-label="{escape(title)}" font-family="system-ui,sans-serif" font-size="11">',
            f"<title>{escape(title)}</title>",
            f'<rect x="{LEFT}" y="{TOP}" width="{inner_w}" height="{inner_h}" fill="#fafafa" '
            'stroke="#ddd"/>']
