@@ -23,13 +23,10 @@ CAPTURE = (Path(__file__).resolve().parent.parent / "tests" / "fixtures" / "capt
            "llama-bench" / "llama-bench-json_h100_random-llama-1.7gb-f16_vmm.json")
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--runs", type=int, default=9)
-    ap.add_argument("--profile", action="store_true")
-    ap.add_argument("--out", type=Path, default=None)
-    args = ap.parse_args()
-    work = Path(tempfile.mkdtemp(prefix="omni-fixed-"))
+def stand_in(work: Path, **bench: object) -> tuple[Path, Path]:
+    """In ``work``: a llama-bench that prints the capture at once, a 2 MiB model, and an
+    inventory of this machine whose omni_bench runs them (``bench``: more omni_bench values);
+    (the stand-in, the inventory)."""
     fake = work / "llama-bench"
     fake.write_text(f"#!/bin/sh\ncat {CAPTURE}\n")
     fake.chmod(0o755)
@@ -39,7 +36,18 @@ def main() -> None:
     inv.write_text(json.dumps({"all": {"hosts": {"box": {
         "ansible_connection": "local", "omni_build_packages": [],
         "omni_bench": {"llama_bench": str(fake), "model": str(model), "max_spread_pct": 100,
-                       "max_other_cpus": 64}}}}}))
+                       "max_other_cpus": 64, **bench}}}}}))
+    return fake, inv
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--runs", type=int, default=9)
+    ap.add_argument("--profile", action="store_true")
+    ap.add_argument("--out", type=Path, default=None)
+    args = ap.parse_args()
+    work = Path(tempfile.mkdtemp(prefix="omni-fixed-"))
+    fake, inv = stand_in(work)
     ours = [sys.executable, "-m", "omni_host", "bench", "-i", str(inv), "box", "--report-dir",
             str(work / "store"), "--format", "json"]
     by_hand = [str(fake)]

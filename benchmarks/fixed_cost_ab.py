@@ -20,8 +20,8 @@ import tempfile
 import time
 from pathlib import Path
 
-CAPTURE = (Path(__file__).resolve().parent.parent / "tests" / "fixtures" / "captures" /
-           "llama-bench" / "llama-bench-json_h100_random-llama-1.7gb-f16_vmm.json")
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_fixed_cost import stand_in  # noqa: E402  (the same stand-in, one place)
 
 
 def one(tree: Path, inv: Path, store: Path) -> dict[str, float]:
@@ -44,16 +44,7 @@ def main() -> None:
     ap.add_argument("--out", type=Path, default=None)
     args = ap.parse_args()
     work = Path(tempfile.mkdtemp(prefix="omni-fixed-ab-"))
-    fake = work / "llama-bench"
-    fake.write_text(f"#!/bin/sh\ncat {CAPTURE}\n")
-    fake.chmod(0o755)
-    model = work / "model.gguf"
-    model.write_bytes(os.urandom(2 << 20))
-    inv = work / "inv.yml"
-    inv.write_text(json.dumps({"all": {"hosts": {"box": {
-        "ansible_connection": "local", "omni_build_packages": [],
-        "omni_bench": {"llama_bench": str(fake), "model": str(model), "max_spread_pct": 100,
-                       "max_other_cpus": 64, "max_busy_pct": 100}}}}}))
+    _, inv = stand_in(work, max_busy_pct=100)
     trees = {"old": args.old.resolve(), "new": args.new.resolve()}
     runs: dict[str, list[dict[str, float]]] = {"old": [], "new": []}
     for name, tree in trees.items():  # each tree's baseline, caches warm

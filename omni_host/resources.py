@@ -111,3 +111,19 @@ def first_alias(node: Any) -> Any:
             for key, value in current.value:
                 stack.extend((key, value))
     return None
+
+
+def not_own(path: Path) -> str | None:
+    """Why ``path`` is not this user's own (another owner, writable by others), or None (also
+    when it does not exist): a store of reports another account could plant in is not read."""
+    import stat
+
+    try:
+        info = path.stat()
+    except OSError:
+        return None
+    if info.st_uid != os.geteuid():
+        return f"owned by uid {info.st_uid}, not {os.geteuid()}"
+    if info.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+        return "writable by others"
+    return None

@@ -49,15 +49,13 @@ def bench_ahead(plans: list[HostPlan], ssh: SshOptions, store_root: Path, *, swe
     overlap the host's probes (the bench's fixed cost, issue 44), where nothing read
     afterwards could refuse it: one host with omni_bench, no sweep (it plans from the
     baseline), no waivers file to validate first, a store that is this user's own."""
-    import os
-
     from omni_host.plan.waivers import default_waivers
+    from omni_host.resources import not_own
 
     spec = plans[0].policy.bench if len(plans) == 1 else None
     if spec is None or sweep or waivers_given or default_waivers() is not None:
         return None
-    if store_root.exists() and (store_root.stat().st_uid != os.geteuid()
-                                or store_root.stat().st_mode & 0o022):
+    if not_own(store_root):
         return None  # the store will refuse, and says so before anything runs
     from omni_host.collect.run import Background, collect_host
     from omni_host.probes.catalog import bench_probe

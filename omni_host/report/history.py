@@ -38,7 +38,7 @@ from omni_host.report.text import (
     served_rates,
     test_rate,
 )
-from omni_host.resources import TooLarge, atomic_write, read_bounded
+from omni_host.resources import TooLarge, atomic_write, not_own, read_bounded
 
 BAD = ("fail", "error")
 COMPARED_FACTS = ("numa_nodes", "sockets", "driver_version", "cuda_version", "gpus", "swap_total_mib",
@@ -98,14 +98,14 @@ def load_history(root: Path) -> History:
     it) that another account owns or could write is not trusted (a planted audit would become
     the "latest" that diffs, baselines and the Cold Case compare with)."""
     audits, warnings = [], []
-    foreign = _foreign(root)
+    foreign = not_own(root)
     if foreign:
         why = f"{root}: {foreign}: the report store is not read"
         return History([], [why], why)
     checked = _checked(root)
     known = dict(checked)
     for directory in audit_dirs(root):
-        foreign = _foreign(directory)
+        foreign = not_own(directory)
         if foreign:
             warnings.append(f"{directory}: {foreign}: skipped")
             continue
@@ -165,7 +165,7 @@ def _checked(root: Path) -> dict[str, list[int]]:
     """The store's own record of checked reports (checking every stored report on every run
     cost a bench 10 ms a report); {} where it is missing, foreign or unreadable."""
     path = _checked_path(root)
-    if _foreign(path):
+    if not_own(path):
         return {}
     try:
         doc = json.loads(read_bounded(path, 16 * 1024 * 1024))
@@ -181,22 +181,6 @@ def _keep_checked(root: Path, checked: dict[str, list[int]]) -> None:
     with contextlib.suppress(OSError):  # costs the next run its time, never a result
         path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         atomic_write(path, json.dumps(checked), mode=0o600)
-
-
-def _foreign(path: Path) -> str | None:
-    """Why ``path`` is not this user's own, or None (also when it does not exist)."""
-    import os
-    import stat
-
-    try:
-        info = path.stat()
-    except OSError:
-        return None
-    if info.st_uid != os.geteuid():
-        return f"owned by uid {info.st_uid}, not {os.geteuid()}"
-    if info.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
-        return "writable by others"
-    return None
 
 
 def _statuses(host: dict[str, Any]) -> dict[str, str]:
