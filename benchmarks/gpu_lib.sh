@@ -44,3 +44,9 @@ all:
         repetitions: 5
 YML
 }
+
+random_moe() {  # random_moe OUT.gguf LOG: the plan's random mixture of experts (issue 46), about
+  # 23 GB: 28 layers, 32 experts of which 4 are used per token, F16
+  python3 tests/random_llama.py .devcarry/vocab.gguf "$1" --embd 2048 --layers 28 --ff 2048 \
+    --heads 16 --experts 32 --experts-used 4 > "$2" 2>&1
+}

@@ -19,8 +19,8 @@ from omni_host import __version__, interrupts
 from omni_host.cli import audit, bench, catalog, completion, remediate, report, serve
 from omni_host.cli.common import EXIT_INTERRUPTED, EXIT_PIPE, EXIT_TERMINATED, EXIT_USAGE, err
 
-GROUPS = {"audit": audit, "collect": audit, "bench": bench, "remediate": remediate, "bootstrap": remediate,
-          "report": report, "schedule": report, "payload": catalog, "checks": catalog,
+GROUPS = {"audit": audit, "collect": audit, "bench": bench, "plan": bench, "remediate": remediate,
+          "bootstrap": remediate, "report": report, "schedule": report, "payload": catalog, "checks": catalog,
           "init": catalog, "completion": completion, "serve": serve}
 
 
@@ -42,6 +42,7 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
 Handler = Callable[[argparse.Namespace], int]
 HANDLERS: dict[str, Handler] = {
     "audit": audit.cmd_audit, "collect": audit.cmd_collect, "bench": bench.cmd_bench,
+    "plan": bench.cmd_plan,
     "remediate": remediate.cmd_remediate, "bootstrap": remediate.cmd_bootstrap,
     "report": report.cmd_report, "schedule": report.cmd_schedule,
     "payload": catalog.cmd_payload, "checks": catalog.cmd_checks, "init": catalog.cmd_init,

@@ -19,6 +19,7 @@ from omni_host.cli.common import (
     err,
     exit_code,
     hint_args,
+    out,
     plans,
     ssh_options,
 )
@@ -55,6 +56,80 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
                        help="where audits and benches are stored (and baselines found)")
     bench.add_argument("--no-store", action="store_true",
                        help="do not store this run (it then cannot become a baseline)")
+
+
+    plan = sub.add_parser("plan", help="where the model's tensors should go on the host: each "
+                                       "candidate placement's memory per device and predicted "
+                                       "tokens/s (perf.placement); --prove measures them")
+    add_target_args(plan)
+    plan.add_argument("--ctx", type=int, default=4096, metavar="N",
+                      help="the context the server will serve (-c): what the KV cache must "
+                           "hold (default 4096, --fit's minimum)")
+    plan.add_argument("--depth", type=int, default=0, metavar="N",
+                      help="the context a generated token reads (llama-bench -d): predicted "
+                           "at, and proved at (default 0)")
+    plan.add_argument("--prove", action="store_true",
+                      help="run llama-bench for the leading candidates, the current args and "
+                           "--fit's answer, in rounds behind the bench's idle gate, and say "
+                           "which is fastest beyond the noise (never a baseline)")
+    plan.add_argument("--rounds", type=int, default=4, metavar="N",
+                      help="rounds of --prove (default 4; 4 at least to call a difference)")
+    plan.add_argument("--top", type=int, default=4, metavar="N",
+                      help="the plan's leading candidates --prove runs (default 4)")
+    plan.add_argument("--force", action="store_true",
+                      help="prove even when a GPU is busy or holds compute processes (a "
+                           "ballast that only holds memory)")
+    plan.add_argument("--format", default="table", choices=FORMATS)
+    add_view_args(plan)
+    plan.add_argument("--output", type=Path, default=None,
+                      help="write the report to this file (atomically) instead of stdout")
+    plan.add_argument("--report-dir", type=Path, default=None,
+                      help="where audits and benches are stored (the host's measured rates "
+                           "are read there)")
+    plan.add_argument("--no-store", action="store_true", help="do not store the plan")
+
+
+def cmd_plan(args: argparse.Namespace) -> int:
+    from omni_host.report.store import default_report_dir
+
+    if not 1 <= args.rounds <= 50 or not 1 <= args.top <= 20 or args.ctx < 1 or args.depth < 0:
+        err("--rounds must be 1 to 50, --top 1 to 20, --ctx positive, --depth 0 or more")
+        return EXIT_USAGE
+    store_root = args.report_dir or default_report_dir()
+    host_plans = plans(args)
+    from omni_host.app import audit
+    from omni_host.app.bench import BenchRefused
+    from omni_host.app.plan import PlanRequest, plan
+    from omni_host.report.history import load_history
+    from omni_host.report.text import plan_lines
+
+    history = load_history(store_root)
+    for line in history.warnings:
+        err(line)
+    request = PlanRequest(ctx=args.ctx, depth=args.depth, prove=args.prove, rounds=args.rounds,
+                          top=args.top, force=args.force)
+    try:
+        run, _ = plan(host_plans, ssh_options(args), history, request, waivers=(),
+                      inventory=str(args.inventory) if args.inventory else None,
+                      probe_timeout_s=args.probe_timeout, hint_args=hint_args(args))
+    except BenchRefused as exc:
+        err(str(exc))
+        return EXIT_USAGE
+    except KeyboardInterrupt as exc:
+        from omni_host.cli import Terminated
+
+        err("plan interrupted: llama-bench stopped with its session; nothing stored")
+        return EXIT_TERMINATED if isinstance(exc, Terminated) else EXIT_INTERRUPTED
+    for host in run.report.unreachable:
+        err(f"{host.host}: unreachable: {host.error}")
+    emit(run.doc, args.format, args.output, lambda: history, args.verbosity)
+    if args.format == "table" and args.output is None:
+        for line in plan_lines(run.doc):
+            out(line)
+    if not args.no_store:
+        path = audit.keep(run, store_root)
+        err(f"plan stored in {path}")
+    return exit_code(run.report)
 
 
 def cmd_bench(args: argparse.Namespace) -> int:

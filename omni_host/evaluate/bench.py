@@ -614,6 +614,9 @@ def judge(meta: CheckMeta, spec: BenchSpec, run: BenchRun, context: dict[str, An
     details: dict[str, Any] = {
         "tests": {t.name: _test_details(t) for t in run.result.tests},
         "context": context, "ceiling": ceilings, "no_ceiling": no_ceiling,
+        # the rate the CPU read weights at, where a test says it (omni-host plan predicts with it)
+        "cpu_rates": {n: c["cpu_effective_gbs"] for n, c in limits.items()
+                      if c.get("cpu_effective_gbs")},
         "recorded_baseline": False, "forced": bool(run.gate.get("forced")),
         "fit": not unfit, "unfit": unfit, "disturbances": disturbances(spec, run)}
     ceiling_note = "; ".join(

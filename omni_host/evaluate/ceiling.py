@@ -28,6 +28,7 @@ from __future__ import annotations
 import bisect
 import math
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -166,36 +167,51 @@ def layer_device(il: int, n_layer: int, p: Placement) -> str:
     return f"GPU{min(bisect.bisect_right(cumulative, (il - start) / active), p.gpus - 1)}"
 
 
-def bytes_per_token(tensors: TensorMap, p: Placement) -> dict[str, float]:
-    """The bytes a generated token reads, per device."""
-    n_layer = tensors.block_count or 1 + max(
+def n_layers(tensors: TensorMap) -> int:
+    """The model's repeating layers (its block count, else the highest ``blk.N`` + 1)."""
+    return tensors.block_count or 1 + max(
         (int(m.group(1)) for n, _, _ in tensors.tensors if (m := LAYER.match(n))), default=-1)
-    used = tensors.expert_used_count / tensors.expert_count \
-        if tensors.expert_count and tensors.expert_used_count else 1.0
-    tied = not any(n == "output.weight" for n, _, _ in tensors.tensors)
-    read: dict[str, float] = {}
 
-    def add(device: str, amount: float) -> None:
-        if device == ROW:
-            for i, share in enumerate(p.shares):
-                read[f"GPU{i}"] = read.get(f"GPU{i}", 0.0) + amount * share
-        else:
-            read[device] = read.get(device, 0.0) + amount
 
+def placed(tensors: TensorMap, p: Placement) -> Iterator[tuple[str, int, str]]:
+    """(name, bytes, device) of each tensor where llama.cpp puts it (``ROW``: split by rows
+    across the GPUs); a tied output (no ``output.weight``) is the embedding once more, on the
+    output layer's device."""
+    n_layer = n_layers(tensors)
     output = layer_device(n_layer, n_layer, p)
-    for name, size, rows in tensors.tensors:
+    for name, size, _ in tensors.tensors:
         layer = LAYER.match(name)
         device = layer_device(int(layer.group(1)), n_layer, p) if layer else \
             output if name.startswith("output") else CPU
         device = next((d for pattern, d in p.overrides if re.search(pattern, name)), None) \
             or (CPU if p.n_cpu_moe and layer and int(layer.group(1)) < p.n_cpu_moe
                 and EXPERTS.search(name) else device)
-        if name == "token_embd.weight":
-            add(device, size / rows)  # a token reads its own row
-            if tied:  # no output.weight: the output layer reads the embedding whole
-                add(output, float(size))
-            continue
-        add(device, size * used if EXPERTS.search(name) else float(size))
+        yield name, size, device
+    if not any(n == "output.weight" for n, _, _ in tensors.tensors):
+        embedding = next((size for n, size, _ in tensors.tensors if n == "token_embd.weight"), 0)
+        if embedding:
+            yield "output.weight (tied)", embedding, output
+
+
+def spread_rows(device: str, amount: float, p: Placement) -> Iterator[tuple[str, float]]:
+    """``amount`` on ``device``; under ``ROW``, each GPU's share of it."""
+    if device == ROW:
+        yield from ((f"GPU{i}", amount * share) for i, share in enumerate(p.shares))
+    else:
+        yield device, amount
+
+
+def bytes_per_token(tensors: TensorMap, p: Placement) -> dict[str, float]:
+    """The bytes a generated token reads, per device."""
+    used = tensors.expert_used_count / tensors.expert_count \
+        if tensors.expert_count and tensors.expert_used_count else 1.0
+    rows = {n: r for n, _, r in tensors.tensors}
+    read: dict[str, float] = {}
+    for name, size, device in placed(tensors, p):
+        amount = size / rows[name] if name == "token_embd.weight" else \
+            size * used if EXPERTS.search(name) else float(size)  # a token reads its own row
+        for where, part in spread_rows(device, amount, p):
+            read[where] = read.get(where, 0.0) + part
     return read
 
 
@@ -336,6 +352,12 @@ def _judged(test: BenchTest, reads: tuple[dict[str, float] | str, str, bool],
         out_why: dict[str, Any] = {"why_not": why, "gb_per_token": per_device}
         if all_cpu is not None:
             out_why["cpu_effective_gbs"] = round(all_cpu / 1e9, 1)
+        elif unknown == [CPU] and read.get(CPU, 0) >= NEGLIGIBLE_BYTES:
+            # what the CPU's share reached, the GPUs' parts counted at their ceiling: a floor
+            rest = 1 / test.estimate.center_ts - sum(b / bandwidth[d] for d, b in read.items()
+                                                     if d != CPU and b > 0)
+            if rest > 0:
+                out_why["cpu_effective_gbs"] = round(read[CPU] / rest / 1e9, 1)
         return out_why
     c = ceiling(read, bandwidth, row)
     achieved = test.estimate.center_ts  # the verdict's estimator: the warm-up repetition left out

@@ -11,6 +11,8 @@ from omni_host.errors import UsageError
 from omni_host.evaluate.bench import CHECK_ID
 from omni_host.evaluate.checks import CheckMeta, catalog, registry
 from omni_host.evaluate.knob import CHECK_ID as KNOB_ID
+from omni_host.evaluate.plan import CHECK_ID as PLAN_ID
+from omni_host.evaluate.plan import PROOF_ID
 from omni_host.evaluate.sweep import CHECK_ID as SWEEP_ID
 from omni_host.evaluate.watch import CHECK_ID as WATCH_ID
 
@@ -34,7 +36,8 @@ def find(term: str) -> list[CheckMeta]:
 
 BY_COMMAND = {CHECK_ID: "omni-host bench", SWEEP_ID: "omni-host bench --sweep-split",
               WATCH_ID: "omni-host serve watch",
-              KNOB_ID: "omni-host bench --knob"}  # never an audit
+              KNOB_ID: "omni-host bench --knob", PLAN_ID: "omni-host plan",
+              PROOF_ID: "omni-host plan --prove"}  # never an audit
 
 
 def list_lines() -> list[str]:

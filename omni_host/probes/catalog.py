@@ -272,6 +272,18 @@ def knob_probe(spec: BenchSpec, arms: tuple[Any, ...], pairs: int, *,
                                timeout_s=spec.budget_s * len(arms) * pairs + 60)
 
 
+def plan_probe(spec: BenchSpec, fit: list[str], estimate: list[list[str]]) -> Probe:
+    """The bench probe of ``omni-host plan``: the helper reads the bench's context and the
+    plan's facts (llama-fit-params' --fit answer for ``fit``, its memory estimate for each
+    args list of ``estimate``) and runs no llama-bench."""
+    probe = bench_probe(spec, force=True)
+    at = probe.argv.index("--")
+    plan = {"fit": fit, "estimate": estimate}
+    return dataclasses.replace(probe, argv=(*probe.argv[:at], "--plan-json", json.dumps(plan),
+                                            *probe.argv[at:]),
+                               timeout_s=120 * (1 + len(estimate)) + 60)
+
+
 def probes_for(policy: Policy) -> tuple[Probe, ...]:
     """The plan for one host: every static probe, plus the policy's paths and packages."""
     args = {

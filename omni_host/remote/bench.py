@@ -151,6 +151,7 @@ def nvml_memory():
             memory = (ctypes.c_ulonglong * 3)()  # nvmlMemory_t: total, free, used
             if nvml.nvmlDeviceGetMemoryInfo(handle, ctypes.byref(memory)) == 0:
                 entry["memory_free_bytes"] = memory[1]  # llama.cpp's default -ts weighs this
+                entry["memory_total_bytes"] = memory[0]
             found.append(entry)
     finally:
         nvml.nvmlShutdown()
@@ -470,6 +471,61 @@ def run_ab(binary, model, opts, ab, with_gpus, env, originals, pipe):
     return out
 
 
+def physical_cores(cpus):
+    """How many physical cores the CPUs in ``cpus`` are (SMT siblings counted once), from
+    sysfs; None where the topology is not readable."""
+    cores = set()
+    for cpu in cpus:
+        base = "/sys/devices/system/cpu/cpu%d/topology/" % cpu
+        core, package = _read(base + "core_id"), _read(base + "physical_package_id")
+        if core is None or package is None:
+            return None
+        cores.add((package.strip(), core.strip()))
+    return len(cores) or None
+
+
+def _fit_params(binary, model, args, env, timeout_s=120):
+    """llama-fit-params (beside llama-bench: the same build) on ``args``: {"code", "stdout",
+    "stderr_tail"}, or {"error": why}."""
+    try:
+        proc = subprocess.run([binary, "-m", model] + list(args), stdin=subprocess.DEVNULL,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=timeout_s,
+                              env=env)
+    except subprocess.TimeoutExpired:
+        return {"error": "no answer in %d s" % timeout_s}
+    except OSError as exc:
+        return {"error": str(exc)}
+    tail = proc.stderr.decode("utf-8", "replace").splitlines()[-STDERR_LINES:]
+    return {"code": proc.returncode, "stdout": proc.stdout.decode("utf-8", "replace")[-65536:],
+            "stderr_tail": [line[:400] for line in tail]}
+
+
+def plan_facts(llama_bench, model, plan, env):
+    """What ``omni-host plan`` needs beside the bench's context: the CPUs' physical cores,
+    the host's memory, and llama.cpp's own answers where the build has llama-fit-params:
+    its --fit placement (``fit``) and its memory estimate per device for each args list of
+    ``estimate`` (-fitp on)."""
+    try:
+        cpus = sorted(os.sched_getaffinity(0))
+    except AttributeError:
+        cpus = list(range(os.cpu_count() or 1))
+    meminfo = {}
+    for line in (_read("/proc/meminfo") or "").splitlines():
+        name, _, rest = line.partition(":")
+        if name in ("MemTotal", "MemAvailable", "SwapFree"):
+            meminfo[name] = int(rest.split()[0]) if rest.split() else None
+    out = {"cpus": len(cpus), "physical_cores": physical_cores(cpus), "meminfo_kib": meminfo}
+    fit_binary = os.path.join(os.path.dirname(llama_bench), "llama-fit-params")
+    if not os.access(fit_binary, os.X_OK):
+        out["fit_params"] = None
+        return out
+    out["fit_params"] = fit_binary
+    out["fit"] = _fit_params(fit_binary, model, plan.get("fit") or [], env)
+    out["estimates"] = [dict(_fit_params(fit_binary, model, list(args) + ["-fitp", "on"], env),
+                             args=list(args)) for args in plan.get("estimate") or []]
+    return out
+
+
 def _together(**calls):
     """Each call in a thread of its own (nvidia-smi, NVML and hashing wait on different
     things): name -> its result, None where it raised."""
@@ -558,7 +614,15 @@ def main(argv):
         doc["timing"]["waited_s"] = round(time.monotonic() - started, 3)
         if said != "go" and doc["refused"] is None:
             doc["refused"] = "the collector stopped before the run (no word to go on)"
-    if doc["refused"] is None and ab is not None:
+    plan = json.loads(opts["plan_json"]) if opts.get("plan_json") else None
+    if plan is not None:  # a plan reads and measures nothing: a busy GPU is said, not refused
+        if doc["refused"] and doc["refused"].startswith("busy: "):
+            doc["refused"] = None
+        if doc["refused"] is None:
+            doc["context"]["binary"] = found["binary"]
+            doc["plan"] = plan_facts(binary, model, plan, env)
+            doc["timing"]["total_s"] = round(time.monotonic() - started, 3)
+    elif doc["refused"] is None and ab is not None:
         doc["context"]["binary"] = found["binary"]
         doc["ab"] = run_ab(binary, model, opts, ab, gpus is not None, env, originals, pipe)
         doc["timing"]["total_s"] = round(time.monotonic() - started, 3)

@@ -333,3 +333,42 @@ def render_markdown(doc: dict[str, Any], out: TextIO) -> None:
             steps = fix_steps(r, target(doc), host["host"])
             if steps:
                 out.write("\nFix:\n\n" + "".join(f"1. {_md(step)}\n" for step in steps))
+
+
+def plan_lines(doc: dict[str, Any]) -> list[str]:
+    """The placement plan of each host (perf.placement) as a ranked table, and the proof's
+    predicted-against-measured table (perf.placement-proof) where it ran."""
+    lines: list[str] = []
+    for host in doc.get("hosts") or []:
+        planned = result_of(host, "perf.placement")
+        rows = ((planned or {}).get("details") or {}).get("plan") or []
+        if not rows:
+            continue
+        lines += ["", f"Placement plan for {host.get('host')}, ranked (predicted tg: t/s; "
+                  "memory: GiB per device, with KV cache, compute and margin):"]
+        for i, r in enumerate(rows, 1):
+            memory = ", ".join(f"{d} {sum(v.values()) / 1024:.1f}"
+                               for d, v in (r.get("memory_mib") or {}).items())
+            predicted = r.get("predicted_tg")
+            state = r.get("why_not") or ("fits" if r.get("fits") else "does not fit: " + ", ".join(
+                f"{d} short {v / 1024:.1f} GiB" for d, v in (r.get("short_mib") or {}).items()))
+            lines.append(f"{i:>2}. [{r.get('origin')}] {r.get('placement')}")
+            lines.append(f"    predicted tg {predicted if predicted is not None else '-'}; "
+                         f"{state}; {memory}; limit: {r.get('limit', '-')}")
+            lines.append(f"    llama-server {r.get('llama_server')}")
+            lines.append(f"    llama-bench  {r.get('llama_bench')}")
+        proof = result_of(host, "perf.placement-proof")
+        details = (proof or {}).get("details") or {}
+        for test, entry in (details.get("proof") or {}).items():
+            by_key = {r.get("key"): r for r in details.get("proved") or []}
+            lines += ["", f"Proof, {test} (median of the rounds; against the fastest):"]
+            for arm, v in sorted(entry.get("arms", {}).items(),
+                                 key=lambda kv: -kv[1].get("median_ts", 0)):
+                against = v.get("against_leader") or {}
+                verdict = "fastest" if arm == entry.get("leader") else \
+                    f"{against.get('effect', 0):+.1%} " + (
+                        "measurable" if against.get("measurable") else "within the noise")
+                predicted = (by_key.get(arm) or {}).get("predicted_tg")
+                lines.append(f"  {arm:<14} measured {v.get('median_ts')} t/s, predicted "
+                             f"{predicted if predicted is not None else '-'}: {verdict}")
+    return lines

@@ -14,6 +14,7 @@ import dataclasses
 import json
 import math
 import re
+import shlex
 import statistics
 from dataclasses import dataclass
 from typing import Any
@@ -335,6 +336,32 @@ class KnobAB:
 
 
 @dataclass(frozen=True)
+class EngineEstimate:
+    """llama-fit-params' memory estimate for one args list (-fitp on): per device (``CUDA0``,
+    ``Host``), MiB of model, context and compute buffers; ``error``: why there is none."""
+
+    args: tuple[str, ...]
+    rows: tuple[tuple[str, int, int, int], ...]
+    error: str | None = None
+
+
+@dataclass(frozen=True)
+class PlanFacts:
+    """What ``omni-host plan`` read on the host beside the bench's context: the CPUs this
+    process may use and their physical cores, the host's memory, and llama.cpp's own answers
+    where the build has llama-fit-params (its --fit placement as args, its memory estimates)."""
+
+    cpus: int
+    physical_cores: int | None
+    mem_total_kib: int | None
+    mem_available_kib: int | None
+    fit_params: str | None  # the binary, or None: the build has none
+    fit_args: tuple[str, ...] | None = None
+    fit_error: str | None = None
+    estimates: tuple[EngineEstimate, ...] = ()
+
+
+@dataclass(frozen=True)
 class BenchRun:
     """The helper's document: refused (why), or run (llama-bench parsed, or why not)."""
 
@@ -351,6 +378,7 @@ class BenchRun:
     during: dict[str, Any] | None = None
     tensors: TensorMap | str = "not read"  # the model's tensor table, or why there is none
     ab: KnobAB | None = None  # bench --knob: its A/B runs instead of one run
+    plan: PlanFacts | None = None  # omni-host plan: what it read instead of a run
 
 
 def _run_error(run: dict[str, Any]) -> str | None:
@@ -398,6 +426,12 @@ HELPER_DOC: dict[str, Any] = {
     "during": (None, {"samples": [[[TEXT]]], "event_reasons": [TEXT],
                       "other_gpu_processes": [TEXT], "own_cpu_s": NUM, "other_cpu_load": NUM}),
 }
+HELPER_DOC["plan"] = {
+    "cpus": INT, "physical_cores": (None, INT), "meminfo_kib": {"*": (None, INT)},
+    "fit_params": (None, TEXT),
+    "fit": {"code": INT, "stdout": TEXT, "stderr_tail": [TEXT], "error": TEXT},
+    "estimates": [{"args": [TEXT], "code": INT, "stdout": TEXT, "stderr_tail": [TEXT],
+                   "error": TEXT}]}
 HELPER_DOC["ab"] = {"arms": [TEXT], "before": {"*": TEXT}, "restored": {"*": TEXT},
                     "error": TEXT,
                     "runs": [{"arm": TEXT, "pair": INT, "run": HELPER_DOC["run"],
@@ -479,6 +513,54 @@ def _knob_ab(ab: dict[str, Any]) -> KnobAB:
                   str(ab["error"]) if ab.get("error") else None)
 
 
+def _fit_failure(answer: dict[str, Any]) -> str | None:
+    if answer.get("error"):
+        return f"llama-fit-params: {answer['error']}"
+    if answer.get("code"):
+        tail = [str(x) for x in answer.get("stderr_tail") or () if str(x).strip()]
+        return f"llama-fit-params exited {answer['code']}" + \
+            (f": {excerpt(tail[-1], 200)}" if tail else "")
+    return None
+
+
+def _estimate(answer: dict[str, Any]) -> EngineEstimate:
+    args = tuple(str(a) for a in answer.get("args") or ())
+    why = _fit_failure(answer)
+    if why:
+        return EngineEstimate(args, (), why)
+    rows = []
+    for line in str(answer.get("stdout") or "").splitlines():
+        parts = line.split()
+        if len(parts) == 4 and all(p.isdigit() for p in parts[1:]):
+            rows.append((parts[0], int(parts[1]), int(parts[2]), int(parts[3])))
+    return EngineEstimate(args, tuple(rows), None if rows else
+                          "llama-fit-params printed no estimate (device model context compute)")
+
+
+def _plan_facts(plan: dict[str, Any]) -> PlanFacts:
+    """The plan's facts; llama-fit-params' answer is its stdout's last line, its own CLI args
+    (``-c 4096 -ngl 48 -ot "..."``), split as a shell would."""
+    meminfo = _object(plan.get("meminfo_kib"))
+    fit = _object(plan.get("fit"))
+    fit_args, fit_error = None, None
+    if plan.get("fit_params"):
+        fit_error = _fit_failure(fit)
+        lines = [x for x in str(fit.get("stdout") or "").splitlines() if x.strip()]
+        if fit_error is None and lines:
+            try:
+                fit_args = tuple(shlex.split(lines[-1]))
+            except ValueError as exc:
+                fit_error = f"llama-fit-params' answer does not split: {exc}"
+        elif fit_error is None:
+            fit_error = "llama-fit-params printed no arguments"
+    return PlanFacts(int(plan.get("cpus") or 0), plan.get("physical_cores"),
+                     meminfo.get("MemTotal"), meminfo.get("MemAvailable"),
+                     str(plan["fit_params"]) if plan.get("fit_params") else None, fit_args,
+                     fit_error,
+                     tuple(_estimate(e) for e in plan.get("estimates") or ()
+                           if isinstance(e, dict)))
+
+
 def parse_bench_run(text: str) -> BenchRun:
     try:
         doc = json.loads(text)
@@ -498,6 +580,8 @@ def parse_bench_run(text: str) -> BenchRun:
         return BenchRun(str(doc["refused"]), context, gate, tensors=tensors)
     if isinstance(doc.get("ab"), dict):
         return BenchRun(None, context, gate, tensors=tensors, ab=_knob_ab(doc["ab"]))
+    if isinstance(doc.get("plan"), dict):
+        return BenchRun(None, context, gate, tensors=tensors, plan=_plan_facts(doc["plan"]))
     run = doc.get("run")
     if not isinstance(run, dict):
         raise ParseError("bench helper document without a run")

@@ -1,0 +1,72 @@
+#!/bin/bash
+# omni-host plan and plan --prove on a lent GPU machine (issue 46), as an operator runs them: a
+# random 23 GB mixture of experts (28 layers, 32 experts, 4 used) and a ballast process holding
+# GPU memory so that BUDGET GiB stay free. Phases (one call each; the machine keeps /tmp while
+# warm, and a fresh machine builds again):
+#   setup                      build llama-bench and llama-fit-params, write the model
+#   bench                      the host's bench at a 40 GiB budget (every expert on the GPU, and
+#                              every expert on the CPU): what this host reaches of its ceiling
+#                              and the rate its CPU reads weights at (the plan's efficiencies)
+#   plan BUDGET DEPTH ARGS...  omni-host plan (ARGS: --prove --top N --rounds N ...)
+# Reports (JSON) and stderr in OUTDIR.
+# Usage: bash benchmarks/plan_gpu.sh OUTDIR PHASE [...]
+set -u
+final=$1 phase=$2 out=/tmp/plan-gpu
+shift 2
+mkdir -p "$out" "$final"
+. benchmarks/gpu_lib.sh
+gpu_python "$out"
+bin=$LLAMA_BIN/llama-bench model=/tmp/moe.gguf store=/tmp/store-plan
+t0=$(date +%s)
+if [ ! -x "$bin" ] || [ ! -x "$LLAMA_BIN/llama-fit-params" ] || [ ! -s "$model" ]; then
+  gpu_build_start "$out" llama-bench llama-fit-params
+  random_moe "$model" "$out/model.log" &
+  writer=$!
+  wait $build; echo "build exit $? after $(( $(date +%s) - t0 )) s"
+  wait $writer; echo "model: $(tail -1 "$out/model.log") after $(( $(date +%s) - t0 )) s"
+fi
+[ -x "$bin" ] || { tail -20 "$out/build.log"; exit 1; }
+ballast() {  # ballast GIB: the ballast process alone holds the GPU's memory but GIB
+  pkill -f benchmarks/ballast.py; sleep 1
+  python3 benchmarks/ballast.py "$1" > "$out/ballast.log" 2>&1 &
+  for _ in $(seq 60); do grep -q ballast: "$out/ballast.log" && break; sleep 0.5; done
+  cat "$out/ballast.log"
+}
+summary() {  # summary FILE: each placement result's status and summary
+  python3 - "$1" <<'PY'
+import json, sys
+try:
+    for r in json.load(open(sys.argv[1]))["hosts"][0]["results"]:
+        if r["id"].startswith("perf."):
+            print(r["id"], r["status"], r["summary"][:900])
+except Exception as exc:
+    print(sys.argv[1], "no report:", exc)
+PY
+}
+case $phase in
+  setup) ;;
+  bench)
+    ballast 40
+    bench_inventory /tmp/bench.yml "$bin" "$model" \
+      '["-p", "0", "-n", "64", "-fa", "1", "-ngl", "99", "-ncmoe", "0,28"]'
+    python3 -m omni_host bench -i /tmp/bench.yml gpu --baseline --force --report-dir "$store" \
+      --format json > "$out/bench.json" 2> "$out/bench.err"
+    tail -3 "$out/bench.err"; summary "$out/bench.json"
+    cp "$out/bench.json" "$final/" ;;
+  plan)
+    budget=$1 depth=$2
+    shift 2
+    ballast "$budget"
+    bench_inventory /tmp/plan.yml "$bin" "$model" '["-p", "0", "-n", "64", "-fa", "1", "-ngl", "10"]'
+    sed -i 's/repetitions: 5/repetitions: 3/' /tmp/plan.yml
+    name=plan-$budget-$depth${1:+-${1#--}}
+    python3 -m omni_host plan -i /tmp/plan.yml gpu --ctx 8192 --depth "$depth" --force \
+      --report-dir "$store" "$@" > "$out/$name.txt" 2> "$out/$name.err"
+    python3 -m omni_host report show latest --report-dir "$store" --format json \
+      > "$out/$name.json" 2>> "$out/$name.err"
+    tail -3 "$out/$name.err"; sed -n '/Placement plan/,$p' "$out/$name.txt" | head -80
+    summary "$out/$name.json"
+    cp "$out/$name.txt" "$out/$name.json" "$out/$name.err" "$final/" ;;
+esac
+pkill -f benchmarks/ballast.py
+echo "phase $phase done after $(( $(date +%s) - t0 )) s"

@@ -1,0 +1,423 @@
+"""Placement plans (issue 46), pure: where each tensor of a model goes under a placement, the
+memory that takes on each device at the context a server will serve, the generation rate it
+should give, and the candidates worth trying on a host.
+
+* **Memory per device**: the weights where llama.cpp's loader puts them (``ceiling.placed``:
+  ``-ngl``, ``-ts``, ``-sm``, ``-ot``, ``-ncmoe``, from the model's own tensor table); the KV
+  cache of each layer on its layer's device, at the context (``-c``, padded to 256 cells as
+  llama.cpp pads it) and cache types (``attn_k``/``attn_v`` rows: the KV heads x head size;
+  ``attn_kv_a_mqa`` for a latent-attention model); the compute buffer llama-fit-params
+  estimated for the same build and model (or ``COMPUTE_ASSUMED`` where the build has no
+  llama-fit-params, said as assumed); and on each GPU the margin ``--fit`` leaves
+  (``MARGIN``, 1 GiB). A candidate fits where every GPU's need is within its free memory now;
+  otherwise it says by how much, on which device.
+* **Predicted generation** (tg at the workload's depth): the bytes a token reads on each
+  device (the weights it reads, the routed experts at ``expert_used_count`` of
+  ``expert_count``, and the KV cache up to the depth) at each device's rate, the devices in
+  turn (``ceiling.ceiling``). A GPU's rate is its memory bandwidth (NVML) times the fraction of
+  its ceiling this host's own GPU benches reached; the CPU's is the rate a bench of this host
+  measured it reading weights at (an all-CPU or hybrid run), else its memory channels' (a
+  ceiling, said so). Prompt processing is not modelled: ``--prove`` measures it.
+* **Candidates**: the operator's args; llama.cpp's ``--fit`` answer (llama-fit-params);
+  the most whole layers that fit with ``-ts`` proportional to VRAM (the registry's style), and
+  half as many; every layer on the
+  GPUs with the routed experts on the CPU; as many expert layers on the GPUs as fit
+  (``-ncmoe``), and steps between; every layer on one GPU (``-sm none``) where it fits; the
+  CPU threads at the physical cores the bench may use (never more: SMT siblings cost).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from omni_host.evaluate.ceiling import (
+    ALL_LAYERS,
+    CPU,
+    EXPERTS,
+    NEGLIGIBLE_BYTES,
+    Placement,
+    bytes_per_token,
+    ceiling,
+    layer_device,
+    n_layers,
+    placed,
+    placement,
+    spread_rows,
+)
+from omni_host.probes.parsers.bench import TensorMap
+
+MIB = 1 << 20
+MARGIN = 1024 * MIB  # what --fit leaves free on each GPU (its default -fitt)
+COMPUTE_ASSUMED = 512 * MIB  # a GPU's compute buffer where llama-fit-params gave none
+CTX_PAD = 256  # llama.cpp pads the KV cache to this many cells
+KV_TYPE_BYTES = {"f32": 4.0, "f16": 2.0, "bf16": 2.0, "q8_0": 34 / 32, "q4_0": 18 / 32,
+                 "q4_1": 20 / 32, "q5_0": 22 / 32, "q5_1": 24 / 32, "iq4_nl": 18 / 32}
+STEPS = 6  # -ncmoe values between the fewest that fit and every layer's experts on the CPU
+SHIFTS = tuple(range(5, 45, 5))  # points of the first GPU's share tried around the free split
+
+
+@dataclass(frozen=True)
+class Gpu:
+    total: int  # bytes
+    free: int  # bytes free now
+    gbs: float | None  # memory bandwidth, bytes/s (NVML)
+
+
+@dataclass(frozen=True)
+class Host:
+    gpus: tuple[Gpu, ...]
+    cpu_gbs: float | None  # the rate the CPU reads weights at, bytes/s
+    cpu_basis: str  # where cpu_gbs comes from, in words
+    gpu_efficiency: float | None  # of the ceiling, as this host's GPU benches reached it
+    physical_cores: int | None
+    compute: dict[str, int] = field(default_factory=dict)  # GPU<n> -> bytes (llama-fit-params)
+
+
+@dataclass(frozen=True)
+class Workload:
+    ctx: int  # the context the server serves (-c): what the KV cache holds
+    depth: int = 0  # the context a generated token reads (llama-bench -d)
+    type_k: str = "f16"
+    type_v: str = "f16"
+
+
+@dataclass(frozen=True)
+class Candidate:
+    key: str
+    words: str
+    origin: str  # plan, current (the operator's args), fit (llama.cpp's --fit)
+    ngl: int = ALL_LAYERS
+    ncmoe: int = 0
+    split: tuple[int, ...] = ()  # -ts, as integers
+    mode: str = "layer"
+    main: int = 0
+    threads: int | None = None
+    overrides: tuple[tuple[str, str], ...] = ()  # (pattern, buffer), as -ot gives them
+
+    def params(self) -> dict[str, Any]:
+        """The placement as a llama-bench record states it (what ``ceiling.placement`` reads)."""
+        return {"n_gpu_layers": self.ngl, "split_mode": self.mode, "main_gpu": self.main,
+                "tensor_split": "/".join(str(s) for s in self.split),
+                "tensor_buft_overrides": ";".join(f"{p}={b}" for p, b in self.overrides)
+                or "none", "n_cpu_moe": self.ncmoe}
+
+    def _flags(self, server: bool) -> Iterator[str]:
+        yield from ("--n-gpu-layers" if server else "-ngl", str(self.ngl))
+        if self.ncmoe:
+            yield from ("--n-cpu-moe" if server else "-ncmoe", str(self.ncmoe))
+        if self.mode != "layer":
+            yield from ("--split-mode" if server else "-sm", self.mode)
+        if self.main:
+            yield from ("--main-gpu" if server else "-mg", str(self.main))
+        if self.split:
+            yield from ("--tensor-split", ",".join(map(str, self.split))) if server else \
+                ("-ts", "/".join(map(str, self.split)))
+        if self.overrides:
+            yield from ("--override-tensor" if server else "-ot",
+                        ("," if server else ";").join(f"{p}={b}" for p, b in self.overrides))
+        if self.threads:
+            yield from ("--threads" if server else "-t", str(self.threads))
+
+    def bench_flags(self) -> tuple[str, ...]:
+        """As llama-bench spells them (``-ts 3/1``; ``;`` between -ot patterns)."""
+        return tuple(self._flags(False))
+
+    def server_flags(self) -> tuple[str, ...]:
+        """As llama-server spells them (``--tensor-split 3,1``; ``,`` between -ot patterns)."""
+        return tuple(self._flags(True))
+
+
+@dataclass(frozen=True)
+class Assessed:
+    candidate: Candidate
+    need: dict[str, dict[str, int]]  # device -> weights, kv, compute, margin (bytes)
+    short: dict[str, int]  # device -> bytes it lacks; empty: it fits
+    tg: float | None  # predicted generation, tokens/s
+    limit: str  # what limits it (the slowest device), or why there is no prediction
+    read: dict[str, float]  # bytes a token reads per device, at the depth
+
+    @property
+    def fits(self) -> bool:
+        return not self.short
+
+
+def kv_cells(ctx: int) -> int:
+    return max(CTX_PAD, -(-ctx // CTX_PAD) * CTX_PAD)
+
+
+def kv_row_bytes(tensors: TensorMap, work: Workload) -> dict[int, float]:
+    """Bytes one context cell takes in each layer's KV cache."""
+    rows = {n: r for n, _, r in tensors.tensors}
+    bk, bv = KV_TYPE_BYTES.get(work.type_k, 2.0), KV_TYPE_BYTES.get(work.type_v, 2.0)
+    out: dict[int, float] = {}
+    for il in range(n_layers(tensors)):
+        k, v = rows.get(f"blk.{il}.attn_k.weight"), rows.get(f"blk.{il}.attn_v.weight")
+        if k is None and v is None:  # latent attention: the compressed KV and the rope part
+            k = rows.get(f"blk.{il}.attn_kv_a_mqa.weight")
+        out[il] = (k or 0) * bk + (v or 0) * bv
+    return out
+
+
+def where(cand: Candidate, host: Host) -> Placement | str:
+    return placement(cand.params(), [g.free for g in host.gpus])
+
+
+def memory_need(tensors: TensorMap, p: Placement, host: Host,
+                work: Workload) -> dict[str, dict[str, int]]:
+    """Per device: the weights, the KV cache at the context, the compute buffer and the
+    margin (GPUs), in bytes."""
+    need: dict[str, dict[str, int]] = {}
+
+    def add(device: str, part: str, amount: float) -> None:
+        for dev, share in spread_rows(device, amount, p):
+            slot = need.setdefault(dev, {"weights": 0, "kv": 0, "compute": 0, "margin": 0})
+            slot[part] += round(share)
+
+    for _, size, device in placed(tensors, p):
+        add(device, "weights", size)
+    n_layer, cells = n_layers(tensors), kv_cells(work.ctx)
+    for il, row in kv_row_bytes(tensors, work).items():
+        add(layer_device(il, n_layer, p), "kv", row * cells)
+    for dev, slot in need.items():
+        if dev != CPU and (slot["weights"] or slot["kv"]):
+            slot["compute"] = host.compute.get(dev, COMPUTE_ASSUMED)
+            slot["margin"] = MARGIN
+    return need
+
+
+def shortfall(need: dict[str, dict[str, int]], host: Host) -> dict[str, int]:
+    out = {}
+    for dev, slot in need.items():
+        if dev == CPU:
+            continue
+        index = int(dev[3:])
+        free = host.gpus[index].free if index < len(host.gpus) else 0
+        lack = sum(slot.values()) - free
+        if lack > 0:
+            out[dev] = lack
+    return out
+
+
+def predict(tensors: TensorMap, p: Placement, host: Host,
+            work: Workload) -> tuple[float | None, str, dict[str, float]]:
+    """(tokens/s, what limits it or why there is none, bytes per token per device)."""
+    read = bytes_per_token(tensors, p)
+    n_layer = n_layers(tensors)
+    for il, row in kv_row_bytes(tensors, work).items():
+        for dev, share in spread_rows(layer_device(il, n_layer, p), row * work.depth, p):
+            read[dev] = read.get(dev, 0.0) + share
+    rate: dict[str, float] = {}
+    for i, gpu in enumerate(host.gpus):
+        if gpu.gbs:
+            rate[f"GPU{i}"] = gpu.gbs * (host.gpu_efficiency or 1.0)
+    if host.cpu_gbs:
+        rate[CPU] = host.cpu_gbs
+    read = {d: b for d, b in read.items() if b >= NEGLIGIBLE_BYTES or (b > 0 and d in rate)}
+    unknown = sorted(d for d in read if d not in rate)
+    if unknown:
+        return None, f"no read rate known for {', '.join(unknown)}" + (
+            " (memory.channels: dmidecode as root; or a bench with -ngl 0)"
+            if unknown == [CPU] else ""), read
+    c = ceiling(read, rate, p.split_mode == "row")
+    share = c.seconds_by_device[c.limit] / sum(c.seconds_by_device.values())
+    return c.tokens_per_s, f"{c.limit} memory ({share:.0%} of a token's time)", read
+
+
+def assess(tensors: TensorMap, cand: Candidate, host: Host, work: Workload) -> Assessed | str:
+    p = where(cand, host)
+    if isinstance(p, str):
+        return p
+    need = memory_need(tensors, p, host, work)
+    tg, limit, read = predict(tensors, p, host, work)
+    return Assessed(cand, need, shortfall(need, host), tg, limit, read)
+
+
+def _free_split(host: Host) -> tuple[int, ...]:
+    free = [max(g.free, 0) for g in host.gpus]
+    total = sum(free) or 1
+    split = [round(100 * f / total) for f in free]
+    return tuple(split) if len(split) > 1 else ()
+
+
+def _vram_split(host: Host) -> tuple[int, ...]:
+    total = sum(g.total for g in host.gpus) or 1
+    split = [round(100 * g.total / total) for g in host.gpus]
+    return tuple(split) if len(split) > 1 else ()
+
+
+def _splits(host: Host) -> Iterator[tuple[int, ...]]:
+    """The free-memory split, then (two GPUs) the first GPU's share shifted, nearest first."""
+    base = _free_split(host)
+    yield base
+    if len(base) == 2:
+        for shift in SHIFTS:
+            for sign in (1, -1):
+                first = base[0] + sign * shift
+                if 1 <= first <= 99:
+                    yield first, 100 - first
+
+
+def _fitting(tensors: TensorMap, cand: Candidate, host: Host, work: Workload,
+             *, vary_split: bool) -> Assessed | None:
+    """The candidate (under the first split that fits, where ``vary_split``), if it fits."""
+    for split in _splits(host) if vary_split else (cand.split,):
+        done = assess(tensors, replace(cand, split=split), host, work)
+        if isinstance(done, Assessed) and done.fits:
+            return done
+    return None
+
+
+def is_moe(tensors: TensorMap) -> bool:
+    return tensors.expert_count > 1 and any(EXPERTS.search(n) for n, _, _ in tensors.tensors)
+
+
+def candidates(tensors: TensorMap, host: Host, work: Workload, current: Candidate | None,
+               fit: Candidate | None) -> list[Assessed | tuple[Candidate, str]]:
+    """Every candidate assessed (or with why it cannot be), the fitting ones first, fastest
+    predicted first; the ones that do not fit after them, nearest to fitting first."""
+    n_layer, gpus = n_layers(tensors), len(host.gpus)
+    threads = host.physical_cores
+    found: list[Assessed | tuple[Candidate, str]] = []
+
+    def take(cand: Candidate, done: Assessed | str | None = None) -> None:
+        done = done if done is not None else assess(tensors, cand, host, work)
+        found.append(done if isinstance(done, Assessed) else (cand, done))
+
+    for given in (current, fit):
+        if given is not None:
+            take(given)
+    if not gpus:
+        take(Candidate("cpu", "every layer on the CPU", "plan", ngl=0, threads=threads))
+        return _ranked(found)
+    whole = Candidate("layers", "", "plan", split=_vram_split(host), threads=threads)
+    best_n = None
+    for n in range(n_layer + 1, -1, -1):
+        done = assess(tensors, replace(whole, ngl=n), host, work)
+        if isinstance(done, Assessed) and done.fits:
+            best_n = n
+            cand = replace(whole, ngl=n, words=f"{n} whole layer(s) of {n_layer + 1} on the GPU(s)"
+                           + (f", split {'/'.join(map(str, whole.split))} by VRAM"
+                              if whole.split else "") + ", the rest on the CPU")
+            take(cand, replace(done, candidate=cand))
+            if n >= 4:  # half as many: how the rate falls with the layers left on the CPU
+                half = replace(cand, key="layers-half", ngl=n // 2, words=cand.words.replace(
+                    f"{n} whole", f"{n // 2} whole"))
+                take(half)
+            break
+    if best_n is None:
+        take(replace(whole, ngl=0, words="whole layers: not even one fits"))
+    if is_moe(tensors):
+        all_cpu = Candidate("experts-cpu", f"every layer on the GPU(s), the routed experts of all "
+                            f"{n_layer} layers on the CPU", "plan", ncmoe=n_layer, threads=threads)
+        done_cpu = _fitting(tensors, all_cpu, host, work, vary_split=gpus > 1)
+        take(all_cpu, done_cpu or None)
+        k_min = next((k for k in range(n_layer + 1) if _fitting(
+            tensors, replace(all_cpu, ncmoe=k), host, work, vary_split=gpus > 1)), None)
+        if k_min is not None and k_min < n_layer:
+            step = max(1, math.ceil((n_layer - k_min) / STEPS))
+            for k in range(k_min, n_layer, step):
+                cand = replace(all_cpu, key=f"ncmoe-{k}", ncmoe=k,
+                               words=f"every layer on the GPU(s), the experts of {n_layer - k} "
+                                     f"layer(s) too (the first {k} layers' experts on the CPU)")
+                stepped = _fitting(tensors, cand, host, work, vary_split=gpus > 1)
+                if stepped is not None:
+                    take(cand, stepped)
+    else:
+        dense = Candidate("all-gpu", "every layer on the GPU(s)", "plan", threads=threads)
+        done_dense = _fitting(tensors, dense, host, work, vary_split=gpus > 1)
+        if done_dense is not None:
+            take(dense, done_dense)
+    if gpus > 1:
+        main = max(range(gpus), key=lambda i: host.gpus[i].free)
+        one = Candidate("sm-none", f"every layer on GPU{main} alone (-sm none)", "plan",
+                        mode="none", main=main, threads=threads)
+        take(one)
+    return _ranked(found)
+
+
+def _ranked(found: list[Assessed | tuple[Candidate, str]]) -> list[Assessed | tuple[Candidate, str]]:
+    seen: set[tuple[str, ...]] = set()
+    unique: list[Assessed | tuple[Candidate, str]] = []
+    for item in found:
+        cand = item.candidate if isinstance(item, Assessed) else item[0]
+        flags = cand.bench_flags()
+        if flags in seen and cand.origin == "plan":
+            continue
+        seen.add(flags)
+        unique.append(item)
+
+    def order(item: Assessed | tuple[Candidate, str]) -> tuple[int, float]:
+        if not isinstance(item, Assessed):
+            return 3, 0.0
+        if not item.fits:
+            return 2, float(sum(item.short.values()))
+        return (0, -item.tg) if item.tg is not None else (1, 0.0)
+
+    return sorted(unique, key=order)
+
+
+PLACEMENT_OPTIONS = {
+    "-ngl": "ngl", "--n-gpu-layers": "ngl", "--gpu-layers": "ngl",
+    "-ncmoe": "ncmoe", "--n-cpu-moe": "ncmoe", "-ts": "split", "--tensor-split": "split",
+    "-sm": "mode", "--split-mode": "mode", "-mg": "main", "--main-gpu": "main",
+    "-ot": "overrides", "--override-tensor": "overrides", "-t": "threads", "--threads": "threads",
+}
+
+
+def without_placement(args: tuple[str, ...]) -> tuple[str, ...]:
+    """``args`` with every placement and thread option (and its value) taken out."""
+    kept: list[str] = []
+    skip = False
+    for arg in args:
+        if skip:
+            skip = False
+        elif arg in PLACEMENT_OPTIONS:
+            skip = True
+        else:
+            kept.append(arg)
+    return tuple(kept)
+
+
+def from_args(args: tuple[str, ...], key: str, words: str, origin: str, *,
+              server: bool) -> Candidate | str:
+    """The placement a command line asks for (llama-bench's spelling, or llama-server's where
+    ``server``: ``-ts 3,1`` and ``-ot a=CPU,b=CPU``), or why it cannot be read. A llama-bench
+    list (``-ngl 10,20``: several tests) is read at its first value."""
+    values: dict[str, str] = {}
+    for i, arg in enumerate(args[:-1]):
+        if arg in PLACEMENT_OPTIONS:
+            values[PLACEMENT_OPTIONS[arg]] = args[i + 1]
+    first = {k: v if server or k in ("overrides",) else v.split(",")[0] for k, v in values.items()}
+    try:
+        ngl = int(first.get("ngl", str(ALL_LAYERS)))
+        ncmoe = int(first.get("ncmoe", "0"))
+        main = int(first.get("main", "0"))
+        threads = int(first["threads"]) if "threads" in first else None
+        split = tuple(int(float(x)) for x in
+                      first.get("split", "").replace("/", ",").split(",") if x.strip())
+    except ValueError as exc:
+        return f"{words}: a placement option is not a number ({exc})"
+    if ngl < 0:
+        ngl = ALL_LAYERS
+    overrides: list[tuple[str, str]] = []
+    for item in first.get("overrides", "").replace(",", ";").split(";") if server else \
+            first.get("overrides", "").split(",")[0].split(";"):
+        pattern, _, buffer = item.rpartition("=")
+        if pattern:
+            overrides.append((pattern, buffer))
+    return Candidate(key, words, origin, ngl=ngl if ngl <= 10**5 else ALL_LAYERS, ncmoe=ncmoe,
+                     split=split, mode=first.get("mode", "layer"), main=main, threads=threads,
+                     overrides=tuple(overrides))
+
+
+def engine_compute(rows: tuple[tuple[str, int, int, int], ...]) -> dict[str, int]:
+    """llama-fit-params' compute buffers per GPU (``CUDA0`` -> ``GPU0``), in bytes."""
+    out = {}
+    for device, _model, _context, compute in rows:
+        digits = "".join(c for c in device if c.isdigit())
+        if device != "Host" and digits:
+            out[f"GPU{int(digits)}"] = compute * MIB
+    return out

@@ -1,0 +1,210 @@
+"""perf.placement (issue 46), pure: the plan's table (``omni-host plan``) and its proof on the
+host (``plan --prove``).
+
+* **The plan** ranks the candidates of ``evaluate.placement`` by predicted generation among
+  those that fit, and says the others' shortfall. A prediction is not a measurement: the
+  plan's status is pass, its summary names the predicted leader, the current args' place and
+  ``--prove``.
+* **The proof** runs llama-bench for each proved candidate in rounds (each candidate once a
+  round, the order reversed every other round, as ``bench --knob`` runs its arms). Per test,
+  the leader is the candidate with the highest median over the rounds; every other one is
+  judged against it by ``evaluate.knob.effect`` on the rounds' pairs (measurable only where
+  every round agrees on the sign, past 3 standard errors and 2%, with 4 rounds or more): a
+  difference within that is "no measurable difference", never a winner. The current args
+  warn only where the leader measurably beats them; predicted and measured generation are set
+  side by side with their rank correlation (Spearman).
+"""
+
+from __future__ import annotations
+
+import statistics
+from typing import TYPE_CHECKING, Any
+
+from omni_host.evaluate.knob import effect
+from omni_host.evaluate.placement import MIB, Assessed, Candidate
+from omni_host.model import CheckResult, Evidence, Status
+
+if TYPE_CHECKING:
+    from omni_host.evaluate.checks import CheckMeta
+    from omni_host.probes.parsers.bench import KnobAB
+
+CHECK_ID = "perf.placement"
+PROOF_ID = "perf.placement-proof"
+
+
+def _mib(value: float) -> int:
+    return round(value / MIB)
+
+
+def row(item: Assessed | tuple[Candidate, str]) -> dict[str, Any]:
+    """One candidate as the report keeps it (bytes in MiB)."""
+    cand = item.candidate if isinstance(item, Assessed) else item[0]
+    out: dict[str, Any] = {"key": cand.key, "placement": cand.words, "origin": cand.origin,
+                           "llama_bench": " ".join(cand.bench_flags()),
+                           "llama_server": " ".join(cand.server_flags())}
+    if not isinstance(item, Assessed):
+        out["why_not"] = item[1]
+        return out
+    out["memory_mib"] = {d: {k: _mib(v) for k, v in parts.items()}
+                         for d, parts in sorted(item.need.items())}
+    out["fits"] = item.fits
+    if item.short:
+        out["short_mib"] = {d: _mib(v) for d, v in item.short.items()}
+    out["predicted_tg"] = None if item.tg is None else round(item.tg, 2)
+    out["limit"] = item.limit
+    out["gb_per_token"] = {d: round(b / 1e9, 3) for d, b in sorted(item.read.items())}
+    return out
+
+
+def _memory_words(r: dict[str, Any]) -> str:
+    parts = []
+    for device, slot in (r.get("memory_mib") or {}).items():
+        total = sum(slot.values())
+        parts.append(f"{device} {total / 1024:.1f} GiB")
+    return ", ".join(parts)
+
+
+def _line(r: dict[str, Any]) -> str:
+    head = f"[{r['origin']}] {r['placement']}: "
+    if "why_not" in r:
+        return head + f"not assessed: {r['why_not']}"
+    predicted = f"{r['predicted_tg']:g} t/s predicted" if r.get("predicted_tg") is not None \
+        else "no prediction"
+    fit = "fits" if r["fits"] else "does NOT fit (" + ", ".join(
+        f"{d} short by {v / 1024:.1f} GiB" for d, v in r["short_mib"].items()) + ")"
+    return (head + f"{predicted}, limited by {r['limit']}; {fit}: {_memory_words(r)}; "
+            f"llama-server {r['llama_server']}")
+
+
+def plan_result(meta: CheckMeta, ranked: list[Assessed | tuple[Candidate, str]],
+                context: dict[str, Any]) -> CheckResult:
+    """The plan's table: ``context`` holds the workload, the rates used and their basis."""
+    rows = [row(item) for item in ranked]
+    fitting = [r for r in rows if r.get("fits") and r.get("predicted_tg") is not None]
+    current = next((r for r in rows if r["origin"] == "current"), None)
+    evidence = (Evidence("bench.llama", "omni-host plan: candidates, predicted",
+                         tuple(_line(r) for r in rows)),)
+    details = {"plan": rows, **context}
+    if not fitting:
+        no_rate = any("no read rate known for CPU" in str(r.get("limit")) for r in rows)
+        return meta.result(Status.WARN, "no candidate both fits and has a prediction" + (
+            ": the rate the CPU reads weights at is unknown (omni-host bench with -ngl 0 in "
+            "omni_bench.args measures it; omni-host plan --prove measures the candidates)"
+            if no_rate else ""), evidence=evidence, details=details)
+    best = fitting[0]
+    summary = (f"predicted fastest: {best['placement']} at {best['predicted_tg']:g} t/s "
+               f"(llama-server {best['llama_server']})")
+    if current is not None and current is not best:
+        if current.get("predicted_tg") and current.get("fits"):
+            summary += (f"; the current args are predicted at {current['predicted_tg']:g} t/s "
+                        f"({best['predicted_tg'] / current['predicted_tg'] - 1:+.0%} for the "
+                        "fastest)")
+        elif current.get("fits") is False:
+            summary += "; the current args do not fit at this context"
+    summary += "; a prediction, not a measurement: omni-host plan --prove measures them here"
+    return meta.result(Status.PASS, summary, evidence=evidence, details=details)
+
+
+def spearman(xs: list[float], ys: list[float]) -> float | None:
+    """Rank correlation (average ranks for ties); None under 3 pairs or without spread."""
+    if len(xs) < 3 or len(xs) != len(ys):
+        return None
+
+    def ranks(values: list[float]) -> list[float]:
+        order = sorted(range(len(values)), key=lambda i: values[i])
+        out = [0.0] * len(values)
+        i = 0
+        while i < len(order):
+            j = i
+            while j + 1 < len(order) and values[order[j + 1]] == values[order[i]]:
+                j += 1
+            for k in range(i, j + 1):
+                out[order[k]] = (i + j) / 2
+            i = j + 1
+        return out
+
+    rx, ry = ranks(xs), ranks(ys)
+    mx, my = statistics.fmean(rx), statistics.fmean(ry)
+    sx = sum((a - mx) ** 2 for a in rx) ** 0.5
+    sy = sum((b - my) ** 2 for b in ry) ** 0.5
+    if not sx or not sy:
+        return None
+    return float(sum((a - mx) * (b - my) for a, b in zip(rx, ry, strict=True)) / (sx * sy))
+
+
+def _centres(ab: KnobAB) -> dict[str, dict[str, dict[int, float]]]:
+    """test -> arm -> round -> the run's centre (tokens/s)."""
+    out: dict[str, dict[str, dict[int, float]]] = {}
+    for run in ab.runs:
+        for t in run.result.tests if run.result else ():
+            name = t.name.split()[0]
+            out.setdefault(name, {}).setdefault(run.arm, {})[run.pair] = t.estimate.center_ts
+    return out
+
+
+def prove_result(meta: CheckMeta, proved: list[dict[str, Any]], ab: KnobAB,
+                 context: dict[str, Any]) -> CheckResult:
+    """The proof: ``proved`` the plan's rows that ran (their ``key`` is the arm's name)."""
+    failed = [f"{r.arm} (round {r.pair}): {r.error}" for r in ab.runs if r.error]
+    by_key = {r["key"]: r for r in proved}
+    evidence_lines = [f"{r.arm} round {r.pair}: " + (
+        ", ".join(f"{t.name} {t.estimate.center_ts:.2f} t/s" for t in r.result.tests)
+        if r.result else f"failed: {r.error}") for r in ab.runs]
+    evidence = (Evidence("bench.llama", "omni-host plan --prove: llama-bench per candidate, "
+                         "in rounds", tuple(evidence_lines[-60:])),)
+    tests: dict[str, Any] = {}
+    said: list[str] = []
+    status = Status.PASS
+    for test, arms in _centres(ab).items():
+        medians = {arm: statistics.median(rounds.values()) for arm, rounds in arms.items()}
+        leader = max(medians, key=lambda a: medians[a])
+        table: dict[str, dict[str, Any]] = {}
+        for arm, rounds in arms.items():
+            pairs = [(arms[leader][i], c) for i, c in rounds.items() if i in arms[leader]]
+            found = effect(pairs) if arm != leader else {"pairs": len(rounds)}
+            table[arm] = {"median_ts": round(medians[arm], 2), "rounds": len(rounds),
+                          "against_leader": found}
+        entry: dict[str, Any] = {"leader": leader, "arms": table}
+        if test.startswith("tg"):
+            pairs_pm = [(by_key[a]["predicted_tg"], medians[a]) for a in medians
+                        if a in by_key and by_key[a].get("predicted_tg") is not None]
+            rho = spearman([p for p, _ in pairs_pm], [m for _, m in pairs_pm])
+            entry["spearman"] = None if rho is None else round(rho, 3)
+        tests[test] = entry
+        tied = [a for a, v in table.items() if a != leader and not
+                v["against_leader"].get("measurable")]
+        line = f"{test}: fastest {by_key.get(leader, {}).get('placement', leader)} at " \
+               f"{medians[leader]:.2f} t/s"
+        if tied:
+            line += f" (no measurable difference from {', '.join(tied)})"
+        current = next((r["key"] for r in proved if r["origin"] == "current"), None)
+        if current in table and current != leader:
+            beat = table[current]["against_leader"]
+            if beat.get("measurable"):
+                gain = 1 / (1 + beat["effect"]) - 1
+                line += (f"; it beats the current args by {gain:.0%} "
+                         f"(±{beat['uncertainty']:.0%}, {beat['pairs']} rounds)")
+                status = Status.WARN
+            else:
+                line += "; the current args are within the noise of it"
+        elif current == leader:
+            line += "; the current args are the fastest measured"
+        if entry.get("spearman") is not None:
+            line += f"; predicted and measured order agree at Spearman {entry['spearman']:.2f}"
+        said.append(line)
+    if not tests:
+        return meta.result(Status.ERROR, "the proof measured nothing: " + "; ".join(failed[:3])
+                           if failed else "the proof measured nothing", evidence=evidence,
+                           details={"proof": {}, **context})
+    summary = "; ".join(said)
+    if failed:
+        summary += f"; {len(failed)} run(s) failed: {failed[0]}"
+        status = Status.WARN
+    if ab.error:
+        summary += f"; the proof stopped: {ab.error}"
+        status = Status.WARN
+    most = max((len(v) for t in _centres(ab).values() for v in t.values()), default=0)
+    if most < 4:
+        summary += f"; {most} round(s): under 4, no difference is called measurable"
+    return meta.result(status, summary, evidence=evidence,
+                       details={"proof": tests, "proved": proved, **context})
