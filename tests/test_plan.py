@@ -409,3 +409,68 @@ def test_predicted_and_measured_agree_in_rank_over_the_h100_cells() -> None:
     assert len(predicted) >= 12
     rho = spearman(predicted, measured)
     assert rho is not None and rho >= 0.9, rho
+
+
+def test_a_running_server_is_set_beside_the_stored_plans_winner() -> None:
+    """serve.tokens-per-s quotes the host's stored plan for a server of the same model: the
+    proof's measured winner, and the gain predicted for the server's own placement (the H100's
+    16 GiB cell: -ngl 10 predicted at 23.1 t/s, the winner at 42.5)."""
+    from omni_host.evaluate.plan import served_against_plan
+
+    _, plan, proof = _cell(H100 / "plan-16-0-prove.json")
+    line, details = served_against_plan(("llama-server", "-m", "m.gguf", "--n-gpu-layers", "10"),
+                                        "P1", plan, proof) or ("", {})
+    assert line.startswith("the stored plan P1 measured every layer on the GPU(s), the experts "
+                           "of 15 layer(s) too (the first 13 layers' experts on the CPU) fastest "
+                           "(41.49 t/s); it is predicted 84% faster than this server's placement")
+    assert details["predicted_gain"] == pytest.approx(42.5 / 23.1 - 1, abs=0.001)
+    assert line.endswith("serve with --n-gpu-layers 99 --n-cpu-moe 13 --threads 16")
+    same, _ = served_against_plan(("llama-server", "-ngl", "999", "-ncmoe", "13", "-t", "8"),
+                                  "P1", plan, proof) or ("", {})
+    assert same.endswith("; this server runs that placement")
+    fit, fit_details = served_against_plan(("llama-server", "-m", "m.gguf", "-c", "8192"), "P1",
+                                           plan, proof) or ("", {})
+    assert "placed by llama.cpp's --fit at its start" in fit and fit_details["fit_at_start"]
+    other, _ = served_against_plan(("llama-server", "-ngl", "5"), "P1", plan, proof) or ("", {})
+    assert "is not among the plan's candidates" in other
+
+
+def test_gpu_topology_quotes_the_proof_on_several_gpus_only() -> None:
+    """On one GPU the proof says nothing to gpu.topology; on several (the capture's plan as
+    if its host had two GPUs: none can exist here) its generation verdict is quoted."""
+    from omni_host.evaluate.plan import measured_here
+
+    _, plan, proof = _cell(H100 / "plan-16-0-prove.json")
+    assert measured_here("P1", plan, proof) is None
+    two = {**plan, "gpus_free_mib": [16382, 8000]}
+    assert measured_here("P1", two, proof) == (
+        "measured here (plan P1): every layer on the GPU(s), the experts of 15 layer(s) too "
+        "(the first 13 layers' experts on the CPU) fastest at 41.49 t/s, within the noise: "
+        "llama.cpp's --fit answer (llama-fit-params)")
+    assert measured_here("P1", two, None) is None
+
+
+@pytest.mark.system
+def test_the_next_audit_sets_a_running_server_beside_the_stored_plan(
+        sshd, llama, moe_model: Path, tmp_path: Path) -> None:
+    """A plan proved over the loopback sshd, then a real llama-server of the same model: the
+    host's next audit quotes the plan's measured winner beside the server (the same placement,
+    or the winner's flags to serve with)."""
+    from test_bench import _inventory
+    from test_serve import _audit, _llama_server
+
+    binary, _ = llama
+    inv = _inventory(sshd, tmp_path / "inv", binary, moe_model, args=["-p", "0", "-n", "8",
+                                                                       "-t", "1"],
+                     repetitions=2)
+    store = tmp_path / "store"
+    host, _ = _plan(sshd, inv, store, "--prove", "--rounds", "1", "--top", "1")
+    proof = next(r for r in host["results"] if r["id"] == "perf.placement-proof")
+    leader = proof["details"]["proof"]["tg8"]["leader"]
+    with _llama_server(moe_model, "-ngl", "0", "-t", "1") as (pid, _port):
+        served, _ = _audit(sshd, inv, store, pid)
+    stored = sorted(p.name for p in store.iterdir() if p.is_dir())[0]
+    assert f"pid {pid}: the stored plan {stored} measured " in served["summary"], served
+    assert served["details"]["plan"][str(pid)]["plan"] == stored
+    runs_it = served["summary"].endswith("; this server runs that placement")
+    assert runs_it == (leader == "cpu"), (leader, served["summary"])  # the server: -ngl 0

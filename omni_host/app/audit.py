@@ -23,15 +23,26 @@ from omni_host.collect.transport.base import SshOptions
 from omni_host.errors import InventoryError, StoreError
 from omni_host.evaluate.audit import audit_many, evaluate_bundle
 from omni_host.evaluate.checks import catalog
+from omni_host.evaluate.plan import measured_here, served_against_plan
 from omni_host.evaluate.serve import CHECK_ID as SERVE_CHECK
 from omni_host.evaluate.serve import DEFAULT_MIN_FRACTION, judge_served
-from omni_host.model import Bundle, HostReport, InferenceServer, Report, make_report, scrub_host
+from omni_host.model import (
+    Bundle,
+    CheckResult,
+    HostReport,
+    InferenceServer,
+    Report,
+    make_report,
+    scrub_host,
+)
 from omni_host.plan.hosts import HostPlan, local_plan, plan_host
 from omni_host.plan.inventory import Inventory
 from omni_host.plan.policy import ExpectedState, policy_from_vars
 from omni_host.plan.waivers import Waiver, apply_waivers, default_waivers, load_waivers
-from omni_host.report.history import History, cold_case, knob_ledger, last_bench
+from omni_host.report.history import History, cold_case, knob_ledger, last_bench, last_plan
 from omni_host.report.store import store_report
+
+TOPOLOGY = "gpu.topology"
 
 
 @dataclass(frozen=True)
@@ -156,6 +167,37 @@ def served_again(host: HostReport, history: History) -> HostReport:
                                                    for r in host.results))
 
 
+def with_plan(host: HostReport, history: History) -> HostReport:
+    """The host's stored placement plan quoted where it speaks: beside each running server of
+    the plan's model (serve.tokens-per-s: the winner, the gain predicted for its placement),
+    and in gpu.topology's advice on several GPUs (what the proof measured here)."""
+    stored = last_plan(history, host.host)
+    if stored is None:
+        return host
+    plan_id, plan, proof = stored
+    model = (plan.get("model") or {}).get("fingerprint")
+    servers = (host.facts.servers if host.facts is not None else None) or ()
+    notes = []
+    for server in servers:
+        if model and server.model_fingerprint == model:
+            found = served_against_plan(server.argv, plan_id, plan, proof)
+            if found is not None:
+                notes.append((server.pid, *found))
+    served = "; ".join(f"pid {pid}: {line}" for pid, line, _ in notes)
+    topology = measured_here(plan_id, plan, proof)
+
+    def quoted(r: CheckResult) -> CheckResult:
+        if r.id == SERVE_CHECK and notes:
+            return dataclasses.replace(r, summary=f"{r.summary}; {served}", details={
+                **r.details, "plan": {str(p): d for p, _, d in notes}})
+        if r.id == TOPOLOGY and topology:
+            return dataclasses.replace(r, summary=f"{r.summary}; {topology}",
+                                       details={**r.details, "measured_here": topology})
+        return r
+
+    return dataclasses.replace(host, results=tuple(quoted(r) for r in host.results))
+
+
 def with_ledger(host: HostReport, history: History) -> HostReport:
     """Each knob check's verdict with what the knob measured on this host, where its ledger
     has an A/B (``bench --knob``): the host's own figure, not only the public one."""
@@ -174,7 +216,7 @@ def finish(hosts: Hosts, *, inventory: str | None, waivers: tuple[Waiver, ...],
            history: History | None, hint_args: tuple[str, ...] = ()) -> AuditRun:
     """The served rate against the store, waivers, the Cold Case layer (against ``history``,
     the stored audits: given for live audits) and the report."""
-    judged = [with_ledger(served_again(h, history), history)
+    judged = [with_plan(with_ledger(served_again(h, history), history), history)
               if history is not None and h.reachable else h for h in hosts.reports]
     reports, notes = apply_waivers(judged, waivers, dt.date.today()) if waivers \
         else (judged, [])

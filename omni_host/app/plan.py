@@ -20,7 +20,7 @@ from omni_host.collect.run import collect_host
 from omni_host.collect.transport.base import SshOptions
 from omni_host.errors import TransportError, UsageError
 from omni_host.evaluate.audit import evaluate_bundle, unreachable
-from omni_host.evaluate.ceiling import CCD_LINKS, CPU, CPU_BANDWIDTH, visible_gpus
+from omni_host.evaluate.ceiling import CCD_LINKS, CPU, CPU_BANDWIDTH, n_layers, visible_gpus
 from omni_host.evaluate.checks import catalog
 from omni_host.evaluate.placement import (
     Assessed,
@@ -203,7 +203,10 @@ def plan_one(plan: HostPlan, ssh: SshOptions, history: History, req: PlanRequest
         fit = None if isinstance(got, str) else dataclasses.replace(got,
                                                                      threads=host.physical_cores)
     ranked = candidates(run.tensors, host, work, current, fit)
-    about = {"workload": {"ctx": work.ctx, "depth": work.depth, "type_k": work.type_k,
+    model = run.context.get("model") or {}
+    about = {"model": {"path": model.get("path"), "fingerprint": model.get("fingerprint")},
+             "n_layers": n_layers(run.tensors) + 1,
+             "workload": {"ctx": work.ctx, "depth": work.depth, "type_k": work.type_k,
                           "type_v": work.type_v},
              "rates": {"gpu_gbs": [None if g.gbs is None else round(g.gbs / 1e9, 1)
                                    for g in host.gpus],

@@ -359,6 +359,7 @@ def _ranked(found: list[Assessed | tuple[Candidate, str]]) -> list[Assessed | tu
     return sorted(unique, key=order)
 
 
+FIT_DECIDES = ("-ngl", "--n-gpu-layers", "--gpu-layers", "-ot", "--override-tensor")  # else --fit
 PLACEMENT_OPTIONS = {
     "-ngl": "ngl", "--n-gpu-layers": "ngl", "--gpu-layers": "ngl",
     "-ncmoe": "ncmoe", "--n-cpu-moe": "ncmoe", "-ts": "split", "--tensor-split": "split",
@@ -390,6 +391,8 @@ def from_args(args: tuple[str, ...], key: str, words: str, origin: str, *,
     for i, arg in enumerate(args[:-1]):
         if arg in PLACEMENT_OPTIONS:
             values[PLACEMENT_OPTIONS[arg]] = args[i + 1]
+    if "-cmoe" in args or "--cpu-moe" in args:  # every layer's experts on the CPU
+        values["ncmoe"] = str(10**4)
     first = {k: v if server or k in ("overrides",) else v.split(",")[0] for k, v in values.items()}
     try:
         ngl = int(first.get("ngl", str(ALL_LAYERS)))

@@ -208,3 +208,83 @@ def prove_result(meta: CheckMeta, proved: list[dict[str, Any]], ab: KnobAB,
         summary += f"; {most} round(s): under 4, no difference is called measurable"
     return meta.result(status, summary, evidence=evidence,
                        details={"proof": tests, "proved": proved, **context})
+
+
+def _placement_key(cand: Candidate, layers: int) -> tuple[Any, ...]:
+    """What decides where tensors lie (threads apart): ``-ngl`` past the model's layers (the
+    output layer counted) is every layer, ``-ncmoe`` past them every layer's experts."""
+    return (min(cand.ngl, layers), min(cand.ncmoe, layers), cand.split, cand.mode, cand.main,
+            cand.overrides)
+
+
+def served_against_plan(server_argv: tuple[str, ...], plan_id: str, plan: dict[str, Any],
+                        proof: dict[str, Any] | None) -> tuple[str, dict[str, Any]] | None:
+    """A running server's placement (its argv) beside the host's stored plan for the same
+    model: the plan's winner (the proof's measured leader, else the predicted leader), and the
+    gain predicted for this server's placement where the plan assessed it. None where the
+    server's argv cannot be read as a placement."""
+    from omni_host.evaluate.ceiling import ALL_LAYERS
+    from omni_host.evaluate.placement import FIT_DECIDES, from_args
+
+    own = from_args(server_argv, "server", "", "server", server=True)
+    if isinstance(own, str):
+        return None
+    layers = int(plan.get("n_layers") or ALL_LAYERS)  # a plan stored before it said its layers
+    rows = [r for r in plan.get("plan") or [] if isinstance(r, dict)]
+    theirs: dict[tuple[Any, ...], dict[str, Any]] = {}
+    for r in rows:
+        cand = from_args(tuple(str(r.get("llama_server") or "").split()), "", "", "", server=True)
+        if not isinstance(cand, str):
+            theirs.setdefault(_placement_key(cand, layers), r)
+    mine = theirs.get(_placement_key(own, layers))
+    tests = (proof or {}).get("proof") or {}
+    tg = next((e for name, e in tests.items() if str(name).startswith("tg")
+               and isinstance(e, dict)), None) if isinstance(tests, dict) else None
+    leader_key = tg.get("leader") if tg else None
+    measured = ((tg.get("arms") or {}).get(leader_key) or {}).get("median_ts") if tg else None
+    best = next((r for r in rows if r.get("key") == leader_key), None) if leader_key else \
+        next((r for r in rows if r.get("fits") and r.get("predicted_tg") is not None), None)
+    if best is None:
+        return None
+    said = (f"the stored plan {plan_id} " + (f"measured {best['placement']} fastest "
+                                              f"({measured:g} t/s)" if measured is not None else
+                                              f"predicts {best['placement']} fastest "
+                                              f"({best.get('predicted_tg')} t/s)"))
+    details: dict[str, Any] = {"plan": plan_id, "winner": best.get("llama_server"),
+                               "winner_measured_tg": measured,
+                               "winner_predicted_tg": best.get("predicted_tg")}
+    if not any(a in FIT_DECIDES for a in server_argv):
+        return (said + f": serve with {best['llama_server']} (this server was placed by "
+                "llama.cpp's --fit at its start, no -ngl given: the placement it chose is not "
+                "read here)"), details | {"fit_at_start": True}
+    if mine is not None and mine is best:
+        return said + "; this server runs that placement", details | {"same": True}
+    if mine is not None and mine.get("predicted_tg") and best.get("predicted_tg"):
+        gain = best["predicted_tg"] / mine["predicted_tg"] - 1
+        details["predicted_gain"] = round(gain, 3)
+        return (said + f"; it is predicted {gain:.0%} faster than this server's placement "
+                f"({mine['placement']}): serve with {best['llama_server']}"
+                if gain > 0 else said + "; this server's placement is predicted as fast"), details
+    return (said + f": serve with {best['llama_server']} (this server's placement is not among "
+            "the plan's candidates: omni-host plan with its args in omni_bench.args predicts "
+            "it)"), details
+
+
+def measured_here(plan_id: str, plan: dict[str, Any], proof: dict[str, Any] | None) -> str | None:
+    """The stored proof's generation verdict in one clause, for gpu.topology's advice on a
+    host of several GPUs ("measured here (plan P): X fastest at N t/s, within the noise: Y");
+    None without a proof or with one GPU."""
+    tests = (proof or {}).get("proof") or {}
+    tg = next((e for name, e in tests.items() if str(name).startswith("tg")
+               and isinstance(e, dict)), None) if isinstance(tests, dict) else None
+    if tg is None or len(plan.get("gpus_free_mib") or ()) < 2:
+        return None
+    words = {r.get("key"): r.get("placement") for r in (proof or {}).get("proved") or []
+             if isinstance(r, dict)}
+    arms = tg.get("arms") or {}
+    leader = tg.get("leader")
+    tied = [str(words.get(a, a)) for a, v in arms.items() if a != leader
+            and not (v.get("against_leader") or {}).get("measurable")]
+    line = (f"measured here (plan {plan_id}): {words.get(leader, leader)} fastest at "
+            f"{(arms.get(leader) or {}).get('median_ts')} t/s")
+    return line + (f", within the noise: {', '.join(tied)}" if tied else "")

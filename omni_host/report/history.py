@@ -398,3 +398,16 @@ def tokens_series(history: History, doc: dict[str, Any]) -> dict[str, list[Serie
         if series:
             out[host["host"]] = series
     return out
+
+
+def last_plan(history: History, host: str) -> tuple[str, dict[str, Any], dict[str, Any] | None] | None:
+    """The host's newest stored placement plan (``omni-host plan``): (its id, perf.placement's
+    details, perf.placement-proof's details where it was proved)."""
+    for audit, entry in history.for_host(host):
+        planned = result_of(entry, "perf.placement")
+        if planned is not None and isinstance(planned.get("details"), dict) \
+                and planned["details"].get("plan"):
+            proof = result_of(entry, "perf.placement-proof")
+            proved = proof.get("details") if proof is not None else None
+            return audit.id, planned["details"], proved if isinstance(proved, dict) else None
+    return None
