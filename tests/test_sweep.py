@@ -170,7 +170,9 @@ def test_a_configuration_that_fails_keeps_the_ones_before_it() -> None:
         ("pp512 sm=layer", "layer"), ("tg128 sm=layer", "layer")]
     result = judge_sweep(catalog()["perf.split-sweep"], SPEC, run, (100,))
     assert result.status is Status.WARN
-    assert result.summary.startswith("llama-bench failed after 4 tests (exit 1: llama_bench: "
+    assert result.summary.startswith("-sm row failed (the first split mode that did not "
+                                     "finish; a mode the build cannot load: leave it out); "
+                                     "llama-bench failed after 4 tests (exit 1: llama_bench: "
                                      "error: failed to load model '/tmp/dense.gguf')")
     # the capture's own figures: no configuration ran twice, so none is called slower
     assert "pp: no measurable difference between the 2 splits" in result.summary

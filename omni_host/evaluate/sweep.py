@@ -158,6 +158,16 @@ def _merged(tests: list[BenchTest]) -> list[BenchTest]:
     return list(by.values())
 
 
+def _unfinished_modes(run: BenchRun) -> list[str]:
+    """The split modes the run's argv asked for that no finished test ran, in its order."""
+    asked: list[str] = []
+    for i, arg in enumerate(run.argv[:-1]):
+        if arg in ("-sm", "--split-mode"):
+            asked += [m.strip() for m in run.argv[i + 1].split(",") if m.strip()]
+    ran = {str(t.params.get("split_mode")) for t in (run.result.tests if run.result else ())}
+    return [m for m in dict.fromkeys(asked) if m not in ran]
+
+
 def judge_sweep(meta: CheckMeta, spec: BenchSpec, run: BenchRun,
                 advised: tuple[int, ...]) -> CheckResult:
     """The sweep's verdict: per kind, the fastest configuration and each other one against
@@ -218,8 +228,13 @@ def judge_sweep(meta: CheckMeta, spec: BenchSpec, run: BenchRun,
     summary = "; ".join(lines)
     if run.error:  # the configurations it finished are judged; the rest never ran
         status = Status.WARN
-        summary = (f"llama-bench failed after {len(run.result.tests)} tests ({run.error}): "
-                   f"the configurations after them were not measured; {summary}")
+        failed = _unfinished_modes(run)
+        named = (f"-sm {failed[0]} failed (the first split mode that did not finish; a mode the "
+                 "build cannot load: leave it out)" + (f", {', '.join(failed[1:])} never ran"
+                                                      if failed[1:] else "") + "; "
+                 if failed else "")
+        summary = (f"{named}llama-bench failed after {len(run.result.tests)} tests "
+                   f"({run.error}): the configurations after them were not measured; {summary}")
     evidence = (Evidence("bench.llama", " ".join(run.argv) or "llama-bench",
                          tuple(f"{k} {r['config']}: {r['center_ts']:g} t/s ±{r['spread']:.1%}"
                                for k, part in table.items() for r in part["rows"])
