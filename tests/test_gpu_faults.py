@@ -300,3 +300,41 @@ def test_xid_lines_parse_with_their_stamps_and_the_uptime() -> None:
                                                       (31, 24128.834365)]
     assert log.events[2].detail == "Ch 00000003, engmask 00000101, intr 10000000"
     assert parse_xid(BUMBLEBEE).uptime_s is None  # a collector before the uptime line
+
+
+A5000 = public_capture("nvidia-smi/telegraf_dual-rtx-a5000_590.44.01_q-x.xml")
+RTX2080 = public_capture("nvidia-smi/telegraf_dual-rtx-2080_590.44.01_q-x.xml")
+MAXQ = public_capture("nvidia-smi/telegraf_rtx-pro-6000-maxq-blackwell_590.44.01_q-x.xml")
+T4 = public_capture("nvidia-smi/telegraf_tesla-t4_515.105.01_q-x.xml")
+APP = ("<graphics_clock>1980 MHz</graphics_clock>\n\t\t\t<mem_clock>2619 MHz</mem_clock>\n"
+       "\t\t</applications_clocks>")
+APP_HELD = ("<clocks_event_reason_applications_clocks_setting>Not Active"
+            "</clocks_event_reason_applications_clocks_setting>")
+
+
+@pytest.mark.parametrize("xml, check_id, status, words", [
+    # BAR1 as each capture states it against the card's memory
+    (IDLE, "gpu.resizable-bar", Status.PASS, "BAR1 131072 MiB of a 81559 MiB card: Resizable BAR on"),
+    (MAXQ, "gpu.resizable-bar", Status.PASS, "BAR1 131072 MiB of a 97887 MiB card"),
+    (A5000, "gpu.resizable-bar", Status.WARN, "BAR1 256 MiB of a 24564 MiB card: Resizable BAR "
+                                              "is off (BIOS: Above 4G Decoding"),
+    (RTX2080, "gpu.resizable-bar", Status.PASS, "BAR1 256 MiB of a 8192 MiB card: fixed by this "
+                                                "board (Turing)"),
+    (T4, "gpu.resizable-bar", Status.PASS, "fixed by this board (Turing)"),
+    # clocks: the capture's own, the edition from the product name
+    (IDLE, "gpu.clocks", Status.PASS, "no clock lock; memory clock max 2619 MHz, power limit 700 W"),
+    (MAXQ, "gpu.clocks", Status.PASS, "no clock lock; edition Max-Q Workstation Edition, memory "
+                                      "clock max 14001 MHz, power limit 300 W"),
+    (T4, "gpu.clocks", Status.PASS, "no clock lock"),
+    # the H100's capture with its applications clocks set low, or a clock setting holding it
+    (variant(IDLE, APP, APP.replace("2619 MHz", "1593 MHz")), "gpu.clocks", Status.WARN,
+     "applications clocks set to 1980/1593 MHz (graphics/memory), below the default 1980/2619"),
+    (variant(IDLE, APP_HELD, APP_HELD.replace("Not Active", "Active")), "gpu.clocks",
+     Status.WARN, "the clocks are held by a clock setting now"),
+])
+def test_bar1_clock_locks_and_editions(xml: str, check_id: str, status: Status, words: str) -> None:
+    result = judged(xml, check_id)
+    assert result.status is status, result.summary
+    assert words in result.summary, result.summary
+    if status is Status.WARN and check_id == "gpu.clocks":
+        assert result.remediation is not None and "nvidia-smi -i 0 -rac" in result.remediation.steps[0]

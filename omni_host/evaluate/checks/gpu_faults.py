@@ -172,3 +172,70 @@ def vbios(facts: HostFacts, policy: Policy, meta: CheckMeta) -> CheckResult:
         return meta.result(Status.WARN, "identical GPUs run different VBIOS: " + "; ".join(mixed),
                            actual=list(lines), evidence=evidence)
     return meta.result(Status.PASS, "; ".join(lines), actual=list(lines), evidence=evidence)
+
+
+REBAR_ARCHITECTURES = ("Ampere", "Ada", "Hopper", "Blackwell")  # Resizable BAR from the RTX 30s
+SMALL_BAR1_MIB = 256  # the legacy window: Resizable BAR off (or a board that fixes it there)
+
+
+def _rebar_capable(g: Gpu) -> bool:
+    """A GeForce RTX or RTX workstation card of an architecture that supports Resizable BAR
+    (its size is a BIOS option there; data-centre boards fix their BAR1 by design)."""
+    name = g.name.replace("NVIDIA ", "")
+    return (name.startswith(("GeForce RTX", "RTX"))
+            and any(a in (g.architecture or "") for a in REBAR_ARCHITECTURES))
+
+
+@check("gpu.resizable-bar")
+def resizable_bar(facts: HostFacts, policy: Policy, meta: CheckMeta) -> CheckResult:
+    def judge(g: Gpu, f: GpuFaults) -> tuple[Status, str]:
+        if f.bar1_total_mib is None or not g.memory_total_mib:
+            return Status.SKIP, "BAR1 size not reported"
+        window = f"BAR1 {f.bar1_total_mib} MiB of a {g.memory_total_mib} MiB card"
+        if f.bar1_total_mib > SMALL_BAR1_MIB:
+            return Status.PASS, f"{window}: Resizable BAR on"
+        if _rebar_capable(g):
+            return Status.WARN, (f"{window}: Resizable BAR is off (BIOS: Above 4G Decoding and "
+                                 "Re-Size BAR Support)")
+        return Status.PASS, f"{window}: fixed by this board ({g.architecture or 'its design'})"
+
+    return _faulted(facts, meta, judge)
+
+
+EDITIONS = ("Max-Q Workstation Edition", "Server Edition", "Workstation Edition", "Max-Q")
+
+
+@check("gpu.clocks")
+def clocks(facts: HostFacts, policy: Policy, meta: CheckMeta) -> CheckResult:
+    locked: list[Gpu] = []
+
+    def judge(g: Gpu, f: GpuFaults) -> tuple[Status, str]:
+        edition = next((e for e in EDITIONS if e in g.name), None)
+        sku = (f"edition {edition}" if edition else "") + (
+            f"{', ' if edition else ''}memory clock max {f.mem_clock_max_mhz} MHz"
+            if f.mem_clock_max_mhz else "") + (
+            f", power limit {f.power_limit_w:g} W" if f.power_limit_w is not None else "")
+        if f.app_clocks_mhz and f.app_clocks_default_mhz and any(
+                now < default for now, default in zip(f.app_clocks_mhz, f.app_clocks_default_mhz,
+                                                      strict=True)):
+            locked.append(g)
+            return Status.WARN, (f"applications clocks set to {f.app_clocks_mhz[0]}/"
+                                 f"{f.app_clocks_mhz[1]} MHz (graphics/memory), below the "
+                                 f"default {f.app_clocks_default_mhz[0]}/"
+                                 f"{f.app_clocks_default_mhz[1]}" + (f"; {sku}" if sku else ""))
+        if f.app_clocks_active:
+            locked.append(g)
+            return Status.WARN, ("the clocks are held by a clock setting now (applications or "
+                                 "locked clocks: nvidia-smi -lgc/-lmc/-ac)" + (f"; {sku}" if sku
+                                                                               else ""))
+        if f.app_clocks_active is None and f.app_clocks_mhz is None and not sku:
+            return Status.SKIP, "clock settings not reported"
+        return Status.PASS, "no clock lock" + (f"; {sku}" if sku else "")
+
+    result = _faulted(facts, meta, judge)
+    if not locked:
+        return result
+    steps = tuple(f"nvidia-smi -i {g.index} -rac && nvidia-smi -i {g.index} -rgc && "
+                  f"nvidia-smi -i {g.index} -rmc  # back to the driver's clocks; then find what "
+                  "set them (a tuning script, a systemd unit)" for g in locked)
+    return replace(result, remediation=Remediation("manual", None, steps))

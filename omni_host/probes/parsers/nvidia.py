@@ -39,6 +39,12 @@ class GpuFaults:
     utilization_pct: int | None = None
     sm_clock_mhz: int | None = None
     sm_clock_max_mhz: int | None = None
+    bar1_total_mib: int | None = None  # the BAR1 window: 256 MiB where Resizable BAR is off
+    app_clocks_mhz: tuple[int, int] | None = None  # applications clocks (graphics, memory) set
+    app_clocks_default_mhz: tuple[int, int] | None = None
+    app_clocks_active: bool | None = None  # the applications clocks setting holds clocks now
+    mem_clock_max_mhz: int | None = None
+    subsystem_id: str | None = None  # PCI sub-system id: the board's edition (SKU)
 
 
 @dataclass(frozen=True)
@@ -169,7 +175,25 @@ def _faults(el: ET.Element) -> GpuFaults:
         utilization_pct=_int(el.findtext("utilization/gpu_util")),
         sm_clock_mhz=_int(el.findtext("clocks/sm_clock")),
         sm_clock_max_mhz=_int(el.findtext("max_clocks/sm_clock")),
+        bar1_total_mib=_mib(el.findtext("bar1_memory_usage/total")),
+        app_clocks_mhz=_pair(el, "applications_clocks"),
+        app_clocks_default_mhz=_pair(el, "default_applications_clocks"),
+        app_clocks_active=_active(_first(el, tuple(
+            f"{parent}/{parent[:-1]}_applications_clocks_setting" for parent in EVENT_PARENTS))),
+        mem_clock_max_mhz=_int(el.findtext("max_clocks/mem_clock")),
+        subsystem_id=na(el.findtext("pci/pci_sub_system_id")),
     )
+
+
+def _pair(el: ET.Element, parent: str) -> tuple[int, int] | None:
+    """(graphics, memory) MHz of a clocks element; None where either is N/A or deprecated."""
+    graphics, memory = (_int(el.findtext(f"{parent}/{c}")) for c in ("graphics_clock", "mem_clock"))
+    return (graphics, memory) if graphics is not None and memory is not None else None
+
+
+def _active(value: str | None) -> bool | None:
+    text = (value or "").strip().lower()
+    return True if text == "active" else False if text == "not active" else None
 
 
 def _gpu(index: int, el: ET.Element) -> Gpu:
