@@ -252,6 +252,9 @@ class InferenceServer:
     address: str | None = None  # where it was asked (host:port)
     swap_kib: int | None = None  # its pages on swap (VmSwap)
     locked_kib: int | None = None  # memory it holds locked (VmLck: --mlock that took)
+    anon_kib: int | None = None  # its anonymous memory (smaps_rollup), KV cache and buffers
+    anon_huge_kib: int | None = None  # of which in transparent huge pages (AnonHugePages)
+    file_pmd_kib: int | None = None  # file pages mapped 2 MiB at a time (FilePmdMapped)
     model_path: str | None = None
     model_bytes: int | None = None
     model_fingerprint: str | None = None

@@ -294,3 +294,33 @@ def test_numa_inside_a_container_without_sys_nice_is_named(llama, docker_image: 
     assert f"pid {nice} " not in result["summary"]  # SYS_NICE: allowed, not warned of
     assert f"in container {names[1]}: cap_add ['CAP_SYS_NICE']" in \
         " ".join(result["evidence"][0]["lines"])
+
+
+def _smaps(pid: int) -> dict[str, int]:
+    fields = {}
+    for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
+        name, _, rest = line.partition(":")
+        if rest.strip().endswith("kB"):
+            fields[name] = int(rest.split()[0])
+    return fields
+
+
+@pytest.mark.system  # a real llama-server started under THP always (the switch restored)
+def test_thp_says_what_a_running_server_got(llama) -> None:
+    """kernel.thp reads the switch and, beside it, what each running server got: its
+    anonymous memory in huge pages (smaps_rollup), read here from the same file after the
+    audit. Under `always` (set before the server starts) its buffers are in huge pages."""
+    from test_serve import _llama_server
+
+    _, model = llama
+    thp = "/sys/kernel/mm/transparent_hugepage/enabled"
+    with _set(thp, "always"), _llama_server(model, "-t", "1", requests=1) as (pid, _port):
+        result = _audit()["kernel.thp"]
+        mine = _smaps(pid)
+    line = next(x for x in result["evidence"][0]["lines"] if x.startswith(f"llama-server pid {pid}"))
+    words = line.split(": ", 1)[1].split()
+    huge_mib, anon_mib = int(words[0]), int(words[2])
+    assert anon_mib == pytest.approx(mine["Anonymous"] // 1024, abs=8), (line, mine)
+    assert huge_mib == pytest.approx(mine["AnonHugePages"] // 1024, abs=8), (line, mine)
+    assert huge_mib > 0, (line, mine)  # under always, a server's buffers get 2 MiB pages
+    assert f"what the servers got: llama-server pid {pid}" in result["summary"]

@@ -88,6 +88,18 @@ def _kib(field):
     return int(words[0]) if words and words[0].isdigit() else None
 
 
+def _huge_pages(pid):
+    """What the process got of huge pages (/proc/PID/smaps_rollup, Linux 4.14+): its
+    anonymous memory and the part of it in transparent huge pages, and file pages mapped
+    with PMDs (a model's page cache in 2 MiB pages), in KiB; {} where not readable."""
+    fields = {}
+    for line in (_read("/proc/%s/smaps_rollup" % pid) or "").splitlines():
+        name, _, rest = line.partition(":")
+        if name in ("Anonymous", "AnonHugePages", "FilePmdMapped", "Rss"):
+            fields[name] = _kib(rest)
+    return fields
+
+
 def _status(pid):
     fields = {}
     for line in (_read("/proc/%s/status" % pid) or "").splitlines():
@@ -372,6 +384,7 @@ def _describe(pid, argv, probe):
         "threads": int(status["Threads"]) if status.get("Threads", "").isdigit() else None,
         # its pages on swap, and what it holds locked (--mlock that took: VmLck)
         "swap_kib": _kib(status.get("VmSwap")), "locked_kib": _kib(status.get("VmLck")),
+        "huge_pages_kib": _huge_pages(pid),
         "container": _container_id(pid),
     }
     server["sha256"] = cached_sha256(["/proc/%s/exe" % pid]).get("/proc/%s/exe" % pid)

@@ -61,8 +61,31 @@ def thp(facts: HostFacts, policy: Policy, meta: CheckMeta) -> CheckResult:
                            "always: an allocation waits for memory to be compacted (stalls "
                            "under load)", expected="defrag madvise, defer or defer+madvise",
                            actual=actual, evidence=(evidence,))
+    got_lines = _huge_pages_got(facts)
+    if got_lines:
+        evidence = Evidence(evidence.probe, evidence.command, (*lines, *got_lines))
     return meta.result(Status.PASS, f"transparent huge pages {knobs.thp_enabled}, defrag "
-                       f"{knobs.thp_defrag}", actual=actual, evidence=(evidence,))
+                       f"{knobs.thp_defrag}" + (f"; what the servers got: {'; '.join(got_lines)}"
+                                               if got_lines else ""),
+                       actual=actual, evidence=(evidence,))
+
+
+def _huge_pages_got(facts: HostFacts) -> list[str]:
+    """Per running server, the part of its anonymous memory in huge pages and its file pages
+    mapped 2 MiB at a time (smaps_rollup): what THP gave it, not what the switch allows."""
+    probe = facts.get(SERVERS)
+    if not probe.ok:
+        return []
+    out = []
+    for server in probe.fact:
+        if server.anon_kib is None or server.anon_huge_kib is None:
+            continue
+        share = server.anon_huge_kib / server.anon_kib if server.anon_kib else 0.0
+        out.append(f"{_name(server)}: {server.anon_huge_kib // 1024} of "
+                   f"{server.anon_kib // 1024} MiB anonymous in huge pages ({share:.0%})"
+                   + (f", {server.file_pmd_kib // 1024} MiB of file pages (the model) in huge "
+                      "pages" if server.file_pmd_kib else ""))
+    return out
 
 
 @check("kernel.numa-balancing")

@@ -117,6 +117,8 @@ def _server(doc: dict[str, Any], beside: dict[str, Any]) -> InferenceServer:
     found = doc.get("model")
     model: dict[str, Any] = found if isinstance(found, dict) else {}
     env = doc.get("env")
+    huge = doc.get("huge_pages_kib")
+    huge = huge if isinstance(huge, dict) else {}
     server = InferenceServer(
         kind=str(doc.get("kind", "llama-server"))[:40],
         pid=_int(doc.get("pid")) or 0,
@@ -133,6 +135,8 @@ def _server(doc: dict[str, Any], beside: dict[str, Any]) -> InferenceServer:
         rss_kib=_int(doc.get("rss_kib")),
         threads=_int(doc.get("threads")),
         swap_kib=_int(doc.get("swap_kib")), locked_kib=_int(doc.get("locked_kib")),
+        anon_kib=_int(huge.get("Anonymous")), anon_huge_kib=_int(huge.get("AnonHugePages")),
+        file_pmd_kib=_int(huge.get("FilePmdMapped")),
         gpu_memory_mib=_int(doc.get("gpu_memory_mib")),
         gpu_cotenants=tuple(str(c)[:120] for c in cotenants[:32])
         if isinstance(cotenants := doc.get("gpu_cotenants"), list) else None,
