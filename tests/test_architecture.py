@@ -112,3 +112,17 @@ def test_a_command_parses_the_same_when_only_its_group_is_built(argv: list[str])
 
     assert GROUPS.keys() == HANDLERS.keys()
     assert vars(build_parser(argv).parse_args(argv)) == vars(build_parser().parse_args(argv))
+
+
+def test_no_module_imports_itself_back() -> None:
+    """No import circle anywhere in the package (issue 45), lazy imports inside functions
+    included: the check registry's metadata (evaluate.meta) and the CLI's shared pieces
+    (cli.common) are what both sides import."""
+    import grimp
+
+    graph = grimp.build_graph("omni_host")
+    modules = sorted(graph.modules)
+    circles = [(a, b) for i, a in enumerate(modules) for b in modules[i + 1:]
+               if graph.chain_exists(importer=a, imported=b)
+               and graph.chain_exists(importer=b, imported=a)]
+    assert circles == []

@@ -537,3 +537,18 @@ def test_init_records_a_swap_file_at_its_size_in_mib() -> None:
              "/swapfile                               file\t\t65532\t\t0\t\t-2\n")
     bundle = with_probe(gpu_bundle("h100-x1"), "mem.swaps", swaps)
     assert observed_vars(facts_from_bundle(bundle))["omni_swap_size_mib"] == 64
+
+
+def test_every_catalog_entry_is_judged_by_a_check_or_by_its_own_command(monkeypatch) -> None:
+    """A catalog id with no registered function is an error when the registry loads, unless a
+    command of its own judges it (meta.BY_COMMAND): never a silent skip in every audit."""
+    from omni_host.evaluate import checks
+    from omni_host.evaluate.meta import BY_COMMAND, catalog
+
+    fns = checks.registry()
+    assert not set(fns) & set(BY_COMMAND)
+    assert set(fns) | set(BY_COMMAND) == set(catalog())
+    fake = {**catalog(), "x.unjudged": catalog()["numa.nps1"]}
+    monkeypatch.setattr(checks, "catalog", lambda: fake)
+    with pytest.raises(RuntimeError, match="names x.unjudged but no check is registered"):
+        checks.registry()

@@ -17,7 +17,14 @@ from collections.abc import Callable
 
 from omni_host import __version__, interrupts
 from omni_host.cli import audit, bench, catalog, completion, remediate, report, serve
-from omni_host.cli.common import EXIT_INTERRUPTED, EXIT_PIPE, EXIT_TERMINATED, EXIT_USAGE, err
+from omni_host.cli.common import (
+    EXIT_INTERRUPTED,
+    EXIT_PIPE,
+    EXIT_TERMINATED,
+    EXIT_USAGE,
+    Terminated,
+    err,
+)
 
 GROUPS = {"audit": audit, "collect": audit, "bench": bench, "plan": bench, "remediate": remediate,
           "bootstrap": remediate, "report": report, "schedule": report, "payload": catalog, "checks": catalog,
@@ -70,11 +77,6 @@ def _warnings_to_stderr() -> None:
         handler.set_name("omni-host-cli")
         logger.addHandler(handler)
         logger.propagate = False
-
-
-class Terminated(KeyboardInterrupt):
-    """SIGTERM (what ``systemctl stop`` and timeouts send), handled as Ctrl-C is: the hosts
-    that finished are stored, the report is marked interrupted."""
 
 
 def run() -> None:

@@ -13,6 +13,7 @@ from omni_host.cli.common import (
     EXIT_TERMINATED,
     EXIT_USAGE,
     FORMATS,
+    Terminated,
     add_target_args,
     add_view_args,
     emit,
@@ -116,8 +117,6 @@ def cmd_plan(args: argparse.Namespace) -> int:
         err(str(exc))
         return EXIT_USAGE
     except KeyboardInterrupt as exc:
-        from omni_host.cli import Terminated
-
         err("plan interrupted: llama-bench stopped with its session; nothing stored")
         return EXIT_TERMINATED if isinstance(exc, Terminated) else EXIT_INTERRUPTED
     for host in run.report.unreachable:
@@ -180,8 +179,6 @@ def cmd_bench(args: argparse.Namespace) -> int:
                           hint_args=hint_args(args), under_way=started, knob=knob,
                           pairs=args.pairs)
     except KeyboardInterrupt as exc:  # the collector's process group went with the session
-        from omni_host.cli import Terminated
-
         err("bench interrupted: llama-bench stopped with its session; nothing stored")
         return EXIT_TERMINATED if isinstance(exc, Terminated) else EXIT_INTERRUPTED
     for host in run.report.unreachable:

@@ -207,11 +207,13 @@ def _check_scheduled_audit(extra: list[str]) -> None:
     """The audit a schedule would run, resolved now: its arguments parse, its inventory is an
     absolute path (the timer does not run here) and resolves, its hosts' values validate. A
     schedule that could only fail is refused before anything is written."""
-    from omni_host.cli import build_parser
+    from omni_host.cli.audit import add_parsers
     from omni_host.errors import OmniHostError, UsageError
 
+    parser = argparse.ArgumentParser(prog="omni-host")
+    add_parsers(parser.add_subparsers(dest="command", required=True))
     try:
-        audit_args = build_parser(["audit"]).parse_args(["audit", *extra])
+        audit_args = parser.parse_args(["audit", *extra])
     except SystemExit:
         raise UsageError("schedule: the audit arguments after -- are not valid (see above)") \
             from None

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from typing import Any, TypeGuard
 
 from omni_host.evaluate.ceiling import CCD_LINKS, CPU_BANDWIDTH, run_ceilings
-from omni_host.evaluate.checks import CheckMeta
+from omni_host.evaluate.meta import CheckMeta
 from omni_host.model import CheckResult, Evidence, FactSummary, Status
 from omni_host.plan.policy import BenchSpec
 from omni_host.probes.parsers import na

@@ -8,13 +8,8 @@ import textwrap
 from typing import Any
 
 from omni_host.errors import UsageError
-from omni_host.evaluate.bench import CHECK_ID
-from omni_host.evaluate.checks import CheckMeta, catalog, registry
-from omni_host.evaluate.knob import CHECK_ID as KNOB_ID
-from omni_host.evaluate.plan import CHECK_ID as PLAN_ID
-from omni_host.evaluate.plan import PROOF_ID
-from omni_host.evaluate.sweep import CHECK_ID as SWEEP_ID
-from omni_host.evaluate.watch import CHECK_ID as WATCH_ID
+from omni_host.evaluate.checks import registry
+from omni_host.evaluate.meta import BY_COMMAND, CheckMeta, catalog
 
 _LESSON = re.compile(r"^[FSP]-\d{3}$")
 
@@ -34,10 +29,6 @@ def find(term: str) -> list[CheckMeta]:
     raise UsageError(f"unknown check or lesson {term!r}{hint}")
 
 
-BY_COMMAND = {CHECK_ID: "omni-host bench", SWEEP_ID: "omni-host bench --sweep-split",
-              WATCH_ID: "omni-host serve watch",
-              KNOB_ID: "omni-host bench --knob", PLAN_ID: "omni-host plan",
-              PROOF_ID: "omni-host plan --prove"}  # never an audit
 
 
 def list_lines() -> list[str]:

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from omni_host.model import CheckResult, Evidence, Status
 
 if TYPE_CHECKING:
-    from omni_host.evaluate.checks import CheckMeta
+    from omni_host.evaluate.meta import CheckMeta
     from omni_host.plan.knobs import Knob
     from omni_host.probes.parsers.bench import KnobAB
 

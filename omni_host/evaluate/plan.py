@@ -25,7 +25,7 @@ from omni_host.evaluate.placement import MIB, Assessed, Candidate
 from omni_host.model import CheckResult, Evidence, Status
 
 if TYPE_CHECKING:
-    from omni_host.evaluate.checks import CheckMeta
+    from omni_host.evaluate.meta import CheckMeta
     from omni_host.probes.parsers.bench import KnobAB
 
 CHECK_ID = "perf.placement"

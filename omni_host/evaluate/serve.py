@@ -29,7 +29,7 @@ from omni_host.remote.procfacts import option_value
 
 if TYPE_CHECKING:  # types only: the check registry imports this module
     from omni_host.evaluate.bench import Baseline
-    from omni_host.evaluate.checks import CheckMeta
+    from omni_host.evaluate.meta import CheckMeta
 
 CHECK_ID = "serve.tokens-per-s"
 MIN_TOKENS = 32  # generated tokens a window needs before its rate says anything

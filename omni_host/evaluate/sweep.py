@@ -31,8 +31,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from omni_host.evaluate.bench import SIGMAS, judge_test
-from omni_host.evaluate.checks import CheckMeta
 from omni_host.evaluate.checks.gpu import tensor_split
+from omni_host.evaluate.meta import CheckMeta
 from omni_host.model import CheckResult, Evidence, Status
 from omni_host.plan.policy import BenchSpec
 from omni_host.probes.parsers.bench import BenchRun, BenchTest, split_values

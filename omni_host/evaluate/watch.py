@@ -29,7 +29,7 @@ from omni_host.evaluate.serve import generated_between
 from omni_host.model import CheckResult, Evidence, InferenceServer, Status
 
 if TYPE_CHECKING:
-    from omni_host.evaluate.checks import CheckMeta
+    from omni_host.evaluate.meta import CheckMeta
 
 CHECK_ID = "serve.stability"
 DROP = 0.5

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from omni_host.evaluate.checks import CheckMeta, check
 from omni_host.evaluate.facts import HostFacts
+from omni_host.evaluate.meta import CheckMeta, check
 from omni_host.model import CheckResult, Evidence, Status
 from omni_host.plan.policy import Policy
 from omni_host.probes.parsers.build import BinaryFacts, GpuQuery

@@ -3,8 +3,8 @@ AVX-512 hwcaps masked in GLIBC_TUNABLES. Masking two (AVX512F, AVX512VL) was not
 
 from __future__ import annotations
 
-from omni_host.evaluate.checks import CheckMeta, check
 from omni_host.evaluate.facts import HostFacts
+from omni_host.evaluate.meta import CheckMeta, check
 from omni_host.model import CheckResult, Evidence, Status
 from omni_host.plan.policy import ZEN5_HWCAPS, Policy, masked_hwcaps
 from omni_host.probes.parsers.docker import Container

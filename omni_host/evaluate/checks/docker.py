@@ -3,8 +3,8 @@ docker.healthchecks (F-021), all from one ``docker inspect`` of the running cont
 
 from __future__ import annotations
 
-from omni_host.evaluate.checks import CheckMeta, check
 from omni_host.evaluate.facts import HostFacts
+from omni_host.evaluate.meta import CheckMeta, check
 from omni_host.model import CheckResult, Evidence, Status
 from omni_host.plan.policy import Policy
 from omni_host.probes.parsers.docker import Container

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from omni_host.evaluate.checks import CheckMeta, check
 from omni_host.evaluate.facts import HostFacts
+from omni_host.evaluate.meta import CheckMeta, check
 from omni_host.model import CheckResult, Evidence, Outcome, ProbeResult, Remediation, Status
 from omni_host.plan.policy import ExpectedGpu, Policy, version_tuple
 from omni_host.probes.parsers.nvidia import Gpu, GpuInventory, TopoMatrix

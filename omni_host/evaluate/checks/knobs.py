@@ -9,8 +9,8 @@ labelled so in the catalog's rationale); none claims a cost on this host it has 
 
 from __future__ import annotations
 
-from omni_host.evaluate.checks import CheckMeta, check
 from omni_host.evaluate.facts import HostFacts
+from omni_host.evaluate.meta import CheckMeta, check
 from omni_host.evaluate.serve import option
 from omni_host.model import CheckResult, Evidence, InferenceServer, Status
 from omni_host.plan.policy import Policy

@@ -12,8 +12,8 @@ are not channels of this machine). A channel is known only where the slot's name
 
 from __future__ import annotations
 
-from omni_host.evaluate.checks import CheckMeta, check
 from omni_host.evaluate.facts import HostFacts
+from omni_host.evaluate.meta import CheckMeta, check
 from omni_host.model import CheckResult, Evidence, Status
 from omni_host.plan.policy import Policy
 from omni_host.probes.parsers.memory import Dimm, MemorySystem, cpu_channels

@@ -10,8 +10,8 @@ reported apart and not counted: no such setting made them.
 
 from __future__ import annotations
 
-from omni_host.evaluate.checks import CheckMeta, check
 from omni_host.evaluate.facts import HostFacts
+from omni_host.evaluate.meta import CheckMeta, check
 from omni_host.model import CheckResult, Evidence, Remediation, Status
 from omni_host.plan.policy import Policy
 from omni_host.probes.parsers.cpu import CpuInfo

@@ -4,8 +4,8 @@ again against the host's bench baseline and its previous audit (``evaluate.serve
 
 from __future__ import annotations
 
-from omni_host.evaluate.checks import CheckMeta, check
 from omni_host.evaluate.facts import HostFacts
+from omni_host.evaluate.meta import CheckMeta, check
 from omni_host.evaluate.serve import judge_served
 from omni_host.model import CheckResult
 from omni_host.plan.policy import Policy

@@ -3,8 +3,8 @@ persisted in /etc/fstab, and not in heavy use."""
 
 from __future__ import annotations
 
-from omni_host.evaluate.checks import CheckMeta, check
 from omni_host.evaluate.facts import HostFacts
+from omni_host.evaluate.meta import CheckMeta, check
 from omni_host.model import CheckResult, Evidence, Status
 from omni_host.plan.policy import Policy
 from omni_host.probes.parsers.memory import FstabEntry, SwapArea

@@ -1,0 +1,101 @@
+"""A check's metadata (``checks/catalog.yaml``): what it is, why, how to fix it, and how a
+result is made from it. Its own module, apart from the registry, so that the judges outside
+``evaluate/checks`` (the bench, the sweep, the plan, the watch) use it without importing the
+registry that imports them: no import circle."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import TYPE_CHECKING, Any
+
+from omni_host.model import (
+    CheckResult,
+    Evidence,
+    Outcome,
+    ProbeResult,
+    Remediation,
+    Severity,
+    Status,
+)
+from omni_host.resources import data_path, read_yaml
+
+if TYPE_CHECKING:
+    from omni_host.evaluate.facts import HostFacts
+    from omni_host.plan.policy import Policy
+
+
+@dataclass(frozen=True)
+class CheckMeta:
+    id: str
+    title: str
+    severity: Severity
+    layer: str
+    lessons: tuple[str, ...]
+    rationale: str
+    remediation: Remediation
+    references: tuple[str, ...] = ()
+    decided: str = ""
+
+    def result(self, status: Status, summary: str, *, expected: Any = None, actual: Any = None,
+               evidence: tuple[Evidence, ...] = (), details: dict[str, Any] | None = None,
+               remediation: Remediation | None = None) -> CheckResult:
+        fix = remediation or self.remediation
+        return CheckResult(
+            id=self.id, title=self.title, status=status, severity=self.severity,
+            lessons=self.lessons, summary=summary, expected=expected, actual=actual,
+            evidence=evidence, details=details or {},
+            remediation=fix if status in (Status.FAIL, Status.WARN) else None,
+        )
+
+    def no_policy(self, var: str, summary: str | None = None, *, expected: Any = None,
+                  evidence: tuple[Evidence, ...] = ()) -> CheckResult:
+        """Skip: the policy gives this check no expected state (``var`` is unset). The report
+        lists such checks per host with how to record the state (never a silent green)."""
+        return self.result(Status.SKIP, summary or f"no {var} in the policy", expected=expected,
+                           evidence=evidence, details={"no_expected_state": var})
+
+    def not_evaluated(self, probe: ProbeResult, *, expected: Any = None) -> CheckResult:
+        """Skip (input unavailable) or error (input unparseable), said once with the reason."""
+        if probe.outcome is Outcome.UNPARSEABLE:
+            return self.result(Status.ERROR, probe.why_not(), expected=expected,
+                               evidence=(Evidence(probe.probe_id, probe.command, (probe.excerpt,)),))
+        return self.result(Status.SKIP, f"not evaluated: {probe.why_not()}", expected=expected,
+                           evidence=(Evidence(probe.probe_id, probe.command, ()),))
+
+
+
+@lru_cache(maxsize=1)
+def catalog() -> dict[str, CheckMeta]:
+    doc = read_yaml(data_path("checks") / "catalog.yaml")
+    metas = {}
+    for cid, entry in doc.items():
+        fix = entry["remediation"]
+        metas[cid] = CheckMeta(cid, entry["title"], Severity(entry["severity"]), entry["layer"],
+                               tuple(entry["lessons"]), " ".join(entry["rationale"].split()),
+                               Remediation(fix["kind"], fix.get("playbook"), tuple(fix.get("steps", ()))),
+                               tuple(entry.get("references", ())),
+                               " ".join(str(entry.get("decided", "")).split()))
+    return metas
+
+
+# The checks no audit runs: each is judged by its own command, never by the registry (and said
+# so by ``omni-host checks list``). Every other catalog id must have a registered function.
+BY_COMMAND = {"perf.tokens-per-s": "omni-host bench",
+              "perf.split-sweep": "omni-host bench --sweep-split",
+              "serve.stability": "omni-host serve watch", "perf.knob": "omni-host bench --knob",
+              "perf.placement": "omni-host plan",
+              "perf.placement-proof": "omni-host plan --prove"}
+
+
+CheckFn = Callable[["HostFacts", "Policy", CheckMeta], CheckResult]
+REGISTERED: dict[str, CheckFn] = {}  # filled as the check modules of evaluate/checks load
+
+
+def check(check_id: str) -> Callable[[CheckFn], CheckFn]:
+    """Register a check function under its catalog id."""
+    def register(fn: CheckFn) -> CheckFn:
+        REGISTERED[check_id] = fn
+        return fn
+    return register
