@@ -256,6 +256,8 @@ class InferenceServer:
     anon_huge_kib: int | None = None  # of which in transparent huge pages (AnonHugePages)
     file_pmd_kib: int | None = None  # file pages mapped 2 MiB at a time (FilePmdMapped)
     model_path: str | None = None
+    # the model file's pages it maps, per NUMA node, KiB (numa_maps); None where not read
+    model_pages_by_node: tuple[tuple[int, int], ...] | None = None
     model_bytes: int | None = None
     model_fingerprint: str | None = None
     counters: ServedCounters | None = None

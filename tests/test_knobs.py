@@ -324,3 +324,62 @@ def test_thp_says_what_a_running_server_got(llama) -> None:
     assert huge_mib == pytest.approx(mine["AnonHugePages"] // 1024, abs=8), (line, mine)
     assert huge_mib > 0, (line, mine)  # under always, a server's buffers get 2 MiB pages
     assert f"what the servers got: llama-server pid {pid}" in result["summary"]
+
+
+def test_the_models_pages_against_the_nodes_its_threads_run_on() -> None:
+    """A Threadripper 1950X in NUMA mode (a public numactl capture: two nodes, CPUs 0-7,16-23
+    and 8-15,24-31): a server on every CPU whose model was read into node 0 warns; one
+    pinned to node 0, or with its model spread over both nodes, passes with the figures."""
+    numa = (PUBLIC / "numactl" / "threadripper-1950x-1s-numa-mode_2nodes.txt").read_text()
+    gib = 1024 * 1024
+    one_node = ((0, 30 * gib), (1, gib // 2))
+    held = _judge("serve.model-pages", None, (_server(1, "0-31", "-m", "/m.gguf",
+                                                      model_path="/m.gguf",
+                                                      model_bytes=32 * 2**30,
+                                                      model_pages_by_node=one_node),), numa)
+    assert held.status is Status.WARN, held.summary
+    assert "llama-server pid 1 (127.0.0.1:8001): the model's pages live on node 0 while its " \
+           "CPUs span nodes 0, 1" in held.summary
+    pinned = _judge("serve.model-pages", None, (_server(1, "0-7,16-23", model_path="/m.gguf",
+                                                        model_bytes=32 * 2**30,
+                                                        model_pages_by_node=one_node),), numa)
+    assert pinned.status is Status.PASS
+    assert "2 NUMA nodes: llama-server pid 1 (127.0.0.1:8001): 30.5 GiB of the model mapped " \
+           "(95% of its file): node 0 30.0 GiB, node 1 0.5 GiB" in pinned.summary
+    spread = _judge("serve.model-pages", None, (_server(1, "0-31", model_path="/m.gguf",
+                                                        model_pages_by_node=((0, 15 * gib),
+                                                                             (1, 15 * gib))),),
+                    numa)
+    assert spread.status is Status.PASS
+    assert _judge("serve.model-pages", None, (), numa).status is Status.SKIP
+
+
+def _numa_maps(pid: int, model: str) -> dict[int, int]:
+    """KiB of ``model`` mapped per node, summed from /proc/PID/numa_maps here."""
+    nodes: dict[int, int] = {}
+    for line in Path(f"/proc/{pid}/numa_maps").read_text().splitlines():
+        words = line.split()
+        if f"file={model}" in words:
+            page = next(int(w.split("=")[1]) for w in words if w.startswith("kernelpagesize_kB="))
+            for w in words:
+                if w[:1] == "N" and "=" in w and w[1:].split("=")[0].isdigit():
+                    node, pages = w[1:].split("=")
+                    nodes[int(node)] = nodes.get(int(node), 0) + int(pages) * page
+    return nodes
+
+
+@pytest.mark.system  # a real llama-server: where its model's pages are, read as the kernel says
+def test_a_running_servers_model_pages_are_read(llama) -> None:
+    from test_serve import _llama_server
+
+    _, model = llama
+    with _llama_server(model, "-t", "1", requests=1) as (pid, _port):
+        result = _audit()["serve.model-pages"]
+        mine = _numa_maps(pid, str(model))
+    line = next(x for x in result["evidence"][0]["lines"] if x.startswith(f"llama-server pid {pid}"))
+    assert mine and sum(mine.values()) > 0
+    total = sum(mine.values()) / 1024 / 1024
+    assert f": {total:.1f} GiB of the model mapped (" in line, (line, mine)
+    for node, kib in mine.items():
+        assert f"node {node} {kib / 1024 / 1024:.1f} GiB" in line
+    assert result["status"] in ("pass", "warn")

@@ -100,6 +100,38 @@ def _huge_pages(pid):
     return fields
 
 
+NUMA_MAPS_LINES = 100000  # a server maps far fewer regions; a bound on what is read
+
+
+def _model_pages(pid, model):
+    """Where the model file's pages mapped by the process live (/proc/PID/numa_maps: its
+    file= lines, the path as the process sees it): the pages mapped, per NUMA node, and the
+    page size in KiB; {} where not readable. Read line by line and bounded (the kernel writes
+    each mapping's line as it is read)."""
+    found = {"mapped": 0, "nodes": {}, "page_kib": None}
+    try:
+        with open("/proc/%s/numa_maps" % pid) as fh:
+            for count, line in enumerate(fh):
+                if count >= NUMA_MAPS_LINES:
+                    break
+                words = line.split()
+                if "file=" + model not in words:
+                    continue
+                for word in words:
+                    name, _, value = word.partition("=")
+                    if not value.isdigit():
+                        continue
+                    if name == "mapped":
+                        found["mapped"] += int(value)
+                    elif name == "kernelpagesize_kB":
+                        found["page_kib"] = int(value)
+                    elif name[:1] == "N" and name[1:].isdigit():
+                        found["nodes"][name[1:]] = found["nodes"].get(name[1:], 0) + int(value)
+    except (IOError, OSError):
+        return {}
+    return found
+
+
 def _status(pid):
     fields = {}
     for line in (_read("/proc/%s/status" % pid) or "").splitlines():
@@ -393,6 +425,7 @@ def _describe(pid, argv, probe):
         server["model"] = model_identity(root + model if model.startswith("/") else
                                          os.path.join("/proc/%s/cwd" % pid, model), _owner(pid))
         server["model"]["path"] = model
+        server["model_pages"] = _model_pages(pid, model)
     try:
         port = _port(argv, env)
     except ValueError as exc:

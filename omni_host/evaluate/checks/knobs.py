@@ -303,3 +303,47 @@ def container_numa(facts: HostFacts, policy: Policy, meta: CheckMeta) -> CheckRe
     if blocked:
         return meta.result(Status.WARN, "; ".join(blocked), evidence=(evidence,))
     return meta.result(Status.PASS, "; ".join(lines), evidence=(evidence,))
+
+
+def _gib(kib: int) -> str:
+    return f"{kib / 1024 / 1024:.1f} GiB"
+
+
+@check("serve.model-pages")
+def model_pages(facts: HostFacts, policy: Policy, meta: CheckMeta) -> CheckResult:
+    """Where each running server's model lives in memory: its mapped pages per NUMA node
+    (numa_maps), against the nodes its CPUs are on."""
+    servers = _servers(facts, meta)
+    if isinstance(servers, CheckResult):
+        return servers
+    read = [s for s in servers if s.model_pages_by_node is not None and s.model_path]
+    if not read:
+        return meta.result(Status.SKIP, "no running server whose model's pages were read"
+                           if servers else "no inference server running")
+    topo = facts.numa()
+    nodes = topo.fact.nodes if topo.ok else ()
+    lines, spread = [], []
+    for server in read:
+        pages = dict(server.model_pages_by_node or ())
+        total = sum(pages.values())
+        share = f" ({total / (server.model_bytes / 1024):.0%} of its file)" \
+            if server.model_bytes else ""
+        where = ", ".join(f"node {n} {_gib(k)}" for n, k in sorted(pages.items()) if k)
+        line = f"{_name(server)}: {_gib(total)} of the model mapped{share}" + \
+            (f": {where}" if where else "")
+        lines.append(line)
+        allowed = set(cpu_list(server.cpus_allowed_list))
+        on = {n.node_id for n in nodes if allowed & set(n.cpus)} if allowed else set()
+        held = {n for n, k in pages.items() if k >= 0.9 * total} if total else set()
+        if len(on) > 1 and held:
+            spread.append(f"{_name(server)}: the model's pages live on node "
+                          f"{next(iter(held))} while its CPUs span nodes "
+                          f"{', '.join(map(str, sorted(on)))}")
+    evidence = Evidence(SERVERS, "/proc/PID/numa_maps (the model file's mappings)", tuple(lines))
+    if spread:
+        return meta.result(Status.WARN, "; ".join(spread) + ": threads on the other nodes read "
+                           "them across the interconnect", evidence=(evidence,),
+                           actual=lines)
+    single = "one NUMA node" if len(nodes) <= 1 else f"{len(nodes)} NUMA nodes"
+    return meta.result(Status.PASS, f"{single}: " + "; ".join(lines), evidence=(evidence,),
+                       actual=lines)

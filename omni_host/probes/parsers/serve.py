@@ -112,6 +112,19 @@ def _probe(doc: Any) -> dict[str, Any]:
                                  _number(timings.get("prompt_per_second")))}
 
 
+def _pages(raw: Any) -> tuple[tuple[int, int], ...] | None:
+    """(NUMA node, KiB of the model resident there) from the helper's numa_maps sum; None
+    where it was not read."""
+    if not isinstance(raw, dict) or not isinstance(raw.get("nodes"), dict):
+        return None
+    page = _int(raw.get("page_kib")) or 4
+    found = []
+    for node, pages in raw["nodes"].items():
+        if str(node).isdigit() and (count := _int(pages)) is not None:
+            found.append((int(node), count * page))
+    return tuple(sorted(found))[:1024]
+
+
 def _server(doc: dict[str, Any], beside: dict[str, Any]) -> InferenceServer:
     quota = doc.get("cpu_quota")
     found = doc.get("model")
@@ -143,6 +156,7 @@ def _server(doc: dict[str, Any], beside: dict[str, Any]) -> InferenceServer:
         container=_text(doc.get("container"), 64),
         address=_text(doc.get("address"), 120),
         model_path=_text(model.get("path")),
+        model_pages_by_node=_pages(doc.get("model_pages")),
         model_bytes=_int(model.get("size_bytes")),
         model_fingerprint=_text(model.get("fingerprint"), 64),
         metrics_error=_text(doc.get("metrics_error"), 300),
