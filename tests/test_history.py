@@ -126,3 +126,27 @@ def test_recheck_re_evaluates_stored_bundles_with_todays_policy(sshd: Sshd, tmp_
     swap = next(r for r in doc["hosts"][0]["results"] if r["id"] == "swap.capacity")
     assert swap["status"] == "fail" and doc["source"] == "recheck"
     assert "recheck stored in" in result.stderr
+
+
+def test_an_audit_reads_each_hosts_past_once(tmp_path: Path, monkeypatch) -> None:
+    """The host's stored audits are scanned once a run (app.past.past_of), not once per judge
+    of the past (the served rate, its baseline, the ledger, the plan, the Cold Case, the last
+    bench: six scans before issue 45)."""
+    from conftest import run_cli
+
+    from omni_host.report.history import History
+
+    store = tmp_path / "store"
+    assert run_cli("audit", "--report-dir", str(store)).code in (0, 1, 4)
+    calls: list[str] = []
+    real = History.for_host
+
+    def counted(self: History, host: str) -> list:
+        calls.append(host)
+        return real(self, host)
+
+    monkeypatch.setattr(History, "for_host", counted)
+    again = run_cli("audit", "--report-dir", str(store), "--format", "json")
+    assert again.code in (0, 1, 4), again.stderr
+    assert calls == ["localhost"], calls
+    assert '"previous": "' in again.stdout  # the Cold Case compared with the first audit

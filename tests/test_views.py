@@ -43,7 +43,7 @@ def fixed_report() -> tuple[dict, ViewContext]:
                          if r.id == "numa.nps1" else r for r in h100.results)),))
     history = History([StoredAudit("20260824T194640000Z-aaaaaa", Path("/nonexistent"),
                                    earlier.to_dict())])
-    hosts = [dataclasses.replace(h, cold_case=cold_case(history, h.to_dict()),
+    hosts = [dataclasses.replace(h, cold_case=cold_case(history.for_host(h.host), h.to_dict()),
                                  duration_s=1.5) if h.reachable else h for h in hosts]
     report = Report(STARTED, STARTED + 3, "live", "inventory/", tuple(hosts),
                     waiver_notes=tuple(notes))

@@ -14,8 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from omni_host import codec
-from omni_host.app.baseline import find_baseline
+from omni_host.app.past import Past, past_of
 from omni_host.app.spread import audit_spread, cpus, processes_for
 from omni_host.collect.ahead import Ahead
 from omni_host.collect.bundle import read_bundles
@@ -30,7 +29,6 @@ from omni_host.model import (
     Bundle,
     CheckResult,
     HostReport,
-    InferenceServer,
     Report,
     make_report,
     scrub_host,
@@ -39,7 +37,7 @@ from omni_host.plan.hosts import HostPlan, local_plan, plan_host
 from omni_host.plan.inventory import Inventory
 from omni_host.plan.policy import ExpectedState, policy_from_vars
 from omni_host.plan.waivers import Waiver, apply_waivers, default_waivers, load_waivers
-from omni_host.report.history import History, cold_case, knob_ledger, last_bench, last_plan
+from omni_host.report.history import History, cold_case
 from omni_host.report.store import store_report
 
 TOPOLOGY = "gpu.topology"
@@ -143,38 +141,28 @@ def read_waivers(path: Path | None) -> tuple[Waiver, ...]:
     return () if path is None else load_waivers(path, set(catalog()))
 
 
-def served_again(host: HostReport, history: History) -> HostReport:
+def served_again(host: HostReport, past: Past) -> HostReport:
     """serve.tokens-per-s judged again with the store: against the host's bench baseline,
     over the window since its previous audit (the check alone has neither)."""
     servers = host.facts.servers if host.facts is not None else None
     current = next((r for r in host.results if r.id == SERVE_CHECK), None)
     if servers is None or current is None:
         return host
-    previous: dict[int, InferenceServer] = {}
-    entries = history.for_host(host.host)
-    if entries:
-        for doc in (entries[0][1].get("facts") or {}).get("servers") or []:
-            try:
-                server = codec.from_dict(InferenceServer, doc)
-            except codec.FormatError:
-                continue  # a hand-edited entry: that server's window starts at its start
-            previous[server.pid] = server
     fraction = float(current.details.get("min_fraction", DEFAULT_MIN_FRACTION))
-    result = judge_served(catalog()[SERVE_CHECK], servers, find_baseline(history, host.host),
-                          min_fraction=fraction, previous=previous,
-                          previous_audit=entries[0][0].id if entries else None)
+    result = judge_served(catalog()[SERVE_CHECK], servers, past.baseline,
+                          min_fraction=fraction, previous=past.previous_servers(),
+                          previous_audit=past.previous_audit)
     return dataclasses.replace(host, results=tuple(result if r.id == SERVE_CHECK else r
                                                    for r in host.results))
 
 
-def with_plan(host: HostReport, history: History) -> HostReport:
+def with_plan(host: HostReport, past: Past) -> HostReport:
     """The host's stored placement plan quoted where it speaks: beside each running server of
     the plan's model (serve.tokens-per-s: the winner, the gain predicted for its placement),
     and in gpu.topology's advice on several GPUs (what the proof measured here)."""
-    stored = last_plan(history, host.host)
-    if stored is None:
+    if past.plan is None:
         return host
-    plan_id, plan, proof = stored
+    plan_id, plan, proof = past.plan
     model = (plan.get("model") or {}).get("fingerprint")
     servers = (host.facts.servers if host.facts is not None else None) or ()
     notes = []
@@ -198,10 +186,10 @@ def with_plan(host: HostReport, history: History) -> HostReport:
     return dataclasses.replace(host, results=tuple(quoted(r) for r in host.results))
 
 
-def with_ledger(host: HostReport, history: History) -> HostReport:
+def with_ledger(host: HostReport, past: Past) -> HostReport:
     """Each knob check's verdict with what the knob measured on this host, where its ledger
     has an A/B (``bench --knob``): the host's own figure, not only the public one."""
-    ledger = knob_ledger(history, host.host)
+    ledger = past.ledger
     if not ledger:
         return host
     return dataclasses.replace(host, results=tuple(
@@ -213,18 +201,21 @@ def with_ledger(host: HostReport, history: History) -> HostReport:
 
 
 def finish(hosts: Hosts, *, inventory: str | None, waivers: tuple[Waiver, ...],
-           history: History | None, hint_args: tuple[str, ...] = ()) -> AuditRun:
-    """The served rate against the store, waivers, the Cold Case layer (against ``history``,
-    the stored audits: given for live audits) and the report."""
-    judged = [with_plan(with_ledger(served_again(h, history), history), history)
-              if history is not None and h.reachable else h for h in hosts.reports]
+           history: History | None, hint_args: tuple[str, ...] = (),
+           pasts: dict[str, Past] | None = None) -> AuditRun:
+    """The past of each reachable host read once from the store (``history``, given for live
+    audits): the served rate against it, the knob ledger, the stored plan, waivers, the Cold
+    Case layer, the last bench; then the report. ``pasts``: those the run read already."""
+    pasts = {h.host: (pasts or {}).get(h.host) or past_of(history, h.host)
+             for h in hosts.reports if history is not None and h.reachable}
+    judged = [with_plan(with_ledger(served_again(h, pasts[h.host]), pasts[h.host]),
+                        pasts[h.host]) if h.host in pasts else h for h in hosts.reports]
     reports, notes = apply_waivers(judged, waivers, dt.date.today()) if waivers \
         else (judged, [])
-    if history is not None:
-        reports = [dataclasses.replace(h, cold_case=cold_case(history, h.to_dict()),
-                                       last_bench=last_bench(history, h.host)
-                                       if hosts.source != "bench" else None)
-                   if h.reachable else h for h in reports]
+    reports = [dataclasses.replace(h, cold_case=cold_case(pasts[h.host].entries, h.to_dict()),
+                                   last_bench=pasts[h.host].last_bench
+                                   if hosts.source != "bench" else None)
+               if h.host in pasts else h for h in reports]
     report = make_report(reports, started_at=hosts.started_at, source=hosts.source,
                          interrupted=hosts.interrupted, inventory=inventory, hint_args=hint_args)
     return AuditRun(dataclasses.replace(report, waiver_notes=tuple(notes)), history)

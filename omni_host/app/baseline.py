@@ -7,18 +7,24 @@ from collections.abc import Callable
 
 from omni_host.evaluate.bench import Baseline, StoredRun, read_stored
 from omni_host.model import Status
-from omni_host.report.history import History
+from omni_host.report.history import History, HostEntries
 from omni_host.report.text import perf_result
 
 
 def find_baseline(history: History, host: str, warn: Callable[[str], None] = lambda _: None
                   ) -> Baseline | None:
+    """The host's baseline in the store (``baseline_in`` of its stored audits)."""
+    return baseline_in(history.for_host(host), warn)
+
+
+def baseline_in(entries: HostEntries, warn: Callable[[str], None] = lambda _: None
+                ) -> Baseline | None:
     """The host's newest fit recorded baseline in the store, with the centers of the fit runs
     of the same state judged against it since, in time order (their spread is the noise
     between runs, their modes the host's, their order tells a drift from noise). A
     stored bench whose details do not read is skipped with one warning."""
     later: list[StoredRun] = []
-    for audit, entry in history.for_host(host):
+    for audit, entry in entries:
         if audit.doc.get("source") != "bench":
             continue
         perf = perf_result(entry)
@@ -27,7 +33,8 @@ def find_baseline(history: History, host: str, warn: Callable[[str], None] = lam
         try:
             stored = read_stored(perf.get("details"))
         except (ValueError, TypeError, AttributeError) as exc:
-            warn(f"{audit.path / 'report.json'}: {host}'s stored bench is malformed ({exc}): skipped")
+            warn(f"{audit.path / 'report.json'}: {entry.get('host')}'s stored bench is malformed "
+                 f"({exc}): skipped")
             continue
         if not stored.recorded_baseline:
             later.append(stored)

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from omni_host.app.audit import AuditRun, Hosts, finish
-from omni_host.app.baseline import find_baseline
+from omni_host.app.past import Past, past_of
 from omni_host.collect.run import Background, collect_host
 from omni_host.collect.transport.base import SshOptions
 from omni_host.errors import TransportError, UsageError
@@ -49,7 +49,7 @@ class BenchHost:
     refused_baseline: str | None = None  # why this run is not the baseline asked for
 
 
-def bench_result(bundle: Bundle, policy: Policy, summary: FactSummary | None, history: History, *,
+def bench_result(bundle: Bundle, policy: Policy, summary: FactSummary | None, past: Past, *,
                  record: bool, warn: Callable[[str], None] = lambda _: None,
                  first: dict[str, Any] | None = None) -> tuple[CheckResult, str | None]:
     """perf.tokens-per-s of a collected bundle (live, or recorded) and the stored bench it was
@@ -64,7 +64,10 @@ def bench_result(bundle: Bundle, policy: Policy, summary: FactSummary | None, hi
         raise BenchRefused(f"{bundle.host}: bench refused: {run.refused}"
                            + (" (--force runs it anyway)" if run.refused.startswith("busy") else ""))
     assert policy.bench is not None
-    baseline = None if record else find_baseline(history, bundle.host, warn)
+    baseline = None if record else past.baseline
+    if not record:
+        for line in past.warnings:
+            warn(line)
     context = bench_context(summary or FactSummary(), run)
     result = judge(meta, policy.bench, run, context, baseline, record=record, first=first)
     return result, baseline.audit if baseline is not None else None
@@ -102,7 +105,7 @@ def knob_host(plan: HostPlan, ssh: SshOptions, knob: tuple[Knob, str], pairs: in
     return BenchHost(scrub_host(report, plan.secrets), False, None)
 
 
-def bench_host(plan: HostPlan, ssh: SshOptions, history: History, *, record: bool,
+def bench_host(plan: HostPlan, ssh: SshOptions, past: Past, *, record: bool,
                force: bool, probe_timeout_s: float | None = None,
                sweep: bool = False, started: Background | None = None) -> BenchHost:
     """Collect and bench one host (``sweep``: the split sweep instead of the baseline's
@@ -114,7 +117,7 @@ def bench_host(plan: HostPlan, ssh: SshOptions, history: History, *, record: boo
                          "omni_bench.model and omni_bench.args (docs/bench.md)")
     advised: tuple[int, ...] = ()
     if sweep:
-        baseline = find_baseline(history, plan.name)
+        baseline = past.baseline
         vram = [g.vram_gib for g in plan.policy.gpus or ()]
         swept = plan_sweep(spec, vram, baseline.tests if baseline else None)
         if isinstance(swept, str):
@@ -129,7 +132,8 @@ def bench_host(plan: HostPlan, ssh: SshOptions, history: History, *, record: boo
     if sweep:
         return judge_sweep_bundle(bundle, plan, spec, advised,
                                   duration_s=time.monotonic() - start)
-    done = judge_bench(bundle, plan, history, record=record, duration_s=time.monotonic() - start)
+    done = judge_bench(bundle, plan, None, record=record, duration_s=time.monotonic() - start,
+                       past=past)
     first = None if record else first_of(done)
     if first is None:
         return done
@@ -140,8 +144,8 @@ def bench_host(plan: HostPlan, ssh: SshOptions, history: History, *, record: boo
         return dataclasses.replace(done, warnings=(*done.warnings, f"{plan.name}: the second "
                                                    f"run could not be collected: {exc}"))
     try:
-        return judge_bench(again, plan, history, record=False,
-                           duration_s=time.monotonic() - start, first=first)
+        return judge_bench(again, plan, None, record=False,
+                           duration_s=time.monotonic() - start, first=first, past=past)
     except BenchRefused as exc:  # busy now: the first run's verdict stands, and says so
         return dataclasses.replace(done, warnings=(*done.warnings, f"{exc}: the first run's "
                                                    "verdict stands unconfirmed"))
@@ -172,14 +176,19 @@ def judge_sweep_bundle(bundle: Bundle, plan: HostPlan, spec: BenchSpec, advised:
     return BenchHost(scrub_host(report, plan.secrets), False, None)
 
 
-def judge_bench(bundle: Bundle, plan: HostPlan, history: History, *, record: bool,
-                duration_s: float = 0.0, first: dict[str, Any] | None = None) -> BenchHost:
+def judge_bench(bundle: Bundle, plan: HostPlan, history: History | None, *, record: bool,
+                duration_s: float = 0.0, first: dict[str, Any] | None = None,
+                past: Past | None = None) -> BenchHost:
     """A collected bench bundle (live, or recorded) judged: its audit and its tokens/s, each
-    probe's output parsed once. Raises BenchRefused where the helper refused to run."""
+    probe's output parsed once; against ``past`` (the host's, read once by the run), else the
+    host's past in ``history``. Raises BenchRefused where the helper refused to run."""
+    if past is None:
+        assert history is not None
+        past = past_of(history, plan.name)
     report = evaluate_bundle(bundle, plan.policy, address=plan.address, duration_s=duration_s,
                              expected=plan.expected)
     warnings: list[str] = []
-    result, compared = bench_result(bundle, plan.policy, report.facts, history, record=record,
+    result, compared = bench_result(bundle, plan.policy, report.facts, past, record=record,
                                     warn=warnings.append, first=first)
     report = dataclasses.replace(report, results=(*report.results, result))
     recorded = bool(result.details.get("recorded_baseline"))
@@ -199,15 +208,16 @@ def bench(plans: list[HostPlan], ssh: SshOptions, history: History, *, record: b
     where hosts share a machine), then one report as an audit's; ``under_way``: the first
     host's collection, started already; ``knob``: an A/B of that knob instead."""
     started = time.time()
+    pasts = {p.name: past_of(history, p.name) for p in plans}  # each host's store read once
     if knob is not None:
         done = [knob_host(p, ssh, knob, pairs, force=force, probe_timeout_s=probe_timeout_s)
                 for p in plans]
     else:
-        done = [bench_host(p, ssh, history, record=record, force=force,
+        done = [bench_host(p, ssh, pasts[p.name], record=record, force=force,
                            probe_timeout_s=probe_timeout_s, sweep=sweep,
                            started=under_way if i == 0 else None)
                 for i, p in enumerate(plans)]
     hosts = Hosts([d.report for d in done], "bench", started)
     return finish(hosts, inventory=inventory, waivers=waivers, history=history,
-                  hint_args=hint_args), done
+                  pasts=pasts, hint_args=hint_args), done
 

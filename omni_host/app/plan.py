@@ -16,6 +16,7 @@ from typing import Any
 
 from omni_host.app.audit import AuditRun, Hosts, finish
 from omni_host.app.bench import BenchHost, BenchRefused
+from omni_host.app.past import Past, past_of
 from omni_host.collect.run import collect_host
 from omni_host.collect.transport.base import SshOptions
 from omni_host.errors import TransportError, UsageError
@@ -43,7 +44,7 @@ from omni_host.plan.policy import BenchSpec
 from omni_host.plan.waivers import Waiver
 from omni_host.probes.catalog import BENCH, evaluate, knob_probe, plan_probe
 from omni_host.probes.parsers.bench import BenchRun, PlanFacts, TensorMap
-from omni_host.report.history import History
+from omni_host.report.history import History, HostEntries
 from omni_host.report.text import perf_result
 
 
@@ -57,12 +58,12 @@ class PlanRequest:
     force: bool = False
 
 
-def measured_rates(history: History, host: str) -> dict[str, Any]:
+def measured_rates(entries: HostEntries) -> dict[str, Any]:
     """What this host's newest stored benches reached: the fraction of its ceiling where the
     GPUs took every but 1% of a token's time, and the rate its CPU read weights at (an
     all-CPU or hybrid test)."""
     found: dict[str, Any] = {}
-    for audit, entry in history.for_host(host):
+    for audit, entry in entries:
         if audit.doc.get("source") != "bench":
             continue
         details = (perf_result(entry) or {}).get("details") or {}
@@ -167,7 +168,7 @@ def _bench_run(bundle: Any, what: str) -> BenchRun | str:
     return run
 
 
-def plan_one(plan: HostPlan, ssh: SshOptions, history: History, req: PlanRequest, *,
+def plan_one(plan: HostPlan, ssh: SshOptions, past: Past, req: PlanRequest, *,
              probe_timeout_s: float | None = None) -> BenchHost:
     """One host's plan (and proof): its audit, perf.placement (the plan), and the proof's
     perf.placement where asked."""
@@ -193,7 +194,7 @@ def plan_one(plan: HostPlan, ssh: SshOptions, history: History, req: PlanRequest
             if run.plan is None else str(run.tensors)
         return _with(report, meta.result(Status.ERROR, f"no plan: {why}"), plan)
     context = bench_context(report.facts or FactSummary(), run)
-    rates = measured_rates(history, plan.name)
+    rates = measured_rates(past.entries)
     host = plan_host_facts(run, context, rates)
     work = _workload(spec, req)
     fit = None
@@ -269,7 +270,9 @@ def plan(plans: list[HostPlan], ssh: SshOptions, history: History, req: PlanRequ
          hint_args: tuple[str, ...] = ()) -> tuple[AuditRun, list[BenchHost]]:
     """Plan (and prove) each host in turn, then one report as a bench's."""
     started = time.time()
-    done = [plan_one(p, ssh, history, req, probe_timeout_s=probe_timeout_s) for p in plans]
+    pasts = {p.name: past_of(history, p.name) for p in plans}  # each host's store read once
+    done = [plan_one(p, ssh, pasts[p.name], req, probe_timeout_s=probe_timeout_s)
+            for p in plans]
     hosts = Hosts([d.report for d in done], "bench", started)
     return finish(hosts, inventory=inventory, waivers=waivers, history=history,
-                  hint_args=hint_args), done
+                  hint_args=hint_args, pasts=pasts), done

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -257,13 +258,16 @@ def policy_changes(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Change
             for k in sorted(set(before) | set(after)) if before.get(k) != after.get(k)}
 
 
-def knob_ledger(history: History, host: str) -> dict[str, tuple[str, str]]:
+HostEntries = Sequence[tuple[StoredAudit, dict[str, Any]]]  # History.for_host: newest first
+
+
+def knob_ledger(entries: HostEntries) -> dict[str, tuple[str, str]]:
     """The host's ledger: per audit check, its knob's newest A/B stored (``bench --knob``), as
     (the stored bench's id, what it measured)."""
     from omni_host.plan.knobs import KNOBS
 
     found: dict[str, tuple[str, str]] = {}
-    for audit, entry in history.for_host(host):
+    for audit, entry in entries:
         knob = result_of(entry, "perf.knob")
         if knob is None or knob.get("status") not in ("pass", "warn"):
             continue
@@ -273,9 +277,9 @@ def knob_ledger(history: History, host: str) -> dict[str, tuple[str, str]]:
     return found
 
 
-def last_bench(history: History, host: str) -> LastBench | None:
+def last_bench(entries: HostEntries) -> LastBench | None:
     """The host's newest stored bench and its tokens/s verdict."""
-    for audit, entry in history.for_host(host):
+    for audit, entry in entries:
         if audit.doc.get("source") == "bench":
             perf = perf_result(entry)
             if perf is not None:
@@ -285,13 +289,12 @@ def last_bench(history: History, host: str) -> LastBench | None:
     return None
 
 
-def cold_case(history: History, current: dict[str, Any]) -> ColdCase:
+def cold_case(entries: HostEntries, current: dict[str, Any]) -> ColdCase:
     """The Cold Case layer of a host's audit newer than everything in ``history``: only what
     changed state since the host's previous audit. A check that failed then and passes now
     (resolved), one that did not fail then and fails now (newly failing), an engine blocked
     then and viable now (resurrected), an engine viable or undecided then and blocked now
-    (newly blocked). Empty when nothing changed."""
-    entries = history.for_host(current["host"])
+    (newly blocked). Empty when nothing changed; ``entries``: the host's stored audits."""
     if not entries:
         return ColdCase(previous=None)
     prev, old = entries[0]
@@ -400,10 +403,10 @@ def tokens_series(history: History, doc: dict[str, Any]) -> dict[str, list[Serie
     return out
 
 
-def last_plan(history: History, host: str) -> tuple[str, dict[str, Any], dict[str, Any] | None] | None:
+def last_plan(entries: HostEntries) -> tuple[str, dict[str, Any], dict[str, Any] | None] | None:
     """The host's newest stored placement plan (``omni-host plan``): (its id, perf.placement's
     details, perf.placement-proof's details where it was proved)."""
-    for audit, entry in history.for_host(host):
+    for audit, entry in entries:
         planned = result_of(entry, "perf.placement")
         if planned is not None and isinstance(planned.get("details"), dict) \
                 and planned["details"].get("plan"):

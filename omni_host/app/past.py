@@ -1,0 +1,58 @@
+"""A host's past, read once from the store (issue 45): its stored audits (never a watch's),
+and what every judge of a new report needs of them: the previous audit and its servers, the
+bench baseline, the last bench, the knob ledger, the last placement plan. Built once per host
+per run (``past_of``: one scan of the store); the use cases hand it to what judges against the
+past instead of each scanning the store again."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from omni_host import codec
+from omni_host.app.baseline import baseline_in
+from omni_host.evaluate.bench import Baseline
+from omni_host.model import InferenceServer, LastBench
+from omni_host.report.history import (
+    History,
+    HostEntries,
+    knob_ledger,
+    last_bench,
+    last_plan,
+)
+
+
+@dataclass(frozen=True)
+class Past:
+    host: str
+    entries: HostEntries  # newest first
+    baseline: Baseline | None
+    last_bench: LastBench | None
+    ledger: dict[str, tuple[str, str]]  # check id -> (stored bench, what its knob measured)
+    plan: tuple[str, dict[str, Any], dict[str, Any] | None] | None
+    warnings: tuple[str, ...] = ()  # stored entries skipped while reading it
+
+    @property
+    def previous_audit(self) -> str | None:
+        return self.entries[0][0].id if self.entries else None
+
+    def previous_servers(self) -> dict[int, InferenceServer]:
+        """The servers the host's previous audit saw, by pid (a hand-edited entry's are
+        left out: their window starts at their start)."""
+        found: dict[int, InferenceServer] = {}
+        if self.entries:
+            for doc in (self.entries[0][1].get("facts") or {}).get("servers") or []:
+                try:
+                    server = codec.from_dict(InferenceServer, doc)
+                except codec.FormatError:
+                    continue
+                found[server.pid] = server
+        return found
+
+
+def past_of(history: History, host: str) -> Past:
+    """The host's past: the store scanned once."""
+    entries = tuple(history.for_host(host))
+    warnings: list[str] = []
+    return Past(host, entries, baseline_in(entries, warnings.append), last_bench(entries),
+                knob_ledger(entries), last_plan(entries), tuple(warnings))
