@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from omni_host.app.audit import AuditRun, Hosts, finish
@@ -276,3 +277,43 @@ def plan(plans: list[HostPlan], ssh: SshOptions, history: History, req: PlanRequ
     hosts = Hosts([d.report for d in done], "bench", started)
     return finish(hosts, inventory=inventory, waivers=waivers, history=history,
                   hint_args=hint_args, pasts=pasts), done
+
+
+@dataclass(frozen=True)
+class PlanRun:
+    """A plan as the command line asks for it: the hosts, how to reach them, the store."""
+
+    plans: tuple[HostPlan, ...]
+    ssh: SshOptions
+    request: PlanRequest
+    inventory: str | None = None
+    store_root: Path | None = None  # None: the default store
+    store: bool = True
+    probe_timeout_s: float | None = None
+    hint_args: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Planned:
+    run: AuditRun
+    stored: Path | None
+    warnings: tuple[str, ...]  # the store's, one line each
+
+
+def run(req: PlanRun) -> Planned:
+    """Resolve the store, read the hosts' past, plan (and prove) each host, store the report
+    unless asked not to. Raises BenchRefused where a host's helper refused to run."""
+    from omni_host.app.audit import keep
+    from omni_host.report.history import load_history
+    from omni_host.report.store import default_report_dir
+
+    store_root = req.store_root or default_report_dir()
+    history = load_history(store_root)
+    if history.unreadable and req.store:  # as the bench does: never kept where others write
+        raise UsageError(f"plan refused: {history.unreadable}; its report would be kept "
+                         "there (--report-dir names another store, --no-store keeps none)")
+    done, _ = plan(list(req.plans), req.ssh, history, req.request, waivers=(),
+                   inventory=req.inventory, probe_timeout_s=req.probe_timeout_s,
+                   hint_args=req.hint_args)
+    stored = keep(done, store_root) if req.store else None
+    return Planned(done, stored, tuple(history.warnings))

@@ -91,44 +91,38 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
-    from omni_host.report.store import default_report_dir
-
     if not 1 <= args.rounds <= 50 or not 1 <= args.top <= 20 or args.ctx < 1 or args.depth < 0:
         err("--rounds must be 1 to 50, --top 1 to 20, --ctx positive, --depth 0 or more")
         return EXIT_USAGE
-    store_root = args.report_dir or default_report_dir()
-    host_plans = plans(args)
-    from omni_host.app import audit
     from omni_host.app.bench import BenchRefused
-    from omni_host.app.plan import PlanRequest, plan
-    from omni_host.report.history import load_history
+    from omni_host.app.plan import PlanRequest, PlanRun, run
     from omni_host.report.text import plan_lines
 
-    history = load_history(store_root)
-    for line in history.warnings:
-        err(line)
     request = PlanRequest(ctx=args.ctx, depth=args.depth, prove=args.prove, rounds=args.rounds,
                           top=args.top, force=args.force)
     try:
-        run, _ = plan(host_plans, ssh_options(args), history, request, waivers=(),
-                      inventory=str(args.inventory) if args.inventory else None,
-                      probe_timeout_s=args.probe_timeout, hint_args=hint_args(args))
+        done = run(PlanRun(tuple(plans(args)), ssh_options(args), request,
+                           str(args.inventory) if args.inventory else None, args.report_dir,
+                           not args.no_store, args.probe_timeout, hint_args(args)))
     except BenchRefused as exc:
         err(str(exc))
         return EXIT_USAGE
     except KeyboardInterrupt as exc:
         err("plan interrupted: llama-bench stopped with its session; nothing stored")
         return EXIT_TERMINATED if isinstance(exc, Terminated) else EXIT_INTERRUPTED
-    for host in run.report.unreachable:
+    for line in done.warnings:
+        err(line)
+    for host in done.run.report.unreachable:
         err(f"{host.host}: unreachable: {host.error}")
-    emit(run.doc, args.format, args.output, lambda: history, args.verbosity)
+    history = done.run.history
+    assert history is not None  # a plan reads the store: its run keeps what it read
+    emit(done.run.doc, args.format, args.output, lambda: history, args.verbosity)
     if args.format == "table" and args.output is None:
-        for line in plan_lines(run.doc):
+        for line in plan_lines(done.run.doc):
             out(line)
-    if not args.no_store:
-        path = audit.keep(run, store_root)
-        err(f"plan stored in {path}")
-    return exit_code(run.report)
+    if done.stored is not None:
+        err(f"plan stored in {done.stored}")
+    return exit_code(done.run.report)
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
