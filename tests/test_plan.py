@@ -227,6 +227,18 @@ def _plan(sshd, inv: Path, store: Path, *extra: str) -> tuple[dict, str]:
     return json.loads(done.stdout)["hosts"][0], done.stderr
 
 
+def _proved(sshd, llama, model: Path, tmp_path: Path, args: list[str],
+            *extra: str) -> tuple[dict, Path, Path]:
+    """``plan --prove`` of ``model`` with the bench args ``args`` over the loopback sshd:
+    (the host's entry, the inventory, the store)."""
+    from test_bench import _inventory
+
+    inv = _inventory(sshd, tmp_path / "inv", llama[0], model, args=args, repetitions=2)
+    store = tmp_path / "store"
+    host, _ = _plan(sshd, inv, store, "--prove", *extra)
+    return host, inv, store
+
+
 @pytest.mark.system
 def test_plan_over_ssh_against_the_engines_own_estimate(sshd, llama, moe_model: Path,
                                                         tmp_path: Path) -> None:
@@ -275,14 +287,8 @@ def test_prove_runs_the_candidates_in_rounds_and_judges_them(sshd, llama, moe_mo
     """--prove: each candidate once a round, the order reversed every other round; per test a
     leader and every other candidate against it with the noise rule; a candidate within the
     noise is never called slower; nothing becomes a baseline."""
-    from test_bench import _inventory
-
-    binary, _ = llama
-    inv = _inventory(sshd, tmp_path / "inv", binary, moe_model, args=["-p", "16", "-n", "8",
-                                                                       "-t", "1"],
-                     repetitions=2)
-    store = tmp_path / "store"
-    host, _ = _plan(sshd, inv, store, "--prove", "--rounds", "4", "--top", "2")
+    host, _, _ = _proved(sshd, llama, moe_model, tmp_path, ["-p", "16", "-n", "8", "-t", "1"],
+                         "--rounds", "4", "--top", "2")
     proof = next(r for r in host["results"] if r["id"] == "perf.placement-proof")
     details = proof["details"]
     keys = [r["key"] for r in details["proved"]]
@@ -456,15 +462,10 @@ def test_the_next_audit_sets_a_running_server_beside_the_stored_plan(
     """A plan proved over the loopback sshd, then a real llama-server of the same model: the
     host's next audit quotes the plan's measured winner beside the server (the same placement,
     or the winner's flags to serve with)."""
-    from test_bench import _inventory
     from test_serve import _audit, _llama_server
 
-    binary, _ = llama
-    inv = _inventory(sshd, tmp_path / "inv", binary, moe_model, args=["-p", "0", "-n", "8",
-                                                                       "-t", "1"],
-                     repetitions=2)
-    store = tmp_path / "store"
-    host, _ = _plan(sshd, inv, store, "--prove", "--rounds", "1", "--top", "1")
+    host, inv, store = _proved(sshd, llama, moe_model, tmp_path, ["-p", "0", "-n", "8", "-t", "1"],
+                               "--rounds", "1", "--top", "1")
     proof = next(r for r in host["results"] if r["id"] == "perf.placement-proof")
     leader = proof["details"]["proof"]["tg8"]["leader"]
     with _llama_server(moe_model, "-ngl", "0", "-t", "1") as (pid, _port):

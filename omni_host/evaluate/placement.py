@@ -47,6 +47,7 @@ from omni_host.evaluate.ceiling import (
     placement,
     spread_rows,
 )
+from omni_host.plan.knobs import without_options
 from omni_host.probes.parsers.bench import TensorMap
 
 MIB = 1 << 20
@@ -370,16 +371,7 @@ PLACEMENT_OPTIONS = {
 
 def without_placement(args: tuple[str, ...]) -> tuple[str, ...]:
     """``args`` with every placement and thread option (and its value) taken out."""
-    kept: list[str] = []
-    skip = False
-    for arg in args:
-        if skip:
-            skip = False
-        elif arg in PLACEMENT_OPTIONS:
-            skip = True
-        else:
-            kept.append(arg)
-    return tuple(kept)
+    return tuple(without_options(args, frozenset(PLACEMENT_OPTIONS)))
 
 
 def from_args(args: tuple[str, ...], key: str, words: str, origin: str, *,

@@ -34,6 +34,7 @@ from omni_host.evaluate.bench import SIGMAS, judge_test
 from omni_host.evaluate.checks.gpu import tensor_split
 from omni_host.evaluate.meta import CheckMeta
 from omni_host.model import CheckResult, Evidence, Status
+from omni_host.plan.knobs import without_options
 from omni_host.plan.policy import BenchSpec
 from omni_host.probes.parsers.bench import BenchRun, BenchTest, split_values
 
@@ -80,20 +81,6 @@ def seconds_per_config(baseline_tests: dict[str, list[float]]) -> float | None:
     return total or None
 
 
-def _without_split(args: tuple[str, ...]) -> tuple[str, ...]:
-    kept: list[str] = []
-    skip = False
-    for arg in args:
-        if skip:
-            skip = False
-            continue
-        if arg in SPLIT_OPTIONS:
-            skip = True
-            continue
-        kept.append(arg)
-    return tuple(kept)
-
-
 def plan_sweep(spec: BenchSpec, vram_gib: list[float],
                baseline_tests: dict[str, list[float]] | None) -> SweepPlan | str:
     """The sweep for a host, or why it cannot run."""
@@ -116,7 +103,7 @@ def plan_sweep(spec: BenchSpec, vram_gib: list[float],
     # the advised split again, last: the same configuration measured twice is the sweep's own
     # drift between configurations (the noise a difference between splits must pass)
     ts = ",".join("/".join(str(p) for p in s) for s in (*splits, splits[0]))
-    args = (*_without_split(spec.args), "-sm", ",".join(MODES), "-ts", ts)
+    args = (*without_options(spec.args, SPLIT_OPTIONS), "-sm", ",".join(MODES), "-ts", ts)
     return SweepPlan(args, tuple(splits), MODES, expected, tuple(dropped))
 
 

@@ -60,7 +60,7 @@ def parse_knob(text: str) -> tuple[Knob, str]:
     return knob, value
 
 
-def _without(args: tuple[str, ...], option: tuple[str, ...]) -> list[str]:
+def without_options(args: tuple[str, ...], option: tuple[str, ...] | frozenset[str]) -> list[str]:
     """``args`` with every spelling of ``option`` and its value taken out."""
     out, skip = [], False
     for arg in args:
@@ -91,4 +91,4 @@ def arms(knob: Knob, value: str, args: tuple[str, ...]) -> tuple[Arm, Arm]:
     now = Arm("now", (), args)
     if knob.path is not None:
         return now, Arm(value, ((knob.path, value),), args)
-    return now, Arm(value, (), (*_without(args, knob.option), knob.option[0], value))
+    return now, Arm(value, (), (*without_options(args, knob.option), knob.option[0], value))
