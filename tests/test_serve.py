@@ -496,14 +496,20 @@ def test_a_server_without_metrics_is_not_evaluated_and_a_quiet_one_is_probed(
 
 def _server_image() -> str:
     """An image of the tests' llama-server and the libraries it links (ldd), made with
-    `docker import`: there is no registry to pull from."""
+    `docker import`: there is no registry to pull from. Labelled with the binary's sha256 and
+    made again when the cached build changed (an image of an older build would run another
+    binary than the one benched)."""
+    import hashlib
     import tarfile
     import tempfile
 
-    if subprocess.run(["docker", "image", "inspect", SERVER_IMAGE], capture_output=True,
-                      check=False).returncode == 0:
-        return SERVER_IMAGE
     binary = LLAMA_CACHE / "bin" / "llama-server"
+    digest = hashlib.sha256(binary.read_bytes()).hexdigest()
+    label = subprocess.run(["docker", "image", "inspect", "--format",
+                            '{{index .Config.Labels "omni.binary"}}', SERVER_IMAGE],
+                           capture_output=True, text=True, check=False)
+    if label.returncode == 0 and label.stdout.strip() == digest:
+        return SERVER_IMAGE
     libs = re.findall(r"(/\S+) \(0x", subprocess.run(["ldd", str(binary)], capture_output=True,
                                                      text=True, check=True).stdout)
     with tempfile.TemporaryDirectory() as tmp:
@@ -513,7 +519,8 @@ def _server_image() -> str:
             for lib in libs:
                 tar.add(os.path.realpath(lib), arcname=lib.lstrip("/"))
         subprocess.run(["docker", "import", "--change",
-                        'ENTRYPOINT ["/usr/local/bin/llama-server"]', str(rootfs), SERVER_IMAGE],
+                        'ENTRYPOINT ["/usr/local/bin/llama-server"]', "--change",
+                        f"LABEL omni.binary={digest}", str(rootfs), SERVER_IMAGE],
                        check=True, capture_output=True)
     return SERVER_IMAGE
 
