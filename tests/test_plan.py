@@ -145,6 +145,16 @@ def test_each_program_gets_its_own_spelling() -> None:
                                    "75,25", "--override-tensor",
                                    r"blk\.1\.ffn_up_exps=CPU,blk\.2\.ffn_up_exps=CPU",
                                    "--threads", "16")
+    # the report's lines paste into a shell as the same argv (an -ot pattern's ( | ) quoted)
+    import shlex
+
+    from omni_host.evaluate.plan import row
+
+    fit = Candidate("fit", "", "fit", ngl=29, overrides=((r"blk\.1\.ffn_(up|down)_exps", "CPU"),))
+    said = row((fit, "stated"))
+    assert tuple(shlex.split(said["llama_server"])) == fit.server_flags()
+    assert tuple(shlex.split(said["llama_bench"])) == fit.bench_flags()
+    assert "'" in said["llama_bench"]
 
 
 def test_the_fit_answer_and_the_operators_args_are_read() -> None:

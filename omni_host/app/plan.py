@@ -226,7 +226,10 @@ def plan_one(plan: HostPlan, ssh: SshOptions, past: Past, req: PlanRequest, *,
     if not req.prove:
         return _with(report, planned, plan)
     proved = _to_prove(ranked, req.top)
-    arms = tuple(Arm(r["key"], (), (*without_placement(spec.args), *r["llama_bench"].split(),
+    flags = {(item.candidate if isinstance(item, Assessed) else item[0]).key:
+             (item.candidate if isinstance(item, Assessed) else item[0]).bench_flags()
+             for item in ranked}
+    arms = tuple(Arm(r["key"], (), (*without_placement(spec.args), *flags[r["key"]],
                                     *(("-d", str(req.depth)) if req.depth else ())))
                  for r in proved)
     try:

@@ -17,6 +17,7 @@ host (``plan --prove``).
 
 from __future__ import annotations
 
+import shlex
 import statistics
 from typing import TYPE_CHECKING, Any
 
@@ -40,8 +41,9 @@ def row(item: Assessed | tuple[Candidate, str]) -> dict[str, Any]:
     """One candidate as the report keeps it (bytes in MiB)."""
     cand = item.candidate if isinstance(item, Assessed) else item[0]
     out: dict[str, Any] = {"key": cand.key, "placement": cand.words, "origin": cand.origin,
-                           "llama_bench": " ".join(cand.bench_flags()),
-                           "llama_server": " ".join(cand.server_flags())}
+                           # shell-quoted: an -ot pattern holds ( | ) that a pasted line must keep
+                           "llama_bench": shlex.join(cand.bench_flags()),
+                           "llama_server": shlex.join(cand.server_flags())}
     if not isinstance(item, Assessed):
         out["why_not"] = item[1]
         return out
@@ -210,6 +212,15 @@ def prove_result(meta: CheckMeta, proved: list[dict[str, Any]], ab: KnobAB,
                        details={"proof": tests, "proved": proved, **context})
 
 
+def _words(flags: str) -> tuple[str, ...]:
+    """A stored flags line as argv: shell-quoted since issue 46's first plans, split on spaces
+    before (their -ot patterns were printed bare)."""
+    try:
+        return tuple(shlex.split(flags))
+    except ValueError:
+        return tuple(flags.split())
+
+
 def _placement_key(cand: Candidate, layers: int) -> tuple[Any, ...]:
     """What decides where tensors lie (threads apart): ``-ngl`` past the model's layers (the
     output layer counted) is every layer, ``-ncmoe`` past them every layer's experts."""
@@ -233,7 +244,7 @@ def served_against_plan(server_argv: tuple[str, ...], plan_id: str, plan: dict[s
     rows = [r for r in plan.get("plan") or [] if isinstance(r, dict)]
     theirs: dict[tuple[Any, ...], dict[str, Any]] = {}
     for r in rows:
-        cand = from_args(tuple(str(r.get("llama_server") or "").split()), "", "", "", server=True)
+        cand = from_args(_words(str(r.get("llama_server") or "")), "", "", "", server=True)
         if not isinstance(cand, str):
             theirs.setdefault(_placement_key(cand, layers), r)
     mine = theirs.get(_placement_key(own, layers))
