@@ -29,7 +29,7 @@ should give, and the candidates worth trying on a host.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -271,6 +271,26 @@ def _fitting(tensors: TensorMap, cand: Candidate, host: Host, work: Workload,
     return None
 
 
+def _last_true(ok: Callable[[int], bool], low: int, high: int) -> int | None:
+    """The largest n in [low, high] with ok(n), for ok true up to a point and false after."""
+    if not ok(low):
+        return None
+    while low < high:
+        mid = (low + high + 1) // 2
+        low, high = (mid, high) if ok(mid) else (low, mid - 1)
+    return low
+
+
+def _first_true(ok: Callable[[int], bool], low: int, high: int) -> int | None:
+    """The smallest n in [low, high] with ok(n), for ok false up to a point and true after."""
+    if not ok(high):
+        return None
+    while low < high:
+        mid = (low + high) // 2
+        low, high = (low, mid) if ok(mid) else (mid + 1, high)
+    return low
+
+
 def is_moe(tensors: TensorMap) -> bool:
     return tensors.expert_count > 1 and any(EXPERTS.search(n) for n, _, _ in tensors.tensors)
 
@@ -294,29 +314,31 @@ def candidates(tensors: TensorMap, host: Host, work: Workload, current: Candidat
         take(Candidate("cpu", "every layer on the CPU", "plan", ngl=0, threads=threads))
         return _ranked(found)
     whole = Candidate("layers", "", "plan", split=_vram_split(host), threads=threads)
-    best_n = None
-    for n in range(n_layer + 1, -1, -1):
+
+    def whole_fits(n: int) -> bool:
         done = assess(tensors, replace(whole, ngl=n), host, work)
-        if isinstance(done, Assessed) and done.fits:
-            best_n = n
-            cand = replace(whole, ngl=n, words=f"{n} whole layer(s) of {n_layer + 1} on the GPU(s)"
-                           + (f", split {'/'.join(map(str, whole.split))} by VRAM"
-                              if whole.split else "") + ", the rest on the CPU")
-            take(cand, replace(done, candidate=cand))
-            if n >= 4:  # half as many: how the rate falls with the layers left on the CPU
-                half = replace(cand, key="layers-half", ngl=n // 2, words=cand.words.replace(
-                    f"{n} whole", f"{n // 2} whole"))
-                take(half)
-            break
+        return isinstance(done, Assessed) and done.fits
+
+    best_n = _last_true(whole_fits, 0, n_layer + 1)  # more layers, more memory: monotone
     if best_n is None:
         take(replace(whole, ngl=0, words="whole layers: not even one fits"))
+    else:
+        n = best_n
+        cand = replace(whole, ngl=n, words=f"{n} whole layer(s) of {n_layer + 1} on the GPU(s)"
+                       + (f", split {'/'.join(map(str, whole.split))} by VRAM"
+                          if whole.split else "") + ", the rest on the CPU")
+        take(cand)
+        if n >= 4:  # half as many: how the rate falls with the layers left on the CPU
+            take(replace(cand, key="layers-half", ngl=n // 2,
+                         words=cand.words.replace(f"{n} whole", f"{n // 2} whole")))
     if is_moe(tensors):
         all_cpu = Candidate("experts-cpu", f"every layer on the GPU(s), the routed experts of all "
                             f"{n_layer} layers on the CPU", "plan", ncmoe=n_layer, threads=threads)
         done_cpu = _fitting(tensors, all_cpu, host, work, vary_split=gpus > 1)
         take(all_cpu, done_cpu or None)
-        k_min = next((k for k in range(n_layer + 1) if _fitting(
-            tensors, replace(all_cpu, ncmoe=k), host, work, vary_split=gpus > 1)), None)
+        # the fewest expert layers on the CPU that fit (more on the CPU, less GPU memory)
+        k_min = _first_true(lambda k: _fitting(tensors, replace(all_cpu, ncmoe=k), host, work,
+                                               vary_split=gpus > 1) is not None, 0, n_layer)
         if k_min is not None and k_min < n_layer:
             step = max(1, math.ceil((n_layer - k_min) / STEPS))
             for k in range(k_min, n_layer, step):
