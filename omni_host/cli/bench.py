@@ -5,7 +5,6 @@ exits 2 and stores nothing."""
 from __future__ import annotations
 
 import argparse
-import contextlib
 from pathlib import Path
 
 from omni_host.cli.common import (
@@ -126,8 +125,6 @@ def cmd_plan(args: argparse.Namespace) -> int:
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
-    from omni_host.report.store import default_report_dir
-
     if args.sweep_split and args.baseline:
         err("--sweep-split never records a baseline: run omni-host bench --baseline with the "
             "split it found fastest")
@@ -143,42 +140,28 @@ def cmd_bench(args: argparse.Namespace) -> int:
             err("--pairs must be 1 to 50")
             return EXIT_USAGE
         knob = parse_knob(args.knob)
-    store_root = args.report_dir or default_report_dir()
-    host_plans = plans(args)
-    from omni_host.app.ahead import bench_ahead
+    from omni_host.app.bench_run import BenchRequest, run
 
-    started = None if knob is not None else bench_ahead(
-        host_plans, ssh_options(args), store_root, sweep=args.sweep_split, force=args.force,
-        waivers_given=args.waivers is not None, probe_timeout_s=args.probe_timeout)
-    from omni_host.app import audit
-    from omni_host.app.bench import bench
-    from omni_host.report.history import load_history
-
-    waivers = audit.read_waivers(args.waivers)
-    history = load_history(store_root)
-    if history.unreadable and started is not None:  # not foreseen: the run is not kept
-        with contextlib.suppress(Exception):
-            started.bundle()
-    if history.unreadable:  # every bench would call itself the host's first
-        err(f"bench refused: {history.unreadable}; no baseline can be found or kept there "
-            "(--report-dir names another store)")
-        return EXIT_USAGE
-    for line in history.warnings:
-        err(line)
+    request = BenchRequest(tuple(plans(args)), ssh_options(args), record=args.baseline,
+                           force=args.force, sweep=args.sweep_split, knob=knob,
+                           pairs=args.pairs, waivers=args.waivers, store_root=args.report_dir,
+                           store=not args.no_store,
+                           inventory=str(args.inventory) if args.inventory else None,
+                           probe_timeout_s=args.probe_timeout, hint_args=hint_args(args))
     try:
-        run, done = bench(host_plans, ssh_options(args), history, record=args.baseline,
-                          force=args.force, waivers=waivers,
-                          inventory=str(args.inventory) if args.inventory else None,
-                          probe_timeout_s=args.probe_timeout, sweep=args.sweep_split,
-                          hint_args=hint_args(args), under_way=started, knob=knob,
-                          pairs=args.pairs)
+        done = run(request)
     except KeyboardInterrupt as exc:  # the collector's process group went with the session
         err("bench interrupted: llama-bench stopped with its session; nothing stored")
         return EXIT_TERMINATED if isinstance(exc, Terminated) else EXIT_INTERRUPTED
-    for host in run.report.unreachable:
+    for line in done.warnings:
+        err(line)
+    report = done.run.report
+    for host in report.unreachable:
         err(f"{host.host}: unreachable: {host.error}")
-    emit(run.doc, args.format, args.output, lambda: history, args.verbosity)
-    for one in done:
+    history = done.run.history
+    assert history is not None  # a bench reads the store: its run keeps what it read
+    emit(done.run.doc, args.format, args.output, lambda: history, args.verbosity)
+    for one in done.hosts:
         for line in one.warnings:
             err(line)
         if one.refused_baseline:
@@ -190,7 +173,6 @@ def cmd_bench(args: argparse.Namespace) -> int:
             err(f"{one.report.host}: this run is the host's baseline from now on")
         elif one.baseline:
             err(f"{one.report.host}: judged against baseline {one.baseline}")
-    if not args.no_store:
-        path = audit.keep(run, store_root)
-        err(f"bench stored in {path}")
-    return EXIT_USAGE if any(one.refused_baseline for one in done) else exit_code(run.report)
+    if done.stored is not None:
+        err(f"bench stored in {done.stored}")
+    return EXIT_USAGE if any(one.refused_baseline for one in done.hosts) else exit_code(report)
