@@ -44,9 +44,13 @@ def sample(plan: HostPlan, transport: Transport) -> Sample:
 
 def watch(plan: HostPlan, ssh: SshOptions, *, duration_s: float,
           every_s: float, store_root: Path | None, inventory: str | None,
-          hint_args: tuple[str, ...] = (),
+          hint_args: tuple[str, ...] = (), store: bool = True,
           on_sample: Callable[[int, int, Sample], None] = lambda i, n, s: None) -> Audited:
-    """Sample, judge, store; ``on_sample`` is told of each round (progress)."""
+    """Sample, judge, store (in ``store_root``, None: the default store; not where ``store``
+    is off); ``on_sample`` is told of each round (progress)."""
+    from omni_host.report.store import default_report_dir
+
+    store_root = (store_root or default_report_dir()) if store else None
     started, samples, interrupted, terminated = time.time(), [], False, False
     rounds = max(2, int(duration_s // every_s) + 1)
     transport = open_transport(plan, ssh)

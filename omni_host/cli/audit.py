@@ -154,8 +154,7 @@ def cmd_audit(args: argparse.Namespace) -> int:
 def _told(args: argparse.Namespace, done: Audited) -> int:
     """What the operator is told of a finished audit: unreachable and unconfigured hosts and
     waiver notes on stderr, the report in its format, where it was stored; the exit code."""
-    from omni_host.report.history import load_history
-    from omni_host.report.store import default_report_dir
+    from omni_host.app.audit import history_at
     from omni_host.report.text import init_command, target
 
     run, hosts = done.run, done.hosts
@@ -168,7 +167,7 @@ def _told(args: argparse.Namespace, done: Audited) -> int:
     for note in run.waiver_notes:
         err(f"waiver: {note}")
     emit(run.doc, args.format, args.output,
-         lambda: run.history or load_history(args.report_dir or default_report_dir()),
+         lambda: run.history or history_at(args.report_dir),
          args.verbosity)
     if done.stored is not None:
         err(f"{'partial (interrupted) ' if hosts.interrupted else ''}report stored in {done.stored}")

@@ -101,9 +101,8 @@ class _Progress:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
+    from omni_host.app.audit import history_at
     from omni_host.app.watch import watch
-    from omni_host.report.history import load_history
-    from omni_host.report.store import default_report_dir
 
     if args.every < 1 or args.every > args.duration:
         err("--every must be at least 1s and at most --for")
@@ -112,12 +111,11 @@ def cmd_serve(args: argparse.Namespace) -> int:
     if len(host_plans) != 1:
         err(f"serve watch watches one host; the pattern selects {len(host_plans)}")
         return EXIT_USAGE
-    store_root = args.report_dir or default_report_dir()
     done = watch(host_plans[0], ssh_options(args), duration_s=args.duration, every_s=args.every,
-                 store_root=None if args.no_store else store_root,
+                 store_root=args.report_dir, store=not args.no_store,
                  inventory=str(args.inventory) if args.inventory else None,
                  hint_args=hint_args(args), on_sample=_Progress())
-    emit(done.run.doc, args.format, args.output, lambda: load_history(store_root),
+    emit(done.run.doc, args.format, args.output, lambda: history_at(args.report_dir),
          args.verbosity)
     if done.stored is not None:
         err(f"{'partial (interrupted) ' if done.hosts.interrupted else ''}watch stored in "
