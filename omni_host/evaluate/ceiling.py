@@ -314,6 +314,20 @@ def _all_cpu_rate(read: dict[str, float], test: BenchTest) -> float | None:
     return read[CPU] * test.estimate.center_ts
 
 
+def _cpu_rate(read: dict[str, float], bandwidth: dict[str, float], test: BenchTest,
+              row: bool) -> float | None:
+    """Bytes/s the CPU read weights at in a test: an all-CPU test's own rate; else, where the
+    CPU's share is not negligible and every GPU's bandwidth is known, what its share reached
+    with the GPUs' parts counted at their ceiling (a floor); None otherwise."""
+    all_cpu = _all_cpu_rate(read, test)
+    if all_cpu is not None or read.get(CPU, 0) < NEGLIGIBLE_BYTES:
+        return all_cpu
+    gpus = [b / bandwidth[d] if d in bandwidth else math.inf for d, b in read.items()
+            if d != CPU and b > 0]
+    rest = 1 / test.estimate.center_ts - ((max(gpus) if row else sum(gpus)) if gpus else 0.0)
+    return read[CPU] / rest if 0 < rest < math.inf else None
+
+
 def test_ceiling(run: BenchRun, test: BenchTest, context: dict[str, Any],
                  measured: tuple[str, float] | None = None) -> dict[str, Any]:
     """What the memory system allows a generation test (bytes per token per device, at each
@@ -342,7 +356,7 @@ def _judged(test: BenchTest, reads: tuple[dict[str, float] | str, str, bool],
         bandwidth[CPU], basis = measured[1], f"the CPU rate {measured[0]} reached"
     per_device = {d: round(b / 1e9, 3) for d, b in read.items() if b > 0}
     unknown = sorted(d for d, b in read.items() if b > 0 and d not in bandwidth)
-    all_cpu = _all_cpu_rate(read, test)
+    cpu_rate = _cpu_rate(read, bandwidth, test, row)
     if unknown:
         why = ("the CPU's memory bandwidth is unknown (memory.channels: dmidecode, as root, "
                "reads it; or add -ngl 0 to the bench's args, to measure it)" if unknown == [CPU]
@@ -350,14 +364,8 @@ def _judged(test: BenchTest, reads: tuple[dict[str, float] | str, str, bool],
         if measured is not None and measured[0] == test.name:
             why = "this test measures the CPU's rate the others are predicted at"
         out_why: dict[str, Any] = {"why_not": why, "gb_per_token": per_device}
-        if all_cpu is not None:
-            out_why["cpu_effective_gbs"] = round(all_cpu / 1e9, 1)
-        elif unknown == [CPU] and read.get(CPU, 0) >= NEGLIGIBLE_BYTES:
-            # what the CPU's share reached, the GPUs' parts counted at their ceiling: a floor
-            rest = 1 / test.estimate.center_ts - sum(b / bandwidth[d] for d, b in read.items()
-                                                     if d != CPU and b > 0)
-            if rest > 0:
-                out_why["cpu_effective_gbs"] = round(read[CPU] / rest / 1e9, 1)
+        if cpu_rate is not None:
+            out_why["cpu_effective_gbs"] = round(cpu_rate / 1e9, 1)
         return out_why
     c = ceiling(read, bandwidth, row)
     achieved = test.estimate.center_ts  # the verdict's estimator: the warm-up repetition left out
@@ -373,13 +381,8 @@ def _judged(test: BenchTest, reads: tuple[dict[str, float] | str, str, bool],
         out["cpu_bandwidth_from"] = ("the memory channels with DIMMs" if channels and
                                      (not links or channels <= links) else
                                      "the CCD links (~64 GB/s each): an upper bound")
-    if all_cpu is not None:
-        out["cpu_effective_gbs"] = round(all_cpu / 1e9, 1)
-    elif c.bytes_by_device.get(CPU, 0) >= NEGLIGIBLE_BYTES:
-        # what the CPU's share reached, the GPUs' parts counted at their ceiling: a floor
-        rest = 1 / achieved - (1 / c.tokens_per_s - c.seconds_by_device[CPU])
-        if rest > 0:
-            out["cpu_effective_gbs"] = round(c.bytes_by_device[CPU] / rest / 1e9, 1)
+    if cpu_rate is not None:
+        out["cpu_effective_gbs"] = round(cpu_rate / 1e9, 1)
     return out
 
 
