@@ -25,11 +25,12 @@ from omni_host.evaluate.audit import evaluate_bundle, unreachable
 from omni_host.evaluate.ceiling import CCD_LINKS, CPU, CPU_BANDWIDTH, n_layers, visible_gpus
 from omni_host.evaluate.checks import catalog
 from omni_host.evaluate.placement import (
-    Assessed,
     Candidate,
     Gpu,
     Host,
+    PlanItem,
     Workload,
+    candidate_of,
     candidates,
     engine_compute,
     from_args,
@@ -226,9 +227,7 @@ def plan_one(plan: HostPlan, ssh: SshOptions, past: Past, req: PlanRequest, *,
     if not req.prove:
         return _with(report, planned, plan)
     proved = _to_prove(ranked, req.top)
-    flags = {(item.candidate if isinstance(item, Assessed) else item[0]).key:
-             (item.candidate if isinstance(item, Assessed) else item[0]).bench_flags()
-             for item in ranked}
+    flags = {candidate_of(item).key: candidate_of(item).bench_flags() for item in ranked}
     arms = tuple(Arm(r["key"], (), (*without_placement(spec.args), *flags[r["key"]],
                                     *(("-d", str(req.depth)) if req.depth else ())))
                  for r in proved)
@@ -245,7 +244,7 @@ def plan_one(plan: HostPlan, ssh: SshOptions, past: Past, req: PlanRequest, *,
     return _with(report, planned, plan, prove_result(proof_meta, proved, proof_run.ab, about))
 
 
-def _to_prove(ranked: list[Assessed | tuple[Candidate, str]], top: int) -> list[dict[str, Any]]:
+def _to_prove(ranked: list[PlanItem], top: int) -> list[dict[str, Any]]:
     """The plan's own ``top`` leading candidates that fit (those with a prediction first),
     then the current args and --fit's answer where they fit, each placement once."""
     rows = [row(item) for item in ranked]

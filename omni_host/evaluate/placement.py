@@ -145,6 +145,13 @@ class Assessed:
         return not self.short
 
 
+PlanItem = Assessed | tuple[Candidate, str]  # a candidate assessed, or with why it cannot be
+
+
+def candidate_of(item: PlanItem) -> Candidate:
+    return item.candidate if isinstance(item, Assessed) else item[0]
+
+
 def kv_cells(ctx: int) -> int:
     return max(CTX_PAD, -(-ctx // CTX_PAD) * CTX_PAD)
 
@@ -296,12 +303,12 @@ def is_moe(tensors: TensorMap) -> bool:
 
 
 def candidates(tensors: TensorMap, host: Host, work: Workload, current: Candidate | None,
-               fit: Candidate | None) -> list[Assessed | tuple[Candidate, str]]:
+               fit: Candidate | None) -> list[PlanItem]:
     """Every candidate assessed (or with why it cannot be), the fitting ones first, fastest
     predicted first; the ones that do not fit after them, nearest to fitting first."""
     n_layer, gpus = n_layers(tensors), len(host.gpus)
     threads = host.physical_cores
-    found: list[Assessed | tuple[Candidate, str]] = []
+    found: list[PlanItem] = []
 
     def take(cand: Candidate, done: Assessed | str | None = None) -> None:
         done = done if done is not None else assess(tensors, cand, host, work)
@@ -361,18 +368,17 @@ def candidates(tensors: TensorMap, host: Host, work: Workload, current: Candidat
     return _ranked(found)
 
 
-def _ranked(found: list[Assessed | tuple[Candidate, str]]) -> list[Assessed | tuple[Candidate, str]]:
+def _ranked(found: list[PlanItem]) -> list[PlanItem]:
     seen: set[tuple[str, ...]] = set()
-    unique: list[Assessed | tuple[Candidate, str]] = []
+    unique: list[PlanItem] = []
     for item in found:
-        cand = item.candidate if isinstance(item, Assessed) else item[0]
-        flags = cand.bench_flags()
-        if flags in seen and cand.origin == "plan":
+        flags = candidate_of(item).bench_flags()
+        if flags in seen and candidate_of(item).origin == "plan":
             continue
         seen.add(flags)
         unique.append(item)
 
-    def order(item: Assessed | tuple[Candidate, str]) -> tuple[int, float]:
+    def order(item: PlanItem) -> tuple[int, float]:
         if not isinstance(item, Assessed):
             return 3, 0.0
         if not item.fits:

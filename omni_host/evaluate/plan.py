@@ -22,7 +22,7 @@ import statistics
 from typing import TYPE_CHECKING, Any
 
 from omni_host.evaluate.knob import effect
-from omni_host.evaluate.placement import MIB, Assessed, Candidate
+from omni_host.evaluate.placement import MIB, Assessed, Candidate, PlanItem, candidate_of
 from omni_host.model import CheckResult, Evidence, Status
 
 if TYPE_CHECKING:
@@ -37,9 +37,9 @@ def _mib(value: float) -> int:
     return round(value / MIB)
 
 
-def row(item: Assessed | tuple[Candidate, str]) -> dict[str, Any]:
+def row(item: PlanItem) -> dict[str, Any]:
     """One candidate as the report keeps it (bytes in MiB)."""
-    cand = item.candidate if isinstance(item, Assessed) else item[0]
+    cand = candidate_of(item)
     out: dict[str, Any] = {"key": cand.key, "placement": cand.words, "origin": cand.origin,
                            # shell-quoted: an -ot pattern holds ( | ) that a pasted line must keep
                            "llama_bench": shlex.join(cand.bench_flags()),
@@ -58,12 +58,16 @@ def row(item: Assessed | tuple[Candidate, str]) -> dict[str, Any]:
     return out
 
 
-def _memory_words(r: dict[str, Any]) -> str:
-    parts = []
-    for device, slot in (r.get("memory_mib") or {}).items():
-        total = sum(slot.values())
-        parts.append(f"{device} {total / 1024:.1f} GiB")
-    return ", ".join(parts)
+def memory_words(r: dict[str, Any]) -> str:
+    """A row's memory per device in GiB (weights, KV cache, compute and margin together)."""
+    return ", ".join(f"{device} {sum(slot.values()) / 1024:.1f} GiB"
+                     for device, slot in (r.get("memory_mib") or {}).items())
+
+
+def fit_words(r: dict[str, Any]) -> str:
+    """Whether a row fits, or by how much it does not, on which device."""
+    return "fits" if r.get("fits") else "does NOT fit (" + ", ".join(
+        f"{d} short by {v / 1024:.1f} GiB" for d, v in (r.get("short_mib") or {}).items()) + ")"
 
 
 def _line(r: dict[str, Any]) -> str:
@@ -72,13 +76,11 @@ def _line(r: dict[str, Any]) -> str:
         return head + f"not assessed: {r['why_not']}"
     predicted = f"{r['predicted_tg']:g} t/s predicted" if r.get("predicted_tg") is not None \
         else "no prediction"
-    fit = "fits" if r["fits"] else "does NOT fit (" + ", ".join(
-        f"{d} short by {v / 1024:.1f} GiB" for d, v in r["short_mib"].items()) + ")"
-    return (head + f"{predicted}, limited by {r['limit']}; {fit}: {_memory_words(r)}; "
+    return (head + f"{predicted}, limited by {r['limit']}; {fit_words(r)}: {memory_words(r)}; "
             f"llama-server {r['llama_server']}")
 
 
-def plan_result(meta: CheckMeta, ranked: list[Assessed | tuple[Candidate, str]],
+def plan_result(meta: CheckMeta, ranked: list[PlanItem],
                 context: dict[str, Any]) -> CheckResult:
     """The plan's table: ``context`` holds the workload, the rates used and their basis."""
     rows = [row(item) for item in ranked]
@@ -157,7 +159,8 @@ def prove_result(meta: CheckMeta, proved: list[dict[str, Any]], ab: KnobAB,
     tests: dict[str, Any] = {}
     said: list[str] = []
     status = Status.PASS
-    for test, arms in _centres(ab).items():
+    centres = _centres(ab)
+    for test, arms in centres.items():
         medians = {arm: statistics.median(rounds.values()) for arm, rounds in arms.items()}
         leader = max(medians, key=lambda a: medians[a])
         table: dict[str, dict[str, Any]] = {}
@@ -205,7 +208,7 @@ def prove_result(meta: CheckMeta, proved: list[dict[str, Any]], ab: KnobAB,
     if ab.error:
         summary += f"; the proof stopped: {ab.error}"
         status = Status.WARN
-    most = max((len(v) for t in _centres(ab).values() for v in t.values()), default=0)
+    most = max((len(v) for t in centres.values() for v in t.values()), default=0)
     if most < 4:
         summary += f"; {most} round(s): under 4, no difference is called measurable"
     return meta.result(status, summary, evidence=evidence,
@@ -219,6 +222,13 @@ def _words(flags: str) -> tuple[str, ...]:
         return tuple(shlex.split(flags))
     except ValueError:
         return tuple(flags.split())
+
+
+def _tg_proof(proof: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The stored proof's generation test (its leader and arms), None without one."""
+    tests = (proof or {}).get("proof") or {}
+    return next((e for name, e in tests.items() if str(name).startswith("tg")
+                 and isinstance(e, dict)), None) if isinstance(tests, dict) else None
 
 
 def _placement_key(cand: Candidate, layers: int) -> tuple[Any, ...]:
@@ -248,9 +258,7 @@ def served_against_plan(server_argv: tuple[str, ...], plan_id: str, plan: dict[s
         if not isinstance(cand, str):
             theirs.setdefault(_placement_key(cand, layers), r)
     mine = theirs.get(_placement_key(own, layers))
-    tests = (proof or {}).get("proof") or {}
-    tg = next((e for name, e in tests.items() if str(name).startswith("tg")
-               and isinstance(e, dict)), None) if isinstance(tests, dict) else None
+    tg = _tg_proof(proof)
     leader_key = tg.get("leader") if tg else None
     measured = ((tg.get("arms") or {}).get(leader_key) or {}).get("median_ts") if tg else None
     best = next((r for r in rows if r.get("key") == leader_key), None) if leader_key else \
@@ -285,9 +293,7 @@ def measured_here(plan_id: str, plan: dict[str, Any], proof: dict[str, Any] | No
     """The stored proof's generation verdict in one clause, for gpu.topology's advice on a
     host of several GPUs ("measured here (plan P): X fastest at N t/s, within the noise: Y");
     None without a proof or with one GPU."""
-    tests = (proof or {}).get("proof") or {}
-    tg = next((e for name, e in tests.items() if str(name).startswith("tg")
-               and isinstance(e, dict)), None) if isinstance(tests, dict) else None
+    tg = _tg_proof(proof)
     if tg is None or len(plan.get("gpus_free_mib") or ()) < 2:
         return None
     words = {r.get("key"): r.get("placement") for r in (proof or {}).get("proved") or []

@@ -338,6 +338,8 @@ def render_markdown(doc: dict[str, Any], out: TextIO) -> None:
 def plan_lines(doc: dict[str, Any]) -> list[str]:
     """The placement plan of each host (perf.placement) as a ranked table, and the proof's
     predicted-against-measured table (perf.placement-proof) where it ran."""
+    from omni_host.evaluate.plan import fit_words, memory_words
+
     lines: list[str] = []
     for host in doc.get("hosts") or []:
         planned = result_of(host, "perf.placement")
@@ -345,13 +347,11 @@ def plan_lines(doc: dict[str, Any]) -> list[str]:
         if not rows:
             continue
         lines += ["", f"Placement plan for {host.get('host')}, ranked (predicted tg: t/s; "
-                  "memory: GiB per device, with KV cache, compute and margin):"]
+                  "memory per device, with KV cache, compute and margin):"]
         for i, r in enumerate(rows, 1):
-            memory = ", ".join(f"{d} {sum(v.values()) / 1024:.1f}"
-                               for d, v in (r.get("memory_mib") or {}).items())
+            memory = memory_words(r)
             predicted = r.get("predicted_tg")
-            state = r.get("why_not") or ("fits" if r.get("fits") else "does not fit: " + ", ".join(
-                f"{d} short {v / 1024:.1f} GiB" for d, v in (r.get("short_mib") or {}).items()))
+            state = r.get("why_not") or fit_words(r)
             lines.append(f"{i:>2}. [{r.get('origin')}] {r.get('placement')}")
             lines.append(f"    predicted tg {predicted if predicted is not None else '-'}; "
                          f"{state}; {memory}; limit: {r.get('limit', '-')}")
