@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 from conftest import LLAMA_CACHE, free_port, run_cli
-from test_serve import _get, _server_image
+from test_serve import _get, container_server
 
 from omni_host.errors import ParseError
 from omni_host.evaluate.checks import catalog, registry
@@ -225,23 +225,10 @@ def test_a_server_with_more_threads_than_its_cores_warns(llama) -> None:
 @pytest.mark.system  # Docker: a container's default memlock limit refuses --mlock
 def test_an_mlock_a_container_refuses_is_named(llama, docker_image: str) -> None:
     _, model = llama
-    image, port, name = _server_image(), free_port(), f"omni-test-mlock-{os.getpid()}"
-    subprocess.run(["docker", "run", "-d", "--name", name, "-p", f"127.0.0.1:{port}:8080",
-                    "--ulimit", "memlock=65536:65536", "-v", f"{model.parent}:/models:ro",
-                    image, "-m", f"/models/{model.name}", "--host", "0.0.0.0", "--port", "8080",
-                    "-t", "1", "-c", "256", "--load-mode", "mmap+mlock"],  # this build's --mlock
-                   check=True, capture_output=True)
+    name = f"omni-test-mlock-{os.getpid()}"
     try:
-        deadline = time.monotonic() + 120
-        while True:
-            with contextlib.suppress(OSError, ValueError):
-                if json.loads(_get(port, "/health")).get("status") == "ok":
-                    break
-            assert time.monotonic() < deadline, subprocess.run(
-                ["docker", "logs", name], capture_output=True, text=True).stderr[-2000:]
-            time.sleep(0.3)
-        pid = int(subprocess.run(["docker", "inspect", "-f", "{{.State.Pid}}", name],
-                                 capture_output=True, text=True, check=True).stdout)
+        pid, _ = container_server(model, name, ("--ulimit", "memlock=65536:65536"),
+                                  ("--load-mode", "mmap+mlock"))  # this build's --mlock
         status = Path(f"/proc/{pid}/status").read_text()
         result = _audit()["serve.memory"]
     finally:
@@ -253,27 +240,6 @@ def test_an_mlock_a_container_refuses_is_named(llama, docker_image: str) -> None
     assert "asked for mlock in container" in result["summary"]
 
 
-def _container_server(model: Path, name: str, *docker: str) -> tuple[int, int]:
-    """A llama-server asking for --numa distribute in a container of the tests' image; (pid,
-    port)."""
-    image, port = _server_image(), free_port()
-    subprocess.run(["docker", "run", "-d", "--name", name, "-p", f"127.0.0.1:{port}:8080",
-                    *docker, "-v", f"{model.parent}:/models:ro", image, "-m",
-                    f"/models/{model.name}", "--host", "0.0.0.0", "--port", "8080", "-t", "1",
-                    "-c", "256", "--numa", "distribute"], check=True, capture_output=True)
-    deadline = time.monotonic() + 120
-    while True:
-        with contextlib.suppress(OSError, ValueError):
-            if json.loads(_get(port, "/health")).get("status") == "ok":
-                break
-        assert time.monotonic() < deadline, subprocess.run(
-            ["docker", "logs", name], capture_output=True, text=True).stderr[-2000:]
-        time.sleep(0.3)
-    pid = int(subprocess.run(["docker", "inspect", "-f", "{{.State.Pid}}", name],
-                             capture_output=True, text=True, check=True).stdout)
-    return pid, port
-
-
 @pytest.mark.system  # Docker: the default seccomp profile and CAP_SYS_NICE
 def test_numa_inside_a_container_without_sys_nice_is_named(llama, docker_image: str) -> None:
     """--numa inside a container under Docker's default seccomp profile: set_mempolicy is
@@ -282,8 +248,9 @@ def test_numa_inside_a_container_without_sys_nice_is_named(llama, docker_image: 
     _, model = llama
     names = [f"omni-test-numa-{os.getpid()}-{i}" for i in range(2)]
     try:
-        plain, _ = _container_server(model, names[0])
-        nice, _ = _container_server(model, names[1], "--cap-add", "SYS_NICE")
+        plain, _ = container_server(model, names[0], server=("--numa", "distribute"))
+        nice, _ = container_server(model, names[1], ("--cap-add", "SYS_NICE"),
+                                   ("--numa", "distribute"))
         result = _audit()["containers.numa-policy"]
     finally:
         subprocess.run(["docker", "rm", "-f", *names], capture_output=True, check=False)

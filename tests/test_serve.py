@@ -525,6 +525,30 @@ def _server_image() -> str:
     return SERVER_IMAGE
 
 
+def container_server(model: Path, name: str, docker: tuple[str, ...] = (),
+                     server: tuple[str, ...] = ()) -> tuple[int, int]:
+    """The tests' llama-server in a container named ``name`` (``docker``: options of docker
+    run; ``server``: more of llama-server's), the model's directory mounted read-only, its
+    port published on the loopback, up and healthy: (its pid, the published port). The caller
+    removes the container."""
+    port = free_port()
+    subprocess.run(["docker", "run", "-d", "--name", name, "-p", f"127.0.0.1:{port}:8080",
+                    *docker, "-v", f"{model.parent}:/models:ro", _server_image(), "-m",
+                    f"/models/{model.name}", "--host", "0.0.0.0", "--port", "8080", "-t", "1",
+                    "-c", "256", *server], check=True, capture_output=True)
+    deadline = time.monotonic() + 120
+    while True:
+        with contextlib.suppress(OSError, ValueError):
+            if json.loads(_get(port, "/health")).get("status") == "ok":
+                break
+        assert time.monotonic() < deadline, subprocess.run(
+            ["docker", "logs", name], capture_output=True, text=True).stderr[-2000:]
+        time.sleep(0.3)
+    pid = int(subprocess.run(["docker", "inspect", "-f", "{{.State.Pid}}", name],
+                             capture_output=True, text=True, check=True).stdout)
+    return pid, port
+
+
 @pytest.mark.system
 def test_a_server_in_a_container_is_read_through_its_published_port(
         sshd: Sshd, benched, docker_image: str) -> None:
@@ -532,24 +556,11 @@ def test_a_server_in_a_container_is_read_through_its_published_port(
     mounted read-only, its port published; read through that port, its model seen through
     the container's mounts (the same file as the bench's), its container named."""
     inv, store, model = benched
-    image, port, name = _server_image(), free_port(), f"omni-test-served-{os.getpid()}"
-    subprocess.run(["docker", "run", "-d", "--name", name, "-p", f"127.0.0.1:{port}:8080",
-                    "-v", f"{model.parent}:/models:ro", image, "-m", f"/models/{model.name}",
-                    "--host", "0.0.0.0", "--port", "8080", "--metrics", "-t", "1", "-c", "256"],
-                   check=True, capture_output=True)
+    name = f"omni-test-served-{os.getpid()}"
     try:
-        deadline = time.monotonic() + 120
-        while True:
-            with contextlib.suppress(OSError, ValueError):
-                if json.loads(_get(port, "/health")).get("status") == "ok":
-                    break
-            assert time.monotonic() < deadline, subprocess.run(
-                ["docker", "logs", name], capture_output=True, text=True).stderr[-2000:]
-            time.sleep(0.3)
+        pid, port = container_server(model, name, server=("--metrics",))
         _complete(port)
         _complete(port)
-        pid = int(subprocess.run(["docker", "inspect", "-f", "{{.State.Pid}}", name],
-                                 capture_output=True, text=True, check=True).stdout)
         container = subprocess.run(["docker", "inspect", "-f", "{{.Id}}", name],
                                    capture_output=True, text=True, check=True).stdout.strip()
         served, mine = _audit(sshd, inv, store, pid)
