@@ -495,4 +495,6 @@ def test_the_fast_path_gives_the_verdicts_of_the_plain_one(sshd: Sshd, tmp_path:
     changing = {"gpu.xid", "docker.healthchecks"}  # uptime; containers of other tests
     one = {k: v for k, v in results(fast.stdout)["one"].items() if k not in changing}
     assert one == {k: v for k, v in results(plain.stdout)["one"].items() if k not in changing}
-    assert one["swap.capacity"] in ("pass", "fail") and len(one) > 15
+    # judged, whatever this machine's swap is: absent (fail), enough (pass), or a user's swap
+    # file in heavy use (warn: seen beside two llama-servers and a busy loop)
+    assert one["swap.capacity"] in ("pass", "warn", "fail") and len(one) > 15
