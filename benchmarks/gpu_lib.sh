@@ -29,7 +29,7 @@ random_dense() {  # random_dense OUT.gguf LOG: the 1.7 GB random F16 llama of th
     --heads 16 > "$2" 2>&1
 }
 
-bench_inventory() {  # bench_inventory FILE LLAMA_BENCH MODEL ARGS-JSON: the lent machine, local
+bench_inventory() {  # bench_inventory FILE LLAMA_BENCH MODEL ARGS-JSON [ENV-JSON]: the lent machine, local
   cat > "$1" <<YML
 all:
   hosts:
@@ -41,6 +41,7 @@ all:
         llama_bench: "$2"
         model: "$3"
         args: $4
+        env: ${5:-"{}"}
         repetitions: 5
 YML
 }

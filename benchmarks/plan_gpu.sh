@@ -7,7 +7,12 @@
 #   bench                      the host's bench at a 40 GiB budget (every expert on the GPU, and
 #                              every expert on the CPU): what this host reaches of its ceiling
 #                              and the rate its CPU reads weights at (the plan's efficiencies)
-#   plan BUDGET DEPTH ARGS...  omni-host plan (ARGS: --prove --top N --rounds N ...)
+#   plan BUDGET DEPTH ARGS...  omni-host plan (ARGS: --prove --top N --rounds N ...); BUDGET is
+#                              one GiB figure per GPU, joined by '_' (12_4: GPU0 keeps 12 GiB
+#                              free, GPU1 4, the 96+32 GB box's 3:1)
+#   pack                       the built binaries, stripped and xz'd in 15 MiB pieces, to OUTDIR
+# CURRENT (the operator's args, default '"-ngl", "10"') and VISIBLE (CUDA_VISIBLE_DEVICES of the
+# bench, for one GPU of several) come from the environment.
 # Reports (JSON) and stderr in OUTDIR.
 # Usage: bash benchmarks/plan_gpu.sh OUTDIR PHASE [...]
 set -u
@@ -26,11 +31,18 @@ if [ ! -x "$bin" ] || [ ! -x "$LLAMA_BIN/llama-fit-params" ] || [ ! -s "$model" 
   wait $writer; echo "model: $(tail -1 "$out/model.log") after $(( $(date +%s) - t0 )) s"
 fi
 [ -x "$bin" ] || { tail -20 "$out/build.log"; exit 1; }
-ballast() {  # ballast GIB: the ballast process alone holds the GPU's memory but GIB
+ballast() {  # ballast GIB[_GIB...]: a ballast process on each GPU holds its memory but GIB
   pkill -f benchmarks/ballast.py; sleep 1
-  python3 benchmarks/ballast.py "$1" > "$out/ballast.log" 2>&1 &
-  for _ in $(seq 60); do grep -q ballast: "$out/ballast.log" && break; sleep 0.5; done
-  cat "$out/ballast.log"
+  local i=0
+  for gib in ${1//_/ }; do
+    CUDA_DEVICE_ORDER=PCI_BUS_ID python3 benchmarks/ballast.py "$gib" "$i" > "$out/ballast$i.log" 2>&1 &
+    for _ in $(seq 60); do grep -q ballast: "$out/ballast$i.log" && break; sleep 0.5; done
+    echo "GPU$i $(cat "$out/ballast$i.log")"
+    i=$((i + 1))
+  done
+}
+env_json() {  # the bench's environment: CUDA_VISIBLE_DEVICES where VISIBLE is set
+  [ -n "${VISIBLE:-}" ] && echo "{\"CUDA_VISIBLE_DEVICES\": \"$VISIBLE\", \"CUDA_DEVICE_ORDER\": \"PCI_BUS_ID\"}" || echo "{}"
 }
 summary() {  # summary FILE: each placement result's status and summary
   python3 - "$1" <<'PY'
@@ -48,7 +60,7 @@ case $phase in
   bench)
     ballast 40
     bench_inventory /tmp/bench.yml "$bin" "$model" \
-      '["-p", "0", "-n", "64", "-fa", "1", "-ngl", "99", "-ncmoe", "0,28"]'
+      '["-p", "0", "-n", "64", "-fa", "1", "-ngl", "99", "-ncmoe", "0,28"]' "$(env_json)"
     python3 -m omni_host bench -i /tmp/bench.yml gpu --baseline --force --report-dir "$store" \
       --format json > "$out/bench.json" 2> "$out/bench.err"
     tail -3 "$out/bench.err"; summary "$out/bench.json"
@@ -57,7 +69,8 @@ case $phase in
     budget=$1 depth=$2
     shift 2
     ballast "$budget"
-    bench_inventory /tmp/plan.yml "$bin" "$model" '["-p", "0", "-n", "64", "-fa", "1", "-ngl", "10"]'
+    bench_inventory /tmp/plan.yml "$bin" "$model" \
+      "[\"-p\", \"0\", \"-n\", \"64\", \"-fa\", \"1\", ${CURRENT:-\"-ngl\", \"10\"}]" "$(env_json)"
     sed -i 's/repetitions: 5/repetitions: 3/' /tmp/plan.yml
     name=plan-$budget-$depth${1:+-${1#--}}
     python3 -m omni_host plan -i /tmp/plan.yml gpu --ctx 8192 --depth "$depth" --force \
@@ -67,6 +80,11 @@ case $phase in
     tail -3 "$out/$name.err"; sed -n '/Placement plan/,$p' "$out/$name.txt" | head -80
     summary "$out/$name.json"
     cp "$out/$name.txt" "$out/$name.json" "$out/$name.err" "$final/" ;;
+  pack)
+    strip "$LLAMA_BIN/llama-bench" "$LLAMA_BIN/llama-fit-params"
+    ls -l "$LLAMA_BIN/llama-bench" "$LLAMA_BIN/llama-fit-params"
+    tar cf - -C "$LLAMA_BIN" llama-bench llama-fit-params | xz -T0 -6 | split -b 15M - "$final/cuda-bin.tar.xz."
+    ls -l "$final"/cuda-bin.tar.xz.* ;;
 esac
 pkill -f benchmarks/ballast.py
 echo "phase $phase done after $(( $(date +%s) - t0 )) s"

@@ -1,7 +1,8 @@
 """perf.knob: what a knob costs on this host, measured (``omni-host bench --knob NAME=VALUE``,
 issue 48). The A/B's runs come in pairs (each arm once, the order alternating); per test, each
 pair gives the log ratio of the knob's arm to the host as it is. The effect is the median of
-those ratios; its uncertainty the pairs' robust spread over the root of their number. An
+those ratios; its uncertainty the pairs' robust spread over the root of their number (at least
+what one run scatters by: ``effect``). An
 effect is measurable only where every pair agrees on its sign, it passes three of those
 standard errors, and it passes the floor below which this bench's runs do not resolve
 (``FLOOR``): two arms that are the same value give "no measurable difference". A
@@ -35,17 +36,21 @@ def _spread(values: list[float]) -> float:
     return statistics.median(abs(x - centre) for x in values) * 1.4826
 
 
-def effect(pairs: list[tuple[float, float]]) -> dict[str, Any]:
+def effect(pairs: list[tuple[float, float]], run_noise: float | None = None) -> dict[str, Any]:
     """(host as it is, knob) centres per pair -> the effect and whether it is measurable. The
-    noise of a pair's ratio is the larger of the ratios' own spread and what the runs of one
-    arm spread between themselves (times the root of 2: a ratio of two runs): with four pairs
-    the ratios' spread alone is often small by chance (a same-value A/B recommended here)."""
+    noise of a pair's ratio is the larger of the ratios' own spread and what one run's centre
+    scatters by (times the root of 2: a ratio of two runs): with four pairs the ratios' spread
+    alone is often small by chance (a same-value A/B recommended here). ``run_noise`` (a log
+    standard deviation) is that scatter where the caller measured it with the rounds' drift
+    taken out (``block_noise``); else it is each arm's own spread over the pairs, drift and
+    all (two arms cannot tell the two apart)."""
     logs = [math.log(b / a) for a, b in pairs if a > 0 and b > 0]
     if not logs:
         return {"pairs": 0, "measurable": False}
     centre = statistics.median(logs)
-    within = max(_spread([math.log(a) for a, _ in pairs if a > 0]),
-                 _spread([math.log(b) for _, b in pairs if b > 0])) * math.sqrt(2)
+    within = (run_noise if run_noise is not None else
+              max(_spread([math.log(a) for a, _ in pairs if a > 0]),
+                  _spread([math.log(b) for _, b in pairs if b > 0]))) * math.sqrt(2)
     se = max(_spread(logs), within) / math.sqrt(len(logs))
     agree = all(x > 0 for x in logs) or all(x < 0 for x in logs)
     measurable = len(logs) >= MIN_PAIRS and agree and abs(centre) > max(SIGMAS * se,
@@ -53,6 +58,24 @@ def effect(pairs: list[tuple[float, float]]) -> dict[str, Any]:
     return {"pairs": len(logs), "effect": round(math.expm1(centre), 4),
             "uncertainty": round(math.expm1(2 * se), 4), "measurable": measurable,
             "ratios": [round(math.exp(x), 4) for x in logs]}
+
+
+def block_noise(table: dict[str, dict[int, float]]) -> float | None:
+    """The scatter of one run's centre (log standard deviation) in an arms x rounds table of
+    tokens/s, with what moved every arm of a round alike (the host's drift) taken out: the
+    residual of the additive model log(t) = arm + round, over the arms measured in every
+    round. None with fewer than three such arms or two rounds (too few residuals)."""
+    rounds = sorted(set.intersection(*(set(v) for v in table.values()))) if table else []
+    arms = [a for a, v in table.items() if all(v.get(i, 0) > 0 for i in rounds)]
+    if len(arms) < 3 or len(rounds) < 2:
+        return None
+    logs = {a: {i: math.log(table[a][i]) for i in rounds} for a in arms}
+    arm_mean = {a: statistics.fmean(logs[a].values()) for a in arms}
+    round_mean = {i: statistics.fmean(logs[a][i] for a in arms) for i in rounds}
+    grand = statistics.fmean(arm_mean.values())
+    squares = sum((logs[a][i] - arm_mean[a] - round_mean[i] + grand) ** 2
+                  for a in arms for i in rounds)
+    return math.sqrt(squares / ((len(arms) - 1) * (len(rounds) - 1)))
 
 
 def judge_knob(meta: CheckMeta, knob: Knob, value: str, ab: KnobAB,

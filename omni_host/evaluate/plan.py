@@ -9,7 +9,10 @@ host (``plan --prove``).
   round, the order reversed every other round, as ``bench --knob`` runs its arms). Per test,
   the leader is the candidate with the highest median over the rounds; every other one is
   judged against it by ``evaluate.knob.effect`` on the rounds' pairs (measurable only where
-  every round agrees on the sign, past 3 standard errors and 2%, with 4 rounds or more): a
+  every round agrees on the sign, past 3 standard errors and 2%, with 4 rounds or more). One
+  run's noise is what is left of the arms x rounds table once each round's drift, shared by
+  every arm, is taken out (``knob.block_noise``, from three arms up): a drift that slows
+  every candidate of a round does not hide a 40% difference that every round shows. A
   difference within that is "no measurable difference", never a winner. The current args
   warn only where the leader measurably beats them; predicted and measured generation are set
   side by side with their rank correlation (Spearman).
@@ -17,11 +20,12 @@ host (``plan --prove``).
 
 from __future__ import annotations
 
+import math
 import shlex
 import statistics
 from typing import TYPE_CHECKING, Any
 
-from omni_host.evaluate.knob import effect
+from omni_host.evaluate.knob import block_noise, effect
 from omni_host.evaluate.placement import MIB, Assessed, Candidate, PlanItem, candidate_of
 from omni_host.model import CheckResult, Evidence, Status
 
@@ -163,13 +167,15 @@ def prove_result(meta: CheckMeta, proved: list[dict[str, Any]], ab: KnobAB,
     for test, arms in centres.items():
         medians = {arm: statistics.median(rounds.values()) for arm, rounds in arms.items()}
         leader = max(medians, key=lambda a: medians[a])
+        noise = block_noise(arms)
         table: dict[str, dict[str, Any]] = {}
         for arm, rounds in arms.items():
             pairs = [(arms[leader][i], c) for i, c in rounds.items() if i in arms[leader]]
-            found = effect(pairs) if arm != leader else {"pairs": len(rounds)}
+            found = effect(pairs, noise) if arm != leader else {"pairs": len(rounds)}
             table[arm] = {"median_ts": round(medians[arm], 2), "rounds": len(rounds),
                           "against_leader": found}
-        entry: dict[str, Any] = {"leader": leader, "arms": table}
+        entry: dict[str, Any] = {"leader": leader, "arms": table,
+                                 "run_noise": None if noise is None else round(math.expm1(noise), 4)}
         if test.startswith("tg"):
             pairs_pm = [(by_key[a]["predicted_tg"], medians[a]) for a in medians
                         if a in by_key and by_key[a].get("predicted_tg") is not None]
