@@ -269,6 +269,8 @@ class InferenceServer:
     probe: ServedProbe | None = None
     probe_note: str | None = None  # why no probe was timed (busy, no metrics, an error)
     gpu_memory_mib: int | None = None  # held on the GPUs (None: nvidia-smi not read)
+    # held on each GPU (its UUID, MiB), where nvidia-smi was read: where llama.cpp placed it
+    gpu_memory_by_gpu: tuple[tuple[str, int], ...] | None = None
     # the other compute processes on its GPUs ("pid name (N MiB)"), None where not read
     gpu_cotenants: tuple[str, ...] | None = None
     # the llama-server built beside the benchmarked llama-bench (omni_bench.llama_bench)

@@ -527,6 +527,14 @@ def test_a_running_server_is_set_beside_the_stored_plans_winner() -> None:
     fit, fit_details = served_against_plan(("llama-server", "-m", "m.gguf", "-c", "8192"), "P1",
                                            plan, proof) or ("", {})
     assert "placed by llama.cpp's --fit at its start" in fit and fit_details["fit_at_start"]
+    assert "what it holds on the GPUs was not read" in fit
+    fit_row = next(r for r in plan["plan"] if r["origin"] == "fit")
+    needed = sum(fit_row["memory_mib"]["GPU0"].values()) / 1024
+    held, held_details = served_against_plan(("llama-server", "-c", "8192"), "P1", plan, proof,
+                                             (("GPU-53e2aa", 15100),)) or ("", {})
+    assert f"it holds 14.7 GiB on GPU-53e2aa; the plan's --fit answer needed GPU0 {needed:.1f} " \
+        "GiB (its margin included)" in held
+    assert held_details["held_mib"] == {"GPU-53e2aa": 15100}
     other, _ = served_against_plan(("llama-server", "-ngl", "5"), "P1", plan, proof) or ("", {})
     assert "is not among the plan's candidates" in other
 

@@ -759,6 +759,43 @@ def test_each_sample_line_gives_the_intervals_rate(capsys: pytest.CaptureFixture
                      "resident"], lines
 
 
+def test_a_restarted_server_that_fit_placed_elsewhere_is_named() -> None:
+    """A server under llama.cpp's --fit (no -ngl) restarted with the same args and model while
+    another process held GPU memory: fit put less on the GPU. The helper keeps what the process
+    holds on each GPU (nvidia-smi's compute processes, by GPU UUID); the next audit names the
+    move, the old and new pid and why, and warns. The same share again, or a server whose args
+    changed, says nothing of it."""
+    first = {"pid": 41}
+    helper._on_gpus(first, [{"pid": 41, "name": "llama-server", "mib": 17400, "gpu": "GPU-53e2"},
+                            {"pid": 41, "name": "llama-server", "mib": 5300, "gpu": "GPU-9a10"}])
+    assert first["gpu_memory_by_gpu"] == {"GPU-53e2": 17400, "GPU-9a10": 5300}
+    argv = ("llama-server", "-m", "/m.gguf", "-c", "8192")
+    baseline, tg = _vm_baseline()
+    bench_ts = sorted(baseline.tests[tg])[1]
+    fast = ServedCounters(predicted_tokens=bench_ts * 4, predicted_seconds=4.0)
+    before = _server(pid=41, argv=argv, gpu_memory_by_gpu=(("GPU-53e2", 17400), ("GPU-9a10", 5300)))
+    after = _server(pid=42, argv=argv, gpu_memory_by_gpu=(("GPU-53e2", 9100), ("GPU-9a10", 5200)),
+                    counters=fast)
+    result = judge_served(META, (after,), baseline, previous={41: before},
+                          previous_audit="20261127T0650Z-aaaa")
+    assert result.status is Status.WARN and result.summary.count("moved") == 1
+    moved = result.details["servers"][0]["placement_moved"]
+    assert "since the audit of 20261127T0650Z-aaaa (pid 41" in moved and "pid 42" in moved
+    assert "GPU-53e2 17.0 -> 8.9 GiB" in moved and "GPU-9a10" not in moved  # 100 MiB: not moved
+    assert "--fit" in moved
+    slow = dataclasses.replace(after, counters=ServedCounters(predicted_tokens=bench_ts * 0.3 * 4,
+                                                              predicted_seconds=4.0))
+    failed = judge_served(META, (slow,), baseline, previous={41: before})
+    assert failed.status is Status.FAIL  # below its bench: the move is the first difference
+    assert failed.summary.split("below 50%: ", 1)[1].startswith("its GPU memory moved")
+    same = dataclasses.replace(after, gpu_memory_by_gpu=before.gpu_memory_by_gpu)
+    assert "placement_moved" not in judge_served(META, (same,), baseline, previous={41: before}
+                                                 ).details["servers"][0]
+    other = dataclasses.replace(after, argv=(*argv, "-ngl", "20"))
+    assert "placement_moved" not in judge_served(META, (other,), baseline, previous={41: before}
+                                                 ).details["servers"][0]
+
+
 def test_a_busy_server_is_never_sent_the_probe() -> None:
     """The probe goes to an idle server only: its own metrics say no request is processing."""
     busy = {"metrics": "llamacpp:requests_processing 2\n"}
@@ -781,7 +818,7 @@ def test_a_gpu_co_tenant_is_named_first_by_the_served_rate_and_the_watch() -> No
             {"pid": 77, "name": "other", "mib": 500, "gpu": "GPU-ffff"}]
     doc = {"pid": 42}
     helper._on_gpus(doc, apps)
-    assert doc == {"pid": 42, "gpu_memory_mib": 2100,
+    assert doc == {"pid": 42, "gpu_memory_mib": 2100, "gpu_memory_by_gpu": {"GPU-53e2": 2100},
                    "gpu_cotenants": ["5632 python3 (874 MiB)"]}  # not the other GPU's
     baseline, _ = _vm_baseline()
     slow = _server(gpu_cotenants=tuple(doc["gpu_cotenants"]),

@@ -168,7 +168,8 @@ def with_plan(host: HostReport, past: Past) -> HostReport:
     notes = []
     for server in servers:
         if model and server.model_fingerprint == model:
-            found = served_against_plan(server.argv, plan_id, plan, proof)
+            found = served_against_plan(server.argv, plan_id, plan, proof,
+                                        server.gpu_memory_by_gpu)
             if found is not None:
                 notes.append((server.pid, *found))
     served = "; ".join(f"pid {pid}: {line}" for pid, line, _ in notes)

@@ -245,11 +245,15 @@ def _placement_key(cand: Candidate, layers: int) -> tuple[Any, ...]:
 
 
 def served_against_plan(server_argv: tuple[str, ...], plan_id: str, plan: dict[str, Any],
-                        proof: dict[str, Any] | None) -> tuple[str, dict[str, Any]] | None:
+                        proof: dict[str, Any] | None,
+                        held: tuple[tuple[str, int], ...] | None = None
+                        ) -> tuple[str, dict[str, Any]] | None:
     """A running server's placement (its argv) beside the host's stored plan for the same
     model: the plan's winner (the proof's measured leader, else the predicted leader), and the
-    gain predicted for this server's placement where the plan assessed it. None where the
-    server's argv cannot be read as a placement."""
+    gain predicted for this server's placement where the plan assessed it. A server that
+    ``--fit`` placed is read by what it holds on each GPU (``held``: GPU UUID, MiB), set
+    beside the plan's ``--fit`` answer. None where the server's argv cannot be read as a
+    placement."""
     from omni_host.evaluate.ceiling import ALL_LAYERS
     from omni_host.evaluate.placement import FIT_DECIDES, from_args
 
@@ -279,9 +283,17 @@ def served_against_plan(server_argv: tuple[str, ...], plan_id: str, plan: dict[s
                                "winner_measured_tg": measured,
                                "winner_predicted_tg": best.get("predicted_tg")}
     if not any(a in FIT_DECIDES for a in server_argv):
+        fit = next((r for r in rows if r.get("origin") == "fit"), None)
+        holds = ", ".join(f"{mib / 1024:.1f} GiB on {gpu[:12]}" for gpu, mib in held or ())
+        planned = ", ".join(f"{d} {sum(v.values()) / 1024:.1f}" for d, v in
+                            (fit.get("memory_mib") or {}).items() if d.startswith("GPU")) \
+            if fit else ""
+        read = (f"it holds {holds}" if holds else "what it holds on the GPUs was not read") + \
+            (f"; the plan's --fit answer needed {planned} GiB (its margin included)"
+             if planned else "")
         return (said + f": serve with {best['llama_server']} (this server was placed by "
-                "llama.cpp's --fit at its start, no -ngl given: the placement it chose is not "
-                "read here)"), details | {"fit_at_start": True}
+                f"llama.cpp's --fit at its start, no -ngl given: {read})"), \
+            details | {"fit_at_start": True, "held_mib": dict(held or ())}
     if mine is not None and mine is best:
         return said + "; this server runs that placement", details | {"same": True}
     if mine is not None and mine.get("predicted_tg") and best.get("predicted_tg"):

@@ -246,9 +246,22 @@ def _name(server: InferenceServer) -> str:
 
 
 def judge_server(server: InferenceServer, baseline: Baseline | None, min_fraction: float,
-                 previous: InferenceServer | None = None, previous_audit: str | None = None
-                 ) -> tuple[Status, str, dict[str, Any]]:
-    """One server's verdict, its line, and its details."""
+                 previous: InferenceServer | None = None, previous_audit: str | None = None,
+                 moved: str | None = None) -> tuple[Status, str, dict[str, Any]]:
+    """One server's verdict, its line, and its details. ``moved``: how its placement moved
+    since the previous audit (``placement_moved``): the first difference named where it runs
+    below its bench, else a warning of its own."""
+    status, line, details = _judge_server(server, baseline, min_fraction, previous,
+                                          previous_audit, moved)
+    if moved and status in (Status.PASS, Status.SKIP):
+        return (Status.WARN, line if moved in line else f"{line}; {moved}",
+                details | {"placement_moved": moved})
+    return status, line, details | ({"placement_moved": moved} if moved else {})
+
+
+def _judge_server(server: InferenceServer, baseline: Baseline | None, min_fraction: float,
+                  previous: InferenceServer | None, previous_audit: str | None,
+                  moved: str | None) -> tuple[Status, str, dict[str, Any]]:
     name = _name(server)
     details: dict[str, Any] = {"server": name, "pid": server.pid, "model": server.model_path}
     if server.counters is None and server.probe is None:
@@ -279,7 +292,7 @@ def judge_server(server: InferenceServer, baseline: Baseline | None, min_fractio
         return Status.SKIP, f"{line}; the baseline has no generation test", details
     bench_ts = estimate(baseline.tests[test]).center_ts
     fraction = rate.tokens_per_s / bench_ts
-    diffs = cotenants(server) + differences(server, baseline, test)
+    diffs = cotenants(server) + ([moved] if moved else []) + differences(server, baseline, test)
     details.update(bench_ts=round(bench_ts, 3), bench_test=test, bench_audit=baseline.audit,
                    fraction=round(fraction, 3), differences=diffs, min_fraction=min_fraction)
     text = f"{line}, {fraction:.0%} of the bench's {test} ({bench_ts:.2f} t/s)"
@@ -292,6 +305,40 @@ def judge_server(server: InferenceServer, baseline: Baseline | None, min_fractio
     return Status.PASS, text + tail, details
 
 
+MOVED_MIB = 512  # a GPU's share of a restarted server that moved by more (and 5%) moved
+
+
+def placement_moved(server: InferenceServer, earlier: tuple[InferenceServer, ...],
+                    previous_audit: str | None) -> str | None:
+    """Where a server restarted with the same args and model since the previous audit (another
+    pid) holds its GPU memory elsewhere than it did: llama.cpp's ``--fit`` (no ``-ngl`` or
+    ``-ot``) places by the memory free at the start, so another process holding GPU memory then
+    moves layers to the CPU. The GPUs named by UUID, as nvidia-smi names them."""
+    from omni_host.evaluate.placement import FIT_DECIDES
+
+    now = dict(server.gpu_memory_by_gpu or ())
+    for before in earlier:
+        if before.pid == server.pid or before.argv != server.argv or \
+                before.model_fingerprint != server.model_fingerprint or \
+                before.gpu_memory_by_gpu is None or server.gpu_memory_by_gpu is None:
+            continue
+        then = dict(before.gpu_memory_by_gpu)
+        moved = [g for g in sorted(set(now) | set(then))
+                 if abs(now.get(g, 0) - then.get(g, 0)) > max(MOVED_MIB, 0.05 * then.get(g, 0))]
+        if not moved:
+            return None
+        words = ", ".join(f"{g[:12]} {then.get(g, 0) / 1024:.1f} -> {now.get(g, 0) / 1024:.1f} GiB"
+                          for g in moved)
+        why = "llama.cpp's --fit placed it (no -ngl or -ot in its args) by the GPU memory free " \
+              "at its start: another process held some then, or held more before" \
+            if not any(a in FIT_DECIDES for a in server.argv) else \
+            "its args are the same: the model, the context or another GPU's memory differs"
+        return (f"its GPU memory moved since the audit of {previous_audit or 'before'} (pid "
+                f"{before.pid}, the same args and model, restarted as pid {server.pid}): "
+                f"{words}; {why}")
+    return None
+
+
 def judge_served(meta: CheckMeta, servers: tuple[InferenceServer, ...],
                  baseline: Baseline | None, *, min_fraction: float = DEFAULT_MIN_FRACTION,
                  previous: dict[int, InferenceServer] | None = None,
@@ -301,8 +348,10 @@ def judge_served(meta: CheckMeta, servers: tuple[InferenceServer, ...],
         return meta.result(Status.SKIP, "no inference server (llama-server) is running",
                            evidence=(Evidence("serve.servers", COMMAND, ()),),
                            details={"servers": [], "min_fraction": min_fraction})
+    earlier = tuple((previous or {}).values())
     verdicts = [judge_server(s, baseline, min_fraction, (previous or {}).get(s.pid),
-                             previous_audit) for s in servers]
+                             previous_audit, placement_moved(s, earlier, previous_audit))
+                for s in servers]
     order = (Status.FAIL, Status.WARN, Status.PASS, Status.SKIP)
     status = next((s for s in order if any(v[0] is s for v in verdicts)), Status.SKIP)
     lines = tuple(line for _, line, _ in verdicts)

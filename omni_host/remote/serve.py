@@ -13,8 +13,8 @@ among the host's processes, bare or in a container, and prints one JSON document
   own network, the host port Docker publishes it on;
 * what it says, at no GPU cost: ``GET /metrics`` (Prometheus text: started with --metrics) and
   ``GET /props``, each bounded in time and bytes;
-* where a server runs, the GPU memory its process holds and the other processes on its GPUs
-  (one ``nvidia-smi --query-compute-apps`` for all);
+* where a server runs, the GPU memory its process holds (in all and on each GPU) and the
+  other processes on its GPUs (one ``nvidia-smi --query-compute-apps`` for all);
 * with ``--probe``, for an idle server only (no request processing by its own metrics): one
   fixed, short, deterministic completion and the ``timings`` it answers with.
 
@@ -489,6 +489,10 @@ def _on_gpus(server, apps):
     co-tenants: what the bench's gate would have refused)."""
     mine = [a for a in apps if a["pid"] == server["pid"]]
     server["gpu_memory_mib"] = sum(a["mib"] or 0 for a in mine) if mine else 0
+    by_gpu = {}
+    for a in mine:  # where its memory lies: what llama.cpp placed on each GPU (--fit's answer)
+        by_gpu[a["gpu"]] = by_gpu.get(a["gpu"], 0) + (a["mib"] or 0)
+    server["gpu_memory_by_gpu"] = by_gpu
     gpus = set(a["gpu"] for a in mine)
     server["gpu_cotenants"] = ["%d %s (%s MiB)" % (a["pid"], a["name"], a["mib"])
                                for a in apps if a["gpu"] in gpus and a["pid"] != server["pid"]]

@@ -125,6 +125,14 @@ def _pages(raw: Any) -> tuple[tuple[int, int], ...] | None:
     return tuple(sorted(found))[:1024]
 
 
+def _by_gpu(raw: Any) -> tuple[tuple[str, int], ...] | None:
+    """{GPU UUID: MiB} as sorted pairs (at most 64 GPUs); None where not read."""
+    if not isinstance(raw, dict):
+        return None
+    return tuple(sorted((str(k)[:64], mib) for k, v in raw.items()
+                        if (mib := _int(v)) is not None))[:64]
+
+
 def _server(doc: dict[str, Any], beside: dict[str, Any]) -> InferenceServer:
     quota = doc.get("cpu_quota")
     found = doc.get("model")
@@ -151,6 +159,7 @@ def _server(doc: dict[str, Any], beside: dict[str, Any]) -> InferenceServer:
         anon_kib=_int(huge.get("Anonymous")), anon_huge_kib=_int(huge.get("AnonHugePages")),
         file_pmd_kib=_int(huge.get("FilePmdMapped")),
         gpu_memory_mib=_int(doc.get("gpu_memory_mib")),
+        gpu_memory_by_gpu=_by_gpu(doc.get("gpu_memory_by_gpu")),
         gpu_cotenants=tuple(str(c)[:120] for c in cotenants[:32])
         if isinstance(cotenants := doc.get("gpu_cotenants"), list) else None,
         container=_text(doc.get("container"), 64),
