@@ -270,15 +270,6 @@ def recheck_stored(history: History, ref: str, inventory: Inventory | None,
                     store_root=store_root, rechecked=audit.id)
 
 
-def history_at(report_dir: Path | None) -> History:
-    """The stored audits of a store (None: the default one), for a view that needs them (the
-    HTML timelines)."""
-    from omni_host.report.history import load_history
-    from omni_host.report.store import default_report_dir
-
-    return load_history(report_dir or default_report_dir())
-
-
 def keep(run: AuditRun, store_root: Path, attach: dict[str, Path] | None = None) -> Path:
     """Store a run's report and bundles (and ``attach``: name -> directory kept beside them,
     a remediation's Ansible artifacts); returns the audit's directory."""

@@ -48,9 +48,9 @@ def run(req: BenchRequest) -> Benched:
     """Bench the hosts and store the report (unless ``req.store`` is off). Raises UsageError
     where the store is one others can write (no baseline can be found or kept there)."""
     from omni_host.app.ahead import bench_ahead
-    from omni_host.report.store import default_report_dir
+    from omni_host.app.stored import store_at
 
-    store_root = req.store_root or default_report_dir()
+    store_root = store_at(req.store_root)
     started = None if req.knob is not None else bench_ahead(
         list(req.plans), req.ssh, store_root, sweep=req.sweep, force=req.force,
         waivers_given=req.waivers is not None, probe_timeout_s=req.probe_timeout_s)

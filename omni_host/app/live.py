@@ -68,12 +68,11 @@ def run(req: LiveAudit, observe: Callable[[list[HostPlan]], Observer]) -> Audite
         if ahead is not None:
             ahead.go(plans[0], req.probe_timeout_s)
         from omni_host.app import audit
-        from omni_host.report.history import load_history
-        from omni_host.report.store import default_report_dir
+        from omni_host.app.stored import history_at, store_at
 
         waivers = audit.read_waivers(req.waivers)
-        store_root = req.store_root or default_report_dir()
-        history = load_history(store_root)
+        store_root = store_at(req.store_root)
+        history = history_at(store_root)
         if history.unreadable and req.store:  # as the bench does: never kept where others write
             from omni_host.errors import UsageError
 

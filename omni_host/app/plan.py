@@ -306,11 +306,10 @@ def run(req: PlanRun) -> Planned:
     """Resolve the store, read the hosts' past, plan (and prove) each host, store the report
     unless asked not to. Raises BenchRefused where a host's helper refused to run."""
     from omni_host.app.audit import keep
-    from omni_host.report.history import load_history
-    from omni_host.report.store import default_report_dir
+    from omni_host.app.stored import history_at, store_at
 
-    store_root = req.store_root or default_report_dir()
-    history = load_history(store_root)
+    store_root = store_at(req.store_root)
+    history = history_at(store_root)
     if history.unreadable and req.store:  # as the bench does: never kept where others write
         raise UsageError(f"plan refused: {history.unreadable}; its report would be kept "
                          "there (--report-dir names another store, --no-store keeps none)")

@@ -48,9 +48,9 @@ def watch(plan: HostPlan, ssh: SshOptions, *, duration_s: float,
           on_sample: Callable[[int, int, Sample], None] = lambda i, n, s: None) -> Audited:
     """Sample, judge, store (in ``store_root``, None: the default store; not where ``store``
     is off); ``on_sample`` is told of each round (progress)."""
-    from omni_host.report.store import default_report_dir
+    from omni_host.app.stored import store_at
 
-    store_root = (store_root or default_report_dir()) if store else None
+    store_root = store_at(store_root) if store else None
     started, samples, interrupted, terminated = time.time(), [], False, False
     rounds = max(2, int(duration_s // every_s) + 1)
     transport = open_transport(plan, ssh)

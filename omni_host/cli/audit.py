@@ -154,7 +154,7 @@ def cmd_audit(args: argparse.Namespace) -> int:
 def _told(args: argparse.Namespace, done: Audited) -> int:
     """What the operator is told of a finished audit: unreachable and unconfigured hosts and
     waiver notes on stderr, the report in its format, where it was stored; the exit code."""
-    from omni_host.app.audit import history_at
+    from omni_host.app.stored import history_at
     from omni_host.report.text import init_command, target
 
     run, hosts = done.run, done.hosts

@@ -231,7 +231,7 @@ def _audit_command(args: argparse.Namespace) -> str:
 def _prepare(args: argparse.Namespace) -> tuple[float, Path, list[HostPlan]] | int:
     """What remediate and bootstrap check before anything runs: an inventory, a way to
     confirm, valid policies. Returns (start time, store, host plans) or an exit code."""
-    from omni_host.report.store import default_report_dir
+    from omni_host.app.stored import store_at
 
     _inventory(args)
     from omni_host.app.remediate import known_check
@@ -241,7 +241,7 @@ def _prepare(args: argparse.Namespace) -> tuple[float, Path, list[HostPlan]] | i
     if args.apply and not args.yes and not sys.stdin.isatty():
         err("refusing to apply without a terminal to confirm on: add --yes")
         return EXIT_USAGE
-    return time.time(), args.report_dir or default_report_dir(), plans(args)
+    return time.time(), store_at(args.report_dir), plans(args)
 
 
 def cmd_remediate(args: argparse.Namespace) -> int:
@@ -301,7 +301,7 @@ def cmd_remediate(args: argparse.Namespace) -> int:
 
 def cmd_bootstrap(args: argparse.Namespace) -> int:
     from omni_host.app import remediate
-    from omni_host.report.history import load_history
+    from omni_host.app.stored import history_at
 
     prepared = _prepare(args)
     if isinstance(prepared, int):
@@ -318,6 +318,6 @@ def cmd_bootstrap(args: argparse.Namespace) -> int:
         return code
     report, path = remediate.baseline(runs, host_plans, ssh_options(args), forks=args.forks,
                                       started=started)
-    emit(report.to_dict(), "table", None, lambda: load_history(store_root))
+    emit(report.to_dict(), "table", None, lambda: history_at(store_root))
     err(f"baseline audit stored in {path}")
     return exit_code(report)

@@ -23,7 +23,7 @@ from omni_host.cli.common import (
 
 if TYPE_CHECKING:
     from omni_host.app.schedule import ScheduleTarget
-    from omni_host.report.history import History
+    from omni_host.app.stored import History
 
 
 def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -73,18 +73,15 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
 
 
 def _history(args: argparse.Namespace) -> History:
-    from omni_host.report.history import load_history
-    from omni_host.report.store import default_report_dir
+    from omni_host.app.stored import history_at
 
-    history = load_history(args.report_dir or default_report_dir())
+    history = history_at(args.report_dir)
     for warning in history.warnings:
         err(f"warning: {warning}")
     return history
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from omni_host.report.store import default_report_dir
-
     if args.report_command == "schema":
         from omni_host.report.schema import SCHEMA_FILE
 
@@ -108,8 +105,9 @@ def cmd_report(args: argparse.Namespace) -> int:
         return EXIT_OK
     if args.report_command == "diff":
         if history.unreadable or not history.audits:  # it printed nothing and exited 0
-            store = args.report_dir or default_report_dir()
-            err(f"report diff: {history.unreadable or f'{store} holds no stored audit'}: "
+            from omni_host.app.stored import store_at
+
+            err(f"report diff: {history.unreadable or f'{store_at(args.report_dir)} holds no stored audit'}: "
                 "nothing to compare")
             return EXIT_USAGE
         return _diff(args, history)
@@ -119,34 +117,10 @@ def cmd_report(args: argparse.Namespace) -> int:
 def _diff(args: argparse.Namespace, history: History) -> int:
     import json
 
-    from omni_host import codec
-    from omni_host.report.history import diff_hosts
+    from omni_host.app.stored import diffs
 
-    pairs: list[tuple[str, Any, Any, list[Any]]] = []
-    if args.a and args.b:
-        old, new = history.resolve(args.a), history.resolve(args.b)
-        for host in new.host_names():
-            before = old.host(host)
-            pairs.append((host, old if before else None, new, []))
-    else:
-        newest = history.resolve(args.a) if args.a else None
-        hosts = newest.host_names() if newest else sorted(
-            {h for a in history.audits for h in a.host_names()})
-        for host in hosts:
-            entries = history.for_host(host)
-            if newest is not None:
-                entries = [e for e in entries if e[0].started_at <= newest.started_at]
-            pairs.append((host, entries[1][0] if len(entries) > 1 else None,
-                          entries[0][0] if entries else None, [h for _, h in entries[2:]]))
-    out = []
-    for host, old, new, earlier in pairs:
-        if old is None or new is None:
-            out.append({"host": host, "previous": None,
-                        "note": "no previous audit of this host to compare with"})
-            continue
-        d = codec.to_dict(diff_hosts(old.host(host), new.host(host), earlier))
-        out.append({"host": host, "previous": old.id, "latest": new.id, **d})
-    text = json.dumps(out, indent=2) + "\n" if args.format == "json" else _diff_text(out)
+    found = diffs(history, args.a, args.b)
+    text = json.dumps(found, indent=2) + "\n" if args.format == "json" else _diff_text(found)
     write_output(text, args.output)
     return EXIT_OK
 
@@ -188,13 +162,13 @@ def _recheck(args: argparse.Namespace, history: History) -> int:
     """A stored audit judged again, the way an audit is judged: its waivers applied by the one
     ``finish``, its exit code as an audit's."""
     from omni_host.app.audit import recheck_stored
+    from omni_host.app.stored import store_at
     from omni_host.cli.common import exit_code, load_inventory_arg
-    from omni_host.report.store import default_report_dir
 
     inventory = load_inventory_arg(args)
     done = recheck_stored(history, args.ref, inventory,
                           str(args.inventory) if args.inventory else None, args.waivers,
-                          None if args.no_store else args.report_dir or default_report_dir())
+                          None if args.no_store else store_at(args.report_dir))
     for note in done.run.waiver_notes:
         err(f"waiver: {note}")
     emit(done.run.doc, args.format, args.output, lambda: history, args.verbosity)
@@ -230,8 +204,7 @@ def _schedule_status(target: ScheduleTarget, kind: str) -> None:
     import datetime as dt
 
     from omni_host.app import schedule
-    from omni_host.report.history import load_history
-    from omni_host.report.store import default_report_dir
+    from omni_host.app.stored import newest
 
     installed = [p for p in target.files() if p.exists()]
     if not installed:
@@ -248,13 +221,12 @@ def _schedule_status(target: ScheduleTarget, kind: str) -> None:
     else:
         user = " --user" if kind == "systemd-user" else ""
         sys.stdout.write(f"last run: journalctl{user} -u {schedule.NAME}.service\n")
-    history = load_history(default_report_dir())
-    if history.audits:
-        newest = history.audits[0]
-        summary = newest.doc.get("summary") or {}
+    last = newest()
+    if last is not None:
+        summary = last.doc.get("summary") or {}
         verdict = ", ".join(f"{summary.get(k, 0)} {k}" for k in ("fail", "warn", "error")) \
             + f", {summary.get('unreachable', 0)} unreachable"
-        sys.stdout.write(f"last stored audit: {newest.id} ({verdict})\n")
+        sys.stdout.write(f"last stored audit: {last.id} ({verdict})\n")
     upcoming = schedule.next_run(dt.datetime.now())
     delay = "" if kind == "cron" else " (plus up to 1 h of random delay)"
     sys.stdout.write(f"next run: {upcoming:%Y-%m-%d %H:%M}{delay}\n")

@@ -101,7 +101,7 @@ class _Progress:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    from omni_host.app.audit import history_at
+    from omni_host.app.stored import history_at
     from omni_host.app.watch import watch
 
     if args.every < 1 or args.every > args.duration:
