@@ -97,6 +97,19 @@ class Status(str, enum.Enum):
     ERROR = "error"
 
 
+class Source(str, enum.Enum):
+    """How a report's host reports were obtained (``Report.source``)."""
+
+    LIVE = "live"  # an audit of the hosts now
+    BUNDLE = "bundle"  # an audit of collected bundles (--from-bundle)
+    RECHECK = "recheck"  # a stored audit's bundles judged again
+    BENCH = "bench"  # omni-host bench or plan
+    WATCH = "serve-watch"  # omni-host serve watch
+    PRE_REMEDIATION = "pre-remediation"  # the audit a remediation started from
+    REMEDIATION = "remediation"  # the audit after a remediation
+    BOOTSTRAP = "bootstrap"  # the audit after bootstrap, kept as the baseline
+
+
 class Severity(str, enum.Enum):
     CRITICAL = "critical"
     HIGH = "high"
@@ -498,7 +511,7 @@ class Report:
 
     started_at: float
     finished_at: float
-    source: str  # live, bundle, recheck, pre-remediation, remediation, baseline
+    source: Source
     inventory: str | None
     hosts: tuple[HostReport, ...]
     interrupted: bool = False
@@ -537,7 +550,7 @@ class Report:
         return codec.from_dict(cls, doc)
 
 
-def make_report(hosts: list[HostReport], *, started_at: float, source: str,
+def make_report(hosts: list[HostReport], *, started_at: float, source: Source,
                 inventory: str | None, interrupted: bool = False,
                 hint_args: tuple[str, ...] = ()) -> Report:
     return Report(started_at, time.time(), source, inventory, tuple(hosts), interrupted,

@@ -67,7 +67,7 @@ def test_changed_facts_are_named(report_dir: Path) -> None:
     from helpers import gpu_bundle
 
     from omni_host.evaluate.audit import evaluate_bundle
-    from omni_host.model import make_report
+    from omni_host.model import Source, make_report
     from omni_host.plan.policy import policy_from_vars
     from omni_host.report.store import store_report
 
@@ -75,7 +75,7 @@ def test_changed_facts_are_named(report_dir: Path) -> None:
     for name, ts in (("h100-x1", 1.0), ("h200-x2", 2.0)):
         bundle = gpu_bundle(name)
         host = evaluate_bundle(bundle.__class__(**{**bundle.__dict__, "host": "gpubox"}), policy)
-        store_report(make_report([host], started_at=1795300000 + ts, source="live",
+        store_report(make_report([host], started_at=1795300000 + ts, source=Source.LIVE,
                                  inventory=None), report_dir)
     d = json.loads(report(report_dir, "diff", "--format", "json").stdout)[0]
     assert d["changed_facts"]["gpus"]["before"][0]["name"] == "NVIDIA H100 80GB HBM3"

@@ -19,7 +19,7 @@ from omni_host import codec
 from omni_host.evaluate.audit import evaluate_bundle
 from omni_host.evaluate.facts import facts_from_bundle
 from omni_host.evaluate.sentinel import fact_summary, strategic
-from omni_host.model import ColdCase, EngineStatus, Status, make_report
+from omni_host.model import ColdCase, EngineStatus, Source, Status, make_report
 from omni_host.plan.policy import policy_from_vars, reference_vars
 from omni_host.report.history import History, StoredAudit, cold_case
 
@@ -229,7 +229,7 @@ def test_systemd_escapes_specifiers_and_a_failed_verify_leaves_nothing(tmp_path:
 
 
 def _stored(*hosts) -> History:  # noqa: ANN002 (HostReport)
-    doc = make_report(list(hosts), started_at=1795300000.0, source="live", inventory=None).to_dict()
+    doc = make_report(list(hosts), started_at=1795300000.0, source=Source.LIVE, inventory=None).to_dict()
     return History([StoredAudit("20261122T000000000Z-aaaaaa", Path("/nonexistent"), doc)])
 
 

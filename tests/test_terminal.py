@@ -16,7 +16,7 @@ from helpers import BUNDLES, gpu_bundle
 from omni_host.evaluate.audit import evaluate_bundle
 from omni_host.evaluate.baseline import observed_vars
 from omni_host.evaluate.facts import facts_from_bundle
-from omni_host.model import HostReport, Report
+from omni_host.model import HostReport, Report, Source
 from omni_host.plan.policy import policy_from_vars, reference_vars
 from omni_host.report.history import History
 from omni_host.report.views import context, render
@@ -35,7 +35,7 @@ def one_failure() -> dict:
     host = evaluate_bundle(gpu_bundle("h200-x2"), policy_from_vars(own_policy_with_swap("h200-x2"),
                                                                    "h200"),
                            address="ops@h200.lab:22")
-    return Report(STARTED, STARTED + 2, "live", "inventory/", (host,)).to_dict()
+    return Report(STARTED, STARTED + 2, Source.LIVE, "inventory/", (host,)).to_dict()
 
 
 def fleet() -> dict:
@@ -50,7 +50,7 @@ def fleet() -> dict:
                                      address=f"ops@gpu-{i:02d}.lab:22"))
     hosts.append(HostReport("gpu-08", "ops@gpu-08.lab:22", "ssh", False,
                             "cannot connect to gpu-08.lab:22: Connection refused", 10.0))
-    return Report(STARTED, STARTED + 4, "live", "inventory/", tuple(hosts)).to_dict()
+    return Report(STARTED, STARTED + 4, Source.LIVE, "inventory/", tuple(hosts)).to_dict()
 
 
 def haswell_vm(name: str = "h200-x2"):
@@ -71,7 +71,7 @@ def shared_failure_fleet(n: int = 6) -> dict:
     hosts = [evaluate_bundle(dataclasses.replace(gpu_bundle("h100-x1"), host=f"gpu-{i:02d}"),
                              policy_from_vars(values, f"gpu-{i:02d}"),
                              address=f"ops@gpu-{i:02d}.lab:22") for i in range(1, n + 1)]
-    return Report(STARTED, STARTED + 3, "live", "inventory/", tuple(hosts)).to_dict()
+    return Report(STARTED, STARTED + 3, Source.LIVE, "inventory/", tuple(hosts)).to_dict()
 
 
 def terminal(doc: dict, verbosity: int = 0) -> str:
@@ -159,7 +159,7 @@ def test_one_host_with_one_failure_and_an_info_warning_fits_in_about_25_lines() 
     bundle = haswell_vm()
     values = {**observed_vars(facts_from_bundle(bundle)), "omni_swap_size_mib": 1024}
     host = evaluate_bundle(bundle, policy_from_vars(values, "h200"), address="ops@h200.lab:22")
-    doc = Report(STARTED, STARTED + 2, "live", "inventory/", (host,)).to_dict()
+    doc = Report(STARTED, STARTED + 2, Source.LIVE, "inventory/", (host,)).to_dict()
     assert (doc["summary"]["fail"], doc["summary"]["warn"]) == (1, 1)
     text = terminal(doc)
     lines = text.splitlines()

@@ -16,7 +16,7 @@ import pytest
 from helpers import gpu_bundle
 
 from omni_host.evaluate.audit import evaluate_bundle
-from omni_host.model import HostReport, Report
+from omni_host.model import HostReport, Report, Source
 from omni_host.plan.policy import policy_from_vars, reference_vars
 from omni_host.plan.waivers import Waiver, apply_waivers
 from omni_host.report.history import History, StoredAudit, cold_case
@@ -37,7 +37,7 @@ def fixed_report() -> tuple[dict, ViewContext]:
     waiver = Waiver("swap.capacity", "h200-*", "lab box: models never exceed RAM", "ops-lead",
                     dt.date(2027, 3, 31), 3)
     hosts, notes = apply_waivers([h100, h200, gone], (waiver,), dt.date(2026, 11, 22))
-    earlier = Report(STARTED - 86400 * 90, STARTED - 86400 * 90 + 2, "live", "inventory/",
+    earlier = Report(STARTED - 86400 * 90, STARTED - 86400 * 90 + 2, Source.LIVE, "inventory/",
                      (dataclasses.replace(h100, results=tuple(
                          dataclasses.replace(r, status=r.status.__class__("fail"))
                          if r.id == "numa.nps1" else r for r in h100.results)),))
@@ -45,7 +45,7 @@ def fixed_report() -> tuple[dict, ViewContext]:
                                    earlier.to_dict())])
     hosts = [dataclasses.replace(h, cold_case=cold_case(history.for_host(h.host), h.to_dict()),
                                  duration_s=1.5) if h.reachable else h for h in hosts]
-    report = Report(STARTED, STARTED + 3, "live", "inventory/", tuple(hosts),
+    report = Report(STARTED, STARTED + 3, Source.LIVE, "inventory/", tuple(hosts),
                     waiver_notes=tuple(notes))
     doc = report.to_dict()
     return doc, context("html", doc, lambda: history)

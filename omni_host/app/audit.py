@@ -30,6 +30,7 @@ from omni_host.model import (
     CheckResult,
     HostReport,
     Report,
+    Source,
     make_report,
     scrub_host,
 )
@@ -48,7 +49,7 @@ class Hosts:
     """Host reports of one run, and how they were obtained."""
 
     reports: list[HostReport]
-    source: str  # "live" or "bundle"
+    source: Source
     started_at: float
     interrupted: bool = False
     terminated: bool = False  # the interruption was SIGTERM, not Ctrl-C
@@ -87,7 +88,7 @@ def audit_live(plans: list[HostPlan], ssh: SshOptions, *, forks: int,
         pooled = audit_many(plans, ssh, forks=forks, probe_timeout_s=probe_timeout_s,
                             host_timeout_s=host_timeout_s, on_start=on_start, on_done=on_done,
                             ahead=ahead)
-    return Hosts(list(pooled.results), "live", started, pooled.interrupted,
+    return Hosts(list(pooled.results), Source.LIVE, started, pooled.interrupted,
                  pooled.signal == "Terminated")
 
 
@@ -117,7 +118,7 @@ def audit_bundles(paths: list[Path], inventory: Inventory | None) -> Hosts:
             reports.append(scrub_host(evaluate_bundle(
                 bundle, plan.policy, address=f"bundle {path}", expected=plan.expected),
                 plan.secrets))
-    return Hosts(reports, "bundle", started)
+    return Hosts(reports, Source.BUNDLE, started)
 
 
 def recheck(audit_dir: Path, audit_id: str, inventory: Inventory | None) -> Hosts:
@@ -131,7 +132,7 @@ def recheck(audit_dir: Path, audit_id: str, inventory: Inventory | None) -> Host
         reports.append(scrub_host(evaluate_bundle(
             bundle, plan.policy, address=f"recheck of {audit_id}", expected=plan.expected),
             plan.secrets))
-    return Hosts(reports, "recheck", started)
+    return Hosts(reports, Source.RECHECK, started)
 
 
 def read_waivers(path: Path | None) -> tuple[Waiver, ...]:
@@ -215,7 +216,7 @@ def finish(hosts: Hosts, *, inventory: str | None, waivers: tuple[Waiver, ...],
         else (judged, [])
     reports = [dataclasses.replace(h, cold_case=cold_case(pasts[h.host].entries, h.to_dict()),
                                    last_bench=pasts[h.host].last_bench
-                                   if hosts.source != "bench" else None)
+                                   if hosts.source is not Source.BENCH else None)
                if h.host in pasts else h for h in reports]
     report = make_report(reports, started_at=hosts.started_at, source=hosts.source,
                          interrupted=hosts.interrupted, inventory=inventory, hint_args=hint_args)

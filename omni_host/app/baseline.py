@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from omni_host.evaluate.bench import Baseline, StoredRun, read_stored
-from omni_host.model import Status
+from omni_host.model import Source, Status
 from omni_host.report.history import History, HostEntries
 from omni_host.report.text import perf_result
 
@@ -25,7 +25,7 @@ def baseline_in(entries: HostEntries, warn: Callable[[str], None] = lambda _: No
     stored bench whose details do not read is skipped with one warning."""
     later: list[StoredRun] = []
     for audit, entry in entries:
-        if audit.doc.get("source") != "bench":
+        if audit.doc.get("source") != Source.BENCH.value:
             continue
         perf = perf_result(entry)
         if perf is None or perf.get("status") == Status.ERROR.value:

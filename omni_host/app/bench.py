@@ -24,7 +24,7 @@ from omni_host.evaluate.knob import CHECK_ID as KNOB_CHECK
 from omni_host.evaluate.knob import judge_knob
 from omni_host.evaluate.sweep import CHECK_ID as SWEEP_CHECK
 from omni_host.evaluate.sweep import judge_sweep, plan_sweep
-from omni_host.model import Bundle, CheckResult, FactSummary, HostReport, Status, scrub_host
+from omni_host.model import Bundle, CheckResult, FactSummary, HostReport, Source, Status, scrub_host
 from omni_host.plan.hosts import HostPlan
 from omni_host.plan.knobs import Knob
 from omni_host.plan.knobs import arms as knob_arms
@@ -217,7 +217,7 @@ def bench(plans: list[HostPlan], ssh: SshOptions, history: History, *, record: b
                            probe_timeout_s=probe_timeout_s, sweep=sweep,
                            started=under_way if i == 0 else None)
                 for i, p in enumerate(plans)]
-    hosts = Hosts([d.report for d in done], "bench", started)
+    hosts = Hosts([d.report for d in done], Source.BENCH, started)
     return finish(hosts, inventory=inventory, waivers=waivers, history=history,
                   pasts=pasts, hint_args=hint_args), done
 

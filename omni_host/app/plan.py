@@ -39,7 +39,7 @@ from omni_host.evaluate.placement import (
     without_placement,
 )
 from omni_host.evaluate.plan import CHECK_ID, PROOF_ID, plan_result, prove_result, row
-from omni_host.model import CheckResult, FactSummary, HostReport, Status, scrub_host
+from omni_host.model import CheckResult, FactSummary, HostReport, Source, Status, scrub_host
 from omni_host.plan.hosts import HostPlan
 from omni_host.plan.knobs import Arm
 from omni_host.plan.policy import BenchSpec
@@ -66,7 +66,7 @@ def measured_rates(entries: HostEntries) -> dict[str, Any]:
     all-CPU or hybrid test)."""
     found: dict[str, Any] = {}
     for audit, entry in entries:
-        if audit.doc.get("source") != "bench":
+        if audit.doc.get("source") != Source.BENCH.value:
             continue
         details = (perf_result(entry) or {}).get("details") or {}
         ceilings = details.get("ceiling")
@@ -276,7 +276,7 @@ def plan(plans: list[HostPlan], ssh: SshOptions, history: History, req: PlanRequ
     pasts = {p.name: past_of(history, p.name) for p in plans}  # each host's store read once
     done = [plan_one(p, ssh, pasts[p.name], req, probe_timeout_s=probe_timeout_s)
             for p in plans]
-    hosts = Hosts([d.report for d in done], "bench", started)
+    hosts = Hosts([d.report for d in done], Source.BENCH, started)
     return finish(hosts, inventory=inventory, waivers=waivers, history=history,
                   hint_args=hint_args, pasts=pasts), done
 

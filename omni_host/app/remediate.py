@@ -28,6 +28,7 @@ from omni_host.model import (
     FixVerdict,
     HostReport,
     Report,
+    Source,
     scrub,
 )
 from omni_host.plan.hosts import HostPlan
@@ -62,7 +63,7 @@ class Settings:
     hint_args: tuple[str, ...] = ()
 
 
-def _finished(settings: Settings, hosts: list[HostReport], source: str,
+def _finished(settings: Settings, hosts: list[HostReport], source: Source,
               started: float) -> AuditRun:
     """A report of this run through the audit's own finish (waivers, Cold Case against the
     stored audits), so every report layer reaches the remediation's reports as well."""
@@ -102,7 +103,7 @@ def plan_fixes(host_plans: list[HostPlan], ssh: SshOptions, *, forks: int, only:
     named with ``--check``). Nothing is stored: a preview, a declined apply or one with
     nothing to do changes nothing (the next report diff compares real audits)."""
     run = _finished(settings, current_findings(host_plans, ssh=ssh, forks=forks),
-                    "pre-remediation", started)
+                    Source.PRE_REMEDIATION, started)
     plan = make_plan([h for h in run.report.hosts if h.reachable], only=only,
                      allow_reboot=allow_reboot, available=available_playbooks())
     return Planned(run, plan, None)
@@ -206,7 +207,7 @@ def reaudit(runs: Runs, applied: list[Step], planned: Planned, host_plans: list[
     after = audit_many([p for p in host_plans if p.name in touched], ssh, forks=forks).results
     # the task titles and messages of a play may name a vaulted value: scrubbed as everywhere
     records = scrub(outcomes(planned.plan, applied, after), runs.settings.secrets)
-    run = _finished(runs.settings, after, "remediation", started)
+    run = _finished(runs.settings, after, Source.REMEDIATION, started)
     run = dataclasses.replace(run, report=dataclasses.replace(
         run.report, remediation=records,
         pre_state=planned.pre.name if planned.pre is not None else None))
@@ -219,6 +220,6 @@ def baseline(runs: Runs, host_plans: list[HostPlan], ssh: SshOptions, *, forks: 
     """After bootstrap's site.yml: every host audited, finished as an audit, stored as its
     baseline."""
     run = _finished(runs.settings, audit_many(host_plans, ssh, forks=forks).results,
-                    "bootstrap", started)
+                    Source.BOOTSTRAP, started)
     run = dataclasses.replace(run, report=dataclasses.replace(run.report, baseline=True))
     return run.report, keep(run, runs.settings.store_root, attach={"ansible": runs.kept()})

@@ -18,12 +18,10 @@ from omni_host.errors import TransportError
 from omni_host.evaluate.audit import unreachable
 from omni_host.evaluate.checks import catalog
 from omni_host.evaluate.watch import CHECK_ID, Sample, judge_watch
-from omni_host.model import HostReport
+from omni_host.model import HostReport, Source
 from omni_host.plan.hosts import HostPlan
 from omni_host.probes.catalog import PROBES, evaluate
-from omni_host.report.history import WATCH_SOURCE
 
-SOURCE = WATCH_SOURCE
 SERVE = next(p for p in PROBES if p.id == "serve.servers")
 WATCH_PROBE = dataclasses.replace(SERVE, argv=(*SERVE.argv, "--gpu"))
 
@@ -75,5 +73,5 @@ def watch(plan: HostPlan, ssh: SshOptions, *, duration_s: float,
                              asked_s=duration_s)
         report = HostReport(plan.name, plan.address, plan.transport, True, None, elapsed,
                             (result,))
-    return conclude(Hosts([report], SOURCE, started, interrupted, terminated), inventory=inventory,
+    return conclude(Hosts([report], Source.WATCH, started, interrupted, terminated), inventory=inventory,
                     waivers=(), history=None, store_root=store_root, hint_args=hint_args)

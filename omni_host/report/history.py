@@ -25,6 +25,7 @@ from omni_host.model import (
     HostDiff,
     LastBench,
     Report,
+    Source,
     Status,
 )
 from omni_host.plan.policy import check_readers
@@ -90,7 +91,7 @@ class History:
                 and a.doc.get("source") != WATCH_SOURCE]
 
 
-WATCH_SOURCE = "serve-watch"  # app.watch's reports
+WATCH_SOURCE = Source.WATCH.value  # app.watch's reports
 MAX_REPORT_BYTES = 512 * 1024 * 1024  # a stored report: its results, never its bundles
 
 
@@ -280,7 +281,7 @@ def knob_ledger(entries: HostEntries) -> dict[str, tuple[str, str]]:
 def last_bench(entries: HostEntries) -> LastBench | None:
     """The host's newest stored bench and its tokens/s verdict."""
     for audit, entry in entries:
-        if audit.doc.get("source") == "bench":
+        if audit.doc.get("source") == Source.BENCH.value:
             perf = perf_result(entry)
             if perf is not None:
                 of_baseline, of_ceiling = bench_figures(perf.get("details") or {})
