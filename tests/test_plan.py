@@ -156,9 +156,9 @@ def test_each_program_gets_its_own_spelling() -> None:
 
     fit = Candidate("fit", "", "fit", ngl=29, overrides=((r"blk\.1\.ffn_(up|down)_exps", "CPU"),))
     said = row((fit, "stated"))
-    assert tuple(shlex.split(said["llama_server"])) == fit.server_flags()
-    assert tuple(shlex.split(said["llama_bench"])) == fit.bench_flags()
-    assert "'" in said["llama_bench"]
+    assert tuple(shlex.split(said.llama_server)) == fit.server_flags()
+    assert tuple(shlex.split(said.llama_bench)) == fit.bench_flags()
+    assert "'" in said.llama_bench and said.why_not == "stated"
 
 
 def test_the_fit_answer_and_the_operators_args_are_read() -> None:
@@ -524,6 +524,19 @@ def test_on_two_gpus_the_expert_layers_are_split_by_free_memory() -> None:
     assert len(predicted) == 14
     rho = spearman(predicted, measured)
     assert rho is not None and rho >= 0.9, rho
+
+
+@pytest.mark.parametrize("path", H100_CELLS + TWO_GPU_CELLS, ids=lambda p: p.parent.name + p.stem)
+def test_every_stored_row_reads_typed_and_is_kept_as_it_was(path: Path) -> None:
+    """The stored plans of the lent GPUs (written before the rows were typed) read into
+    PlanRow, every row, and are kept again as they were stored."""
+    from omni_host.evaluate.plan import rows_of, stored_rows
+
+    _, plan, proof = _cell(path)
+    for stored in (plan["plan"], proof["proved"]):
+        rows = rows_of(stored)
+        assert len(rows) == len(stored) and stored_rows(rows) == stored
+    assert rows_of([{"key": "x"}, "junk"]) == []  # a damaged row is left out, not a traceback
 
 
 def test_a_running_server_is_set_beside_the_stored_plans_winner() -> None:

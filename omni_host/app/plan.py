@@ -38,7 +38,7 @@ from omni_host.evaluate.placement import (
     where,
     without_placement,
 )
-from omni_host.evaluate.plan import CHECK_ID, PROOF_ID, plan_result, prove_result, row
+from omni_host.evaluate.plan import CHECK_ID, PROOF_ID, PlanRow, plan_result, prove_result, row
 from omni_host.model import CheckResult, FactSummary, HostReport, Source, Status, scrub_host
 from omni_host.plan.hosts import HostPlan
 from omni_host.plan.knobs import Arm
@@ -228,7 +228,7 @@ def plan_one(plan: HostPlan, ssh: SshOptions, past: Past, req: PlanRequest, *,
         return _with(report, planned, plan)
     proved = _to_prove(ranked, req.top)
     flags = {candidate_of(item).key: candidate_of(item).bench_flags() for item in ranked}
-    arms = tuple(Arm(r["key"], (), (*without_placement(spec.args), *flags[r["key"]],
+    arms = tuple(Arm(r.key, (), (*without_placement(spec.args), *flags[r.key],
                                     *(("-d", str(req.depth)) if req.depth else ())))
                  for r in proved)
     try:
@@ -244,18 +244,18 @@ def plan_one(plan: HostPlan, ssh: SshOptions, past: Past, req: PlanRequest, *,
     return _with(report, planned, plan, prove_result(proof_meta, proved, proof_run.ab, about))
 
 
-def _to_prove(ranked: list[PlanItem], top: int) -> list[dict[str, Any]]:
+def _to_prove(ranked: list[PlanItem], top: int) -> list[PlanRow]:
     """The plan's own ``top`` leading candidates that fit (those with a prediction first),
     then the current args and --fit's answer where they fit, each placement once."""
     rows = [row(item) for item in ranked]
-    fitting = [r for r in rows if r.get("fits")]
-    chosen = [r for r in fitting if r["origin"] == "plan"][:top]
-    chosen += [r for r in fitting if r["origin"] in ("current", "fit")]
+    fitting = [r for r in rows if r.fits]
+    chosen = [r for r in fitting if r.origin == "plan"][:top]
+    chosen += [r for r in fitting if r.origin in ("current", "fit")]
     seen: set[str] = set()
     out = []
     for r in chosen:
-        if r["llama_bench"] not in seen:
-            seen.add(r["llama_bench"])
+        if r.llama_bench not in seen:
+            seen.add(r.llama_bench)
             out.append(r)
     return out
 

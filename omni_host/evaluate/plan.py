@@ -23,8 +23,10 @@ from __future__ import annotations
 import math
 import shlex
 import statistics
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
+from omni_host import codec
 from omni_host.evaluate.knob import block_noise, effect
 from omni_host.evaluate.placement import MIB, Assessed, Candidate, PlanItem, candidate_of
 from omni_host.model import CheckResult, Evidence, Status
@@ -41,73 +43,110 @@ def _mib(value: float) -> int:
     return round(value / MIB)
 
 
-def row(item: PlanItem) -> dict[str, Any]:
-    """One candidate as the report keeps it (bytes in MiB)."""
+@dataclass(frozen=True)
+class PlanRow:
+    """One candidate as the report keeps it (``perf.placement``'s ``details.plan``, and the
+    proof's ``proved``): bytes in MiB, flags shell-quoted (an -ot pattern holds ( | ) that a
+    pasted line must keep). A candidate that could not be assessed has ``why_not`` alone."""
+
+    key: str
+    placement: str
+    origin: str  # plan, current or fit
+    llama_bench: str
+    llama_server: str
+    why_not: str | None = None
+    memory_mib: dict[str, dict[str, int]] | None = None  # device -> weights, kv, compute, margin
+    fits: bool | None = None
+    short_mib: dict[str, int] | None = None  # device -> shortfall, where it does not fit
+    predicted_tg: float | None = None
+    limit: str | None = None
+    gb_per_token: dict[str, float] | None = None
+
+    @property
+    def ranked(self) -> bool:
+        """It fits and has a prediction: a contender."""
+        return bool(self.fits) and self.predicted_tg is not None
+
+
+def row(item: PlanItem) -> PlanRow:
+    """One candidate as the report keeps it."""
     cand = candidate_of(item)
-    out: dict[str, Any] = {"key": cand.key, "placement": cand.words, "origin": cand.origin,
-                           # shell-quoted: an -ot pattern holds ( | ) that a pasted line must keep
-                           "llama_bench": shlex.join(cand.bench_flags()),
-                           "llama_server": shlex.join(cand.server_flags())}
+    head = PlanRow(cand.key, cand.words, cand.origin, shlex.join(cand.bench_flags()),
+                   shlex.join(cand.server_flags()))
     if not isinstance(item, Assessed):
-        out["why_not"] = item[1]
-        return out
-    out["memory_mib"] = {d: {k: _mib(v) for k, v in parts.items()}
-                         for d, parts in sorted(item.need.items())}
-    out["fits"] = item.fits
-    if item.short:
-        out["short_mib"] = {d: _mib(v) for d, v in item.short.items()}
-    out["predicted_tg"] = None if item.tg is None else round(item.tg, 2)
-    out["limit"] = item.limit
-    out["gb_per_token"] = {d: round(b / 1e9, 3) for d, b in sorted(item.read.items())}
-    return out
+        return replace(head, why_not=item[1])
+    return replace(head, memory_mib={d: {k: _mib(v) for k, v in parts.items()}
+                                     for d, parts in sorted(item.need.items())},
+                   fits=item.fits,
+                   short_mib={d: _mib(v) for d, v in item.short.items()} or None,
+                   predicted_tg=None if item.tg is None else round(item.tg, 2),
+                   limit=item.limit,
+                   gb_per_token={d: round(b / 1e9, 3) for d, b in sorted(item.read.items())})
 
 
-def memory_words(r: dict[str, Any]) -> str:
+def rows_of(stored: Any) -> list[PlanRow]:
+    """A stored list of rows, typed (a row that does not read is left out: a hand-edited or
+    damaged report)."""
+    found = []
+    for r in stored if isinstance(stored, list) else ():
+        try:
+            found.append(codec.from_dict(PlanRow, r))
+        except codec.FormatError:
+            continue
+    return found
+
+
+def stored_rows(rows: list[PlanRow]) -> list[dict[str, Any]]:
+    """The rows as the report keeps them (a field without a value left out)."""
+    return [{k: v for k, v in codec.document(r).items() if v is not None} for r in rows]
+
+
+def memory_words(r: PlanRow) -> str:
     """A row's memory per device in GiB (weights, KV cache, compute and margin together)."""
     return ", ".join(f"{device} {sum(slot.values()) / 1024:.1f} GiB"
-                     for device, slot in (r.get("memory_mib") or {}).items())
+                     for device, slot in (r.memory_mib or {}).items())
 
 
-def fit_words(r: dict[str, Any]) -> str:
+def fit_words(r: PlanRow) -> str:
     """Whether a row fits, or by how much it does not, on which device."""
-    return "fits" if r.get("fits") else "does NOT fit (" + ", ".join(
-        f"{d} short by {v / 1024:.1f} GiB" for d, v in (r.get("short_mib") or {}).items()) + ")"
+    return "fits" if r.fits else "does NOT fit (" + ", ".join(
+        f"{d} short by {v / 1024:.1f} GiB" for d, v in (r.short_mib or {}).items()) + ")"
 
 
-def _line(r: dict[str, Any]) -> str:
-    head = f"[{r['origin']}] {r['placement']}: "
-    if "why_not" in r:
-        return head + f"not assessed: {r['why_not']}"
-    predicted = f"{r['predicted_tg']:g} t/s predicted" if r.get("predicted_tg") is not None \
+def _line(r: PlanRow) -> str:
+    head = f"[{r.origin}] {r.placement}: "
+    if r.why_not is not None:
+        return head + f"not assessed: {r.why_not}"
+    predicted = f"{r.predicted_tg:g} t/s predicted" if r.predicted_tg is not None \
         else "no prediction"
-    return (head + f"{predicted}, limited by {r['limit']}; {fit_words(r)}: {memory_words(r)}; "
-            f"llama-server {r['llama_server']}")
+    return (head + f"{predicted}, limited by {r.limit}; {fit_words(r)}: {memory_words(r)}; "
+            f"llama-server {r.llama_server}")
 
 
 def plan_result(meta: CheckMeta, ranked: list[PlanItem],
                 context: dict[str, Any]) -> CheckResult:
     """The plan's table: ``context`` holds the workload, the rates used and their basis."""
     rows = [row(item) for item in ranked]
-    fitting = [r for r in rows if r.get("fits") and r.get("predicted_tg") is not None]
-    current = next((r for r in rows if r["origin"] == "current"), None)
+    fitting = [r for r in rows if r.ranked]
+    current = next((r for r in rows if r.origin == "current"), None)
     evidence = (Evidence("bench.llama", "omni-host plan: candidates, predicted",
                          tuple(_line(r) for r in rows)),)
-    details = {"plan": rows, **context}
+    details = {"plan": stored_rows(rows), **context}
     if not fitting:
-        no_rate = any("no read rate known for CPU" in str(r.get("limit")) for r in rows)
+        no_rate = any("no read rate known for CPU" in str(r.limit) for r in rows)
         return meta.result(Status.WARN, "no candidate both fits and has a prediction" + (
             ": the rate the CPU reads weights at is unknown (omni-host bench with -ngl 0 in "
             "omni_bench.args measures it; omni-host plan --prove measures the candidates)"
             if no_rate else ""), evidence=evidence, details=details)
     best = fitting[0]
-    summary = (f"predicted fastest: {best['placement']} at {best['predicted_tg']:g} t/s "
-               f"(llama-server {best['llama_server']})")
+    summary = (f"predicted fastest: {best.placement} at {best.predicted_tg:g} t/s "
+               f"(llama-server {best.llama_server})")
     if current is not None and current is not best:
-        if current.get("predicted_tg") and current.get("fits"):
-            summary += (f"; the current args are predicted at {current['predicted_tg']:g} t/s "
-                        f"({best['predicted_tg'] / current['predicted_tg'] - 1:+.0%} for the "
+        if current.predicted_tg and current.fits and best.predicted_tg:
+            summary += (f"; the current args are predicted at {current.predicted_tg:g} t/s "
+                        f"({best.predicted_tg / current.predicted_tg - 1:+.0%} for the "
                         "fastest)")
-        elif current.get("fits") is False:
+        elif current.fits is False:
             summary += "; the current args do not fit at this context"
     summary += "; a prediction, not a measurement: omni-host plan --prove measures them here"
     return meta.result(Status.PASS, summary, evidence=evidence, details=details)
@@ -150,11 +189,11 @@ def _centres(ab: KnobAB) -> dict[str, dict[str, dict[int, float]]]:
     return out
 
 
-def prove_result(meta: CheckMeta, proved: list[dict[str, Any]], ab: KnobAB,
+def prove_result(meta: CheckMeta, proved: list[PlanRow], ab: KnobAB,
                  context: dict[str, Any]) -> CheckResult:
     """The proof: ``proved`` the plan's rows that ran (their ``key`` is the arm's name)."""
     failed = [f"{r.arm} (round {r.pair}): {r.error}" for r in ab.runs if r.error]
-    by_key = {r["key"]: r for r in proved}
+    by_key = {r.key: r for r in proved}
     evidence_lines = [f"{r.arm} round {r.pair}: " + (
         ", ".join(f"{t.name} {t.estimate.center_ts:.2f} t/s" for t in r.result.tests)
         if r.result else f"failed: {r.error}") for r in ab.runs]
@@ -177,18 +216,18 @@ def prove_result(meta: CheckMeta, proved: list[dict[str, Any]], ab: KnobAB,
         entry: dict[str, Any] = {"leader": leader, "arms": table,
                                  "run_noise": None if noise is None else round(math.expm1(noise), 4)}
         if test.startswith("tg"):
-            pairs_pm = [(by_key[a]["predicted_tg"], medians[a]) for a in medians
-                        if a in by_key and by_key[a].get("predicted_tg") is not None]
+            pairs_pm = [(p, medians[a]) for a in medians
+                        if a in by_key and (p := by_key[a].predicted_tg) is not None]
             rho = spearman([p for p, _ in pairs_pm], [m for _, m in pairs_pm])
             entry["spearman"] = None if rho is None else round(rho, 3)
         tests[test] = entry
         tied = [a for a, v in table.items() if a != leader and not
                 v["against_leader"].get("measurable")]
-        line = f"{test}: fastest {by_key.get(leader, {}).get('placement', leader)} at " \
+        line = f"{test}: fastest {by_key[leader].placement if leader in by_key else leader} at " \
                f"{medians[leader]:.2f} t/s"
         if tied:
             line += f" (no measurable difference from {', '.join(tied)})"
-        current = next((r["key"] for r in proved if r["origin"] == "current"), None)
+        current = next((r.key for r in proved if r.origin == "current"), None)
         if current in table and current != leader:
             beat = table[current]["against_leader"]
             if beat.get("measurable"):
@@ -218,7 +257,7 @@ def prove_result(meta: CheckMeta, proved: list[dict[str, Any]], ab: KnobAB,
     if most < 4:
         summary += f"; {most} round(s): under 4, no difference is called measurable"
     return meta.result(status, summary, evidence=evidence,
-                       details={"proof": tests, "proved": proved, **context})
+                       details={"proof": tests, "proved": stored_rows(proved), **context})
 
 
 def _words(flags: str) -> tuple[str, ...]:
@@ -261,48 +300,48 @@ def served_against_plan(server_argv: tuple[str, ...], plan_id: str, plan: dict[s
     if isinstance(own, str):
         return None
     layers = int(plan.get("n_layers") or ALL_LAYERS)  # a plan stored before it said its layers
-    rows = [r for r in plan.get("plan") or [] if isinstance(r, dict)]
-    theirs: dict[tuple[Any, ...], dict[str, Any]] = {}
+    rows = rows_of(plan.get("plan"))
+    theirs: dict[tuple[Any, ...], PlanRow] = {}
     for r in rows:
-        cand = from_args(_words(str(r.get("llama_server") or "")), "", "", "", server=True)
+        cand = from_args(_words(r.llama_server), "", "", "", server=True)
         if not isinstance(cand, str):
             theirs.setdefault(_placement_key(cand, layers), r)
     mine = theirs.get(_placement_key(own, layers))
     tg = _tg_proof(proof)
     leader_key = tg.get("leader") if tg else None
     measured = ((tg.get("arms") or {}).get(leader_key) or {}).get("median_ts") if tg else None
-    best = next((r for r in rows if r.get("key") == leader_key), None) if leader_key else \
-        next((r for r in rows if r.get("fits") and r.get("predicted_tg") is not None), None)
+    best = next((r for r in rows if r.key == leader_key), None) if leader_key else \
+        next((r for r in rows if r.ranked), None)
     if best is None:
         return None
-    said = (f"the stored plan {plan_id} " + (f"measured {best['placement']} fastest "
+    said = (f"the stored plan {plan_id} " + (f"measured {best.placement} fastest "
                                               f"({measured:g} t/s)" if measured is not None else
-                                              f"predicts {best['placement']} fastest "
-                                              f"({best.get('predicted_tg')} t/s)"))
-    details: dict[str, Any] = {"plan": plan_id, "winner": best.get("llama_server"),
+                                              f"predicts {best.placement} fastest "
+                                              f"({best.predicted_tg} t/s)"))
+    details: dict[str, Any] = {"plan": plan_id, "winner": best.llama_server,
                                "winner_measured_tg": measured,
-                               "winner_predicted_tg": best.get("predicted_tg")}
+                               "winner_predicted_tg": best.predicted_tg}
     if not any(a in FIT_DECIDES for a in server_argv):
-        fit = next((r for r in rows if r.get("origin") == "fit"), None)
+        fit = next((r for r in rows if r.origin == "fit"), None)
         holds = ", ".join(f"{mib / 1024:.1f} GiB on {gpu[:12]}" for gpu, mib in held or ())
         planned = ", ".join(f"{d} {sum(v.values()) / 1024:.1f}" for d, v in
-                            (fit.get("memory_mib") or {}).items() if d.startswith("GPU")) \
+                            (fit.memory_mib or {}).items() if d.startswith("GPU")) \
             if fit else ""
         read = (f"it holds {holds}" if holds else "what it holds on the GPUs was not read") + \
             (f"; the plan's --fit answer needed {planned} GiB (its margin included)"
              if planned else "")
-        return (said + f": serve with {best['llama_server']} (this server was placed by "
+        return (said + f": serve with {best.llama_server} (this server was placed by "
                 f"llama.cpp's --fit at its start, no -ngl given: {read})"), \
             details | {"fit_at_start": True, "held_mib": dict(held or ())}
     if mine is not None and mine is best:
         return said + "; this server runs that placement", details | {"same": True}
-    if mine is not None and mine.get("predicted_tg") and best.get("predicted_tg"):
-        gain = best["predicted_tg"] / mine["predicted_tg"] - 1
+    if mine is not None and mine.predicted_tg and best.predicted_tg:
+        gain = best.predicted_tg / mine.predicted_tg - 1
         details["predicted_gain"] = round(gain, 3)
         return (said + f"; it is predicted {gain:.0%} faster than this server's placement "
-                f"({mine['placement']}): serve with {best['llama_server']}"
+                f"({mine.placement}): serve with {best.llama_server}"
                 if gain > 0 else said + "; this server's placement is predicted as fast"), details
-    return (said + f": serve with {best['llama_server']} (this server's placement is not among "
+    return (said + f": serve with {best.llama_server} (this server's placement is not among "
             "the plan's candidates: omni-host plan with its args in omni_bench.args predicts "
             "it)"), details
 
@@ -314,10 +353,9 @@ def measured_here(plan_id: str, plan: dict[str, Any], proof: dict[str, Any] | No
     tg = _tg_proof(proof)
     if tg is None or len(plan.get("gpus_free_mib") or ()) < 2:
         return None
-    words = {r.get("key"): r.get("placement") for r in (proof or {}).get("proved") or []
-             if isinstance(r, dict)}
+    words = {r.key: r.placement for r in rows_of((proof or {}).get("proved"))}
     arms = tg.get("arms") or {}
-    leader = tg.get("leader")
+    leader = str(tg.get("leader"))
     tied = [str(words.get(a, a)) for a, v in arms.items() if a != leader
             and not (v.get("against_leader") or {}).get("measurable")]
     line = (f"measured here (plan {plan_id}): {words.get(leader, leader)} fastest at "

@@ -338,29 +338,28 @@ def render_markdown(doc: dict[str, Any], out: TextIO) -> None:
 def plan_lines(doc: dict[str, Any]) -> list[str]:
     """The placement plan of each host (perf.placement) as a ranked table, and the proof's
     predicted-against-measured table (perf.placement-proof) where it ran."""
-    from omni_host.evaluate.plan import fit_words, memory_words
+    from omni_host.evaluate.plan import fit_words, memory_words, rows_of
 
     lines: list[str] = []
     for host in doc.get("hosts") or []:
         planned = result_of(host, "perf.placement")
-        rows = ((planned or {}).get("details") or {}).get("plan") or []
+        rows = rows_of(((planned or {}).get("details") or {}).get("plan"))
         if not rows:
             continue
         lines += ["", f"Placement plan for {host.get('host')}, ranked (predicted tg: t/s; "
                   "memory per device, with KV cache, compute and margin):"]
         for i, r in enumerate(rows, 1):
-            memory = memory_words(r)
-            predicted = r.get("predicted_tg")
-            state = r.get("why_not") or fit_words(r)
-            lines.append(f"{i:>2}. [{r.get('origin')}] {r.get('placement')}")
+            predicted = r.predicted_tg
+            lines.append(f"{i:>2}. [{r.origin}] {r.placement}")
             lines.append(f"    predicted tg {predicted if predicted is not None else '-'}; "
-                         f"{state}; {memory}; limit: {r.get('limit', '-')}")
-            lines.append(f"    llama-server {r.get('llama_server')}")
-            lines.append(f"    llama-bench  {r.get('llama_bench')}")
+                         f"{r.why_not or fit_words(r)}; {memory_words(r)}; "
+                         f"limit: {r.limit or '-'}")
+            lines.append(f"    llama-server {r.llama_server}")
+            lines.append(f"    llama-bench  {r.llama_bench}")
         proof = result_of(host, "perf.placement-proof")
         details = (proof or {}).get("details") or {}
+        by_key = {r.key: r for r in rows_of(details.get("proved"))}
         for test, entry in (details.get("proof") or {}).items():
-            by_key = {r.get("key"): r for r in details.get("proved") or []}
             lines += ["", f"Proof, {test} (median of the rounds; against the fastest):"]
             for arm, v in sorted(entry.get("arms", {}).items(),
                                  key=lambda kv: -kv[1].get("median_ts", 0)):
@@ -368,7 +367,7 @@ def plan_lines(doc: dict[str, Any]) -> list[str]:
                 verdict = "fastest" if arm == entry.get("leader") else \
                     f"{against.get('effect', 0):+.1%} " + (
                         "measurable" if against.get("measurable") else "within the noise")
-                predicted = (by_key.get(arm) or {}).get("predicted_tg")
+                predicted = by_key[arm].predicted_tg if arm in by_key else None
                 lines.append(f"  {arm:<14} measured {v.get('median_ts')} t/s, predicted "
                              f"{predicted if predicted is not None else '-'}: {verdict}")
     return lines
