@@ -97,6 +97,18 @@ class Status(str, enum.Enum):
     ERROR = "error"
 
 
+class Verdict(str, enum.Enum):
+    """What a finding counts as in a report: its status, or ``waived`` where a waiver accepts
+    a failure, a warning or an error (``CheckResult.effective_status``)."""
+
+    PASS = "pass"
+    FAIL = "fail"
+    WARN = "warn"
+    SKIP = "skip"
+    ERROR = "error"
+    WAIVED = "waived"
+
+
 class Source(str, enum.Enum):
     """How a report's host reports were obtained (``Report.source``)."""
 
@@ -165,13 +177,14 @@ class CheckResult:
     details: dict[str, Any] = field(default_factory=dict)
     waiver: AppliedWaiver | None = None  # the waiver that accepts this finding, if any
 
-    DERIVED: ClassVar[dict[str, Any]] = {"effective_status": str}
+    DERIVED: ClassVar[dict[str, Any]] = {"effective_status": Verdict}
 
     @property
-    def effective_status(self) -> str:
-        """``waived`` for an accepted failure or warning; the status otherwise."""
+    def effective_status(self) -> Verdict:
+        """``waived`` for an accepted failure, warning or error; the status otherwise."""
         waivable = (Status.FAIL, Status.WARN, Status.ERROR)
-        return "waived" if self.waiver and self.status in waivable else self.status.value
+        return Verdict.WAIVED if self.waiver and self.status in waivable \
+            else Verdict(self.status.value)
 
     def to_dict(self) -> dict[str, Any]:
         return codec.document(self)
@@ -450,9 +463,9 @@ class HostReport:
                                       for o in origins.values())
 
     def counts(self) -> dict[str, int]:
-        counts = {s.value: 0 for s in Status} | {"waived": 0}
+        counts = {v.value: 0 for v in Verdict}
         for r in self.results:
-            counts[r.effective_status] += 1
+            counts[r.effective_status.value] += 1
         return counts
 
     def to_dict(self) -> dict[str, Any]:
@@ -535,7 +548,7 @@ class Report:
         return [h for h in self.hosts if not h.reachable]
 
     def summary(self) -> dict[str, int]:
-        total = {s.value: 0 for s in Status} | {"waived": 0}
+        total = {v.value: 0 for v in Verdict}
         for h in self.hosts:
             for k, v in h.counts().items():
                 total[k] += v

@@ -95,3 +95,18 @@ def test_a_tampered_stored_report_is_skipped_naming_the_file_and_field(two_audit
     assert [a.path for a in history.audits] == [older.parent]
     (warning,) = history.warnings
     assert str(newer) in warning and "hosts[0].results[0].status" in warning
+
+
+def test_every_view_knows_every_verdict() -> None:
+    """A finding counts as one Verdict (its status, or waived): the summary counts each, and
+    every view's colours, glyphs, order and codes name each one, no more."""
+    from omni_host.model import Verdict
+    from omni_host.report.formats import COLORS, HTML_ORDER, STATUS_CODES
+    from omni_host.report.text import GLYPHS, ORDER, STYLES
+
+    verdicts = {v.value for v in Verdict}
+    assert verdicts == {"pass", "fail", "warn", "skip", "error", "waived"}
+    for table in (STYLES, GLYPHS, ORDER, COLORS, HTML_ORDER, STATUS_CODES):
+        assert set(table) == verdicts, table
+    summary = fixed_report()[0]["summary"]
+    assert verdicts <= set(summary) and summary["waived"] >= 1  # the fixed report waives one

@@ -183,12 +183,12 @@ def plans_of(args: argparse.Namespace, inv: Inventory | None) -> list[HostPlan]:
 
 
 def exit_code(report: Report) -> int:
-    from omni_host.model import Status
+    from omni_host.model import Verdict
 
     if report.unreachable:
         return EXIT_UNREACHABLE
-    bad = (Status.FAIL.value, Status.ERROR.value)
-    failed = any(r.effective_status in bad for h in report.hosts for r in h.results)
+    failed = any(r.effective_status in (Verdict.FAIL, Verdict.ERROR)
+                 for h in report.hosts for r in h.results)
     if failed:
         return EXIT_FAILED
     return EXIT_NO_POLICY if any(h.unconfigured for h in report.hosts) else EXIT_OK
