@@ -17,6 +17,16 @@ from types import FrameType
 _SEEN: list[type[KeyboardInterrupt]] = []  # the signals raised and not yet handled
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM (what ``systemctl stop`` and timeouts send), handled as Ctrl-C is: the hosts
+    that finished are stored, the report is marked interrupted."""
+
+
+def terminated(exc: BaseException) -> bool:
+    """Whether an interruption was SIGTERM (else Ctrl-C)."""
+    return isinstance(exc, Terminated)
+
+
 def _handler(kind: type[KeyboardInterrupt]) -> Callable[[int, FrameType | None], None]:
     def handle(signum: int, frame: FrameType | None) -> None:
         _SEEN.append(kind)
@@ -25,13 +35,13 @@ def _handler(kind: type[KeyboardInterrupt]) -> Callable[[int, FrameType | None],
     return handle
 
 
-def install(terminated: type[KeyboardInterrupt]) -> None:
-    """SIGINT raises KeyboardInterrupt and SIGTERM ``terminated``, each recorded first. A signal
+def install() -> None:
+    """SIGINT raises KeyboardInterrupt and SIGTERM ``Terminated``, each recorded first. A signal
     the process was started ignoring (``nohup``, a background job) stays ignored."""
     if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
         signal.signal(signal.SIGINT, _handler(KeyboardInterrupt))
     if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
-        signal.signal(signal.SIGTERM, _handler(terminated))
+        signal.signal(signal.SIGTERM, _handler(Terminated))
 
 
 def check() -> None:

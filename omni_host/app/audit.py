@@ -89,7 +89,7 @@ def audit_live(plans: list[HostPlan], ssh: SshOptions, *, forks: int,
                             host_timeout_s=host_timeout_s, on_start=on_start, on_done=on_done,
                             ahead=ahead)
     return Hosts(list(pooled.results), Source.LIVE, started, pooled.interrupted,
-                 pooled.signal == "Terminated")
+                 pooled.terminated)
 
 
 def judge_plan(bundle: Bundle, inventory: Inventory | None, origin: str) -> HostPlan:

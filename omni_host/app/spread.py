@@ -183,7 +183,7 @@ def audit_spread(plans: list[HostPlan], ssh: SshOptions, *, forks: int, processe
             worker.terminate()
         for i, plan in enumerate(plans):
             spread.record(i, unreachable(plan, "interrupted before this host finished"))
-        return PoolResult(spread.ordered(), True, type(exc).__name__)
+        return PoolResult(spread.ordered(), True, interrupts.terminated(exc))
     finally:
         spread.close()
     return PoolResult(spread.ordered(), False)

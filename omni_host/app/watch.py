@@ -62,7 +62,7 @@ def watch(plan: HostPlan, ssh: SshOptions, *, duration_s: float,
             on_sample(i + 1, rounds, samples[-1])
     except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM (the CLI's subclass of it)
         interrupts.handled()
-        interrupted, terminated = True, type(exc) is not KeyboardInterrupt
+        interrupted, terminated = True, interrupts.terminated(exc)
     finally:
         transport.close()
     elapsed = time.time() - started

@@ -22,7 +22,6 @@ from omni_host.cli.common import (
     EXIT_PIPE,
     EXIT_TERMINATED,
     EXIT_USAGE,
-    Terminated,
     err,
 )
 
@@ -100,7 +99,7 @@ def main(argv: list[str] | None = None) -> int:
     try:  # parsing too: a Ctrl-C while the parser is built is an interruption, not a traceback
         args = build_parser(argv).parse_args(argv)
         _warnings_to_stderr()
-        interrupts.install(Terminated)
+        interrupts.install()
         return HANDLERS[args.command](args)
     except OmniHostError as exc:
         err(str(exc))
@@ -113,7 +112,7 @@ def main(argv: list[str] | None = None) -> int:
     except OSError as exc:
         err(f"{exc.filename or ''}: {exc.strerror or exc}".lstrip(": "))
         return EXIT_USAGE
-    except Terminated:
+    except interrupts.Terminated:
         err("terminated")
         return EXIT_TERMINATED
     except KeyboardInterrupt:

@@ -7,12 +7,12 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from omni_host import interrupts
 from omni_host.cli.common import (
     EXIT_INTERRUPTED,
     EXIT_TERMINATED,
     EXIT_USAGE,
     FORMATS,
-    Terminated,
     add_target_args,
     add_view_args,
     emit,
@@ -108,7 +108,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     except KeyboardInterrupt as exc:
         err("plan interrupted: llama-bench stopped with its session; nothing stored")
-        return EXIT_TERMINATED if isinstance(exc, Terminated) else EXIT_INTERRUPTED
+        return EXIT_TERMINATED if interrupts.terminated(exc) else EXIT_INTERRUPTED
     for line in done.warnings:
         err(line)
     for host in done.run.report.unreachable:
@@ -152,7 +152,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
         done = run(request)
     except KeyboardInterrupt as exc:  # the collector's process group went with the session
         err("bench interrupted: llama-bench stopped with its session; nothing stored")
-        return EXIT_TERMINATED if isinstance(exc, Terminated) else EXIT_INTERRUPTED
+        return EXIT_TERMINATED if interrupts.terminated(exc) else EXIT_INTERRUPTED
     for line in done.warnings:
         err(line)
     report = done.run.report

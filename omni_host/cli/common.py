@@ -27,11 +27,6 @@ EXIT_PIPE = 141  # SIGPIPE: 128 + 13, the reader of stdout went away (`| head`)
 FORMATS = tuple(VIEWS)  # every view of the registry
 
 
-class Terminated(KeyboardInterrupt):
-    """SIGTERM (what ``systemctl stop`` and timeouts send), handled as Ctrl-C is: the hosts
-    that finished are stored, the report is marked interrupted."""
-
-
 def err(message: str) -> None:
     """One line on stderr; what it quotes of hosts and files is made terminal-safe."""
     from omni_host.safe_text import terminal_safe

@@ -25,7 +25,7 @@ R = TypeVar("R")
 class PoolResult(Generic[R]):
     results: list[R]
     interrupted: bool
-    signal: str | None = None  # "KeyboardInterrupt" (Ctrl-C) or "Terminated" (SIGTERM)
+    terminated: bool = False  # the interruption was SIGTERM, not Ctrl-C
 
 
 class _Pool(Generic[T, R]):
@@ -131,5 +131,5 @@ def run_pool(
         pool.stop.set()
         for i in range(len(items)):
             pool.finish(i, cancelled(items[i]))  # a no-op where a result is in
-        return PoolResult(pool.ordered(), True, type(exc).__name__)
+        return PoolResult(pool.ordered(), True, interrupts.terminated(exc))
     return PoolResult(pool.ordered(), False)
