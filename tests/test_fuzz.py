@@ -257,9 +257,15 @@ def test_a_forged_serve_helper_document_is_one_line_never_a_traceback() -> None:
 
     doc = json.loads((FIXTURES / "captures" / "serve" /
                       "serve-helper_vm-2cpu_one-server-probed.json").read_text())
+    # the memory a server holds on each GPU (a GPU host's document has it; this VM's cannot),
+    # and the same server before a restart: the placement-moved rule is forged too
+    doc["servers"][0]["gpu_memory_by_gpu"] = {"GPU-53e2aa": 17400, "GPU-9a10bb": 5300}
+    before = json.loads(json.dumps(doc))
+    before["servers"][0].update(pid=1, gpu_memory_by_gpu={"GPU-53e2aa": 9100})
+    previous = {s.pid: s for s in parse_servers(json.dumps(before))}
     meta = catalog()["serve.tokens-per-s"]
     baseline, _ = _vm_baseline()
-    cases = 0
+    cases = moved = 0
     for path in _paths(doc):
         for bad in HOSTILE:
             started = time.monotonic()
@@ -268,8 +274,10 @@ def test_a_forged_serve_helper_document_is_one_line_never_a_traceback() -> None:
             except ParseError as exc:
                 assert "\n" not in str(exc)
                 continue
-            result = judge_served(meta, servers, baseline)
+            result = judge_served(meta, servers, baseline, previous=previous,
+                                  previous_audit="A")
             json.dumps(result.details, allow_nan=False)
             assert time.monotonic() - started < 1
             cases += 1
-    assert cases > 300
+            moved += any("placement_moved" in d for d in result.details["servers"])
+    assert cases > 300 and moved > 100
