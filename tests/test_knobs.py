@@ -351,3 +351,57 @@ def test_a_running_servers_model_pages_are_read(llama) -> None:
     for node, kib in mine.items():
         assert f"node {node} {kib / 1024 / 1024:.1f} GiB" in line
     assert result["status"] in ("pass", "warn")
+
+
+# --- an A/B whose runs other processes disturbed unevenly (bench --knob, issue 48) ---
+
+AB_SAME = Path(__file__).parent / "fixtures" / "captures" / "knobs" / \
+    "ab-helper_vm-2cpu_threads-1-same-value.json"
+
+
+def _judged(doc: dict) -> tuple[object, dict]:
+    from omni_host.evaluate.knob import judge_knob
+    from omni_host.plan.knobs import KNOBS
+    from omni_host.probes.parsers.bench import parse_bench_run
+
+    run = parse_bench_run(json.dumps(doc))
+    assert run.ab is not None
+    result = judge_knob(catalog()["perf.knob"], KNOBS["threads"], "1", run.ab, "1")
+    return run.ab, result.details | {"summary": result.summary}
+
+
+def test_each_runs_other_cpu_load_is_read_and_an_even_ab_keeps_every_pair() -> None:
+    """The real same-value A/B: each run's other CPU load as the helper measured it, no pair
+    left out (the loads moved by 0.16 CPUs at most), and no recommendation."""
+    doc = json.loads(AB_SAME.read_text())
+    ab, details = _judged(doc)
+    assert [r.other_cpu_load for r in ab.runs] == \
+        [r["during"]["other_cpu_load"] for r in doc["ab"]["runs"]]
+    assert "disturbed_pairs" not in details and "recommend" not in details
+    assert all(t["pairs"] == 4 for t in details["tests"].values())
+
+
+def test_pairs_that_other_load_disturbed_unevenly_are_left_out_and_said() -> None:
+    """The same A/B with the knob's arm 25% faster in every pair while another process used
+    1.2 CPUs during each of the other arm's runs only (what a test suite started beside the A/B
+    did to a same-value A/B under ordinary-machine: "threads=1 is faster here (pp16)"): the
+    pairs are left out, said, and nothing is recommended. With the load on both runs of each
+    pair alike, the pairs stand and the difference is called."""
+    doc = json.loads(AB_SAME.read_text())
+    for run in doc["ab"]["runs"]:
+        if run["arm"] == "1":
+            records = json.loads(run["run"]["stdout"])
+            for rec in records:
+                rec["avg_ts"] *= 1.25
+                rec["samples_ts"] = [x * 1.25 for x in rec["samples_ts"]]
+            run["run"]["stdout"] = json.dumps(records)
+        else:
+            run["during"]["other_cpu_load"] = 1.2
+    ab, details = _judged(doc)
+    assert len(details["disturbed_pairs"]) == 4 and "recommend" not in details
+    assert "4 pair(s) left out: other processes' CPU use moved between their runs" in \
+        details["summary"]
+    for run in doc["ab"]["runs"]:  # the same load on every run: not a disturbance of the pairs
+        run["during"]["other_cpu_load"] = 1.2
+    _, details = _judged(doc)
+    assert "disturbed_pairs" not in details and details["recommend"] == "threads=1"

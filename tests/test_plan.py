@@ -605,3 +605,31 @@ def test_the_next_audit_sets_a_running_server_beside_the_stored_plan(
     assert served["details"]["plan"][str(pid)]["plan"] == stored
     runs_it = served["summary"].endswith("; this server runs that placement")
     assert runs_it == (leader == "cpu"), (leader, served["summary"])  # the server: -ngl 0
+
+
+def test_the_proof_leaves_out_a_round_other_load_disturbed_unevenly() -> None:
+    """The proof's rounds are the A/B's pairs (the same runs, the same helper): a round whose
+    runs another process's CPU use moved between is left out and said (the real same-value A/B
+    of tests/fixtures/captures/knobs, the "now" arm's runs of rounds 0 and 1 under 1.2 CPUs of
+    other load)."""
+    import json
+
+    from omni_host.evaluate.checks import catalog
+    from omni_host.evaluate.plan import PlanRow, prove_result
+    from omni_host.probes.parsers.bench import parse_bench_run
+
+    doc = json.loads((Path(__file__).parent / "fixtures" / "captures" / "knobs" /
+                      "ab-helper_vm-2cpu_threads-1-same-value.json").read_text())
+    for run in doc["ab"]["runs"]:
+        if run["arm"] == "now" and run["pair"] in (0, 1):
+            run["during"]["other_cpu_load"] = 1.2
+    ab = parse_bench_run(json.dumps(doc)).ab
+    assert ab is not None
+    proved = [PlanRow(k, k, "plan", "-t 1", "--threads 1", fits=True, predicted_tg=10.0)
+              for k in ("now", "1")]
+    result = prove_result(catalog()["perf.placement-proof"], proved, ab, {})
+    assert set(result.details["disturbed_rounds"]) == {"0", "1"}
+    assert "2 round(s) left out: other processes' CPU use moved between their runs" in \
+        result.summary
+    assert all(v["rounds"] == 2 for e in result.details["proof"].values()
+               for v in e["arms"].values())

@@ -2,7 +2,9 @@
 issue 48). The A/B's runs come in pairs (each arm once, the order alternating); per test, each
 pair gives the log ratio of the knob's arm to the host as it is. The effect is the median of
 those ratios; its uncertainty the pairs' robust spread over the root of their number (at least
-what one run scatters by: ``effect``). An
+what one run scatters by: ``effect``). A pair whose runs other processes disturbed unevenly
+(their CPU use moved by more than half a CPU between its runs: ``disturbed``) is left out and
+said. An
 effect is measurable only where every pair agrees on its sign, it passes three of those
 standard errors, and it passes the floor below which this bench's runs do not resolve
 (``FLOOR``): two arms that are the same value give "no measurable difference". A
@@ -26,6 +28,20 @@ CHECK_ID = "perf.knob"
 MIN_PAIRS = 4  # fewer cannot agree on a sign by more than chance (2 x 1/2^3 = 25%)
 SIGMAS = 3.0
 FLOOR = 0.02  # 2%: below it, a difference between arms is not told from the runs' drift
+DISTURBED_CPUS = 0.5  # other processes' CPU use that moved this much between a pair's runs
+
+
+def disturbed(ab: KnobAB) -> dict[int, str]:
+    """The pairs (or rounds) whose runs other processes disturbed unevenly: the CPUs they used
+    during one run and another of the pair differ by more than ``DISTURBED_CPUS`` (a load
+    that came or went between them, not one that weighed on every run alike). Pair -> how."""
+    loads: dict[int, dict[str, float]] = {}
+    for r in ab.runs:
+        if r.other_cpu_load is not None:
+            loads.setdefault(r.pair, {})[r.arm] = r.other_cpu_load
+    return {pair: ", ".join(f"{arm} {load:.2f}" for arm, load in by_arm.items())
+            for pair, by_arm in loads.items()
+            if len(by_arm) > 1 and max(by_arm.values()) - min(by_arm.values()) > DISTURBED_CPUS}
 
 
 def _spread(values: list[float]) -> float:
@@ -103,11 +119,14 @@ def judge_knob(meta: CheckMeta, knob: Knob, value: str, ab: KnobAB,
         return meta.result(Status.ERROR, f"A/B of {knob.name}={value} stopped: {ab.error} "
                            f"(restored: {len(ab.restored)} file(s))", evidence=evidence,
                            details=details)
+    left_out = disturbed(ab)
     centres: dict[str, dict[int, dict[str, float]]] = {}
     for r in ab.runs:
-        for t in r.result.tests if r.result else ():
+        for t in r.result.tests if r.result and r.pair not in left_out else ():
             centres.setdefault(t.name, {}).setdefault(r.pair, {})[r.arm] = t.estimate.center_ts
     said, better = [], []
+    if left_out:
+        details["disturbed_pairs"] = {str(p): how for p, how in left_out.items()}
     for test, by_pair in centres.items():
         pairs = [(arms["now"], arms[value]) for arms in by_pair.values()
                  if "now" in arms and value in arms]
@@ -123,6 +142,11 @@ def judge_knob(meta: CheckMeta, knob: Knob, value: str, ab: KnobAB,
         else:
             said.append(f"{test} no measurable difference (\u00b1{found['uncertainty']:.1%}, "
                         f"{found['pairs']} pairs)")
+    if left_out:
+        said.append(f"{len(left_out)} pair(s) left out: other processes' CPU use moved between "
+                    f"their runs ({'; '.join(f'pair {p}: {how} CPUs' for p, how in left_out.items())})")
+    if not centres:
+        said.append("no pair left to judge")
     head = f"{knob.name}={value} against {now}: " + "; ".join(said)
     if better:
         details["recommend"] = f"{knob.name}={value}"

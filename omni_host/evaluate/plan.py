@@ -27,7 +27,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from omni_host import codec
-from omni_host.evaluate.knob import block_noise, effect
+from omni_host.evaluate.knob import block_noise, disturbed, effect
 from omni_host.evaluate.placement import MIB, Assessed, Candidate, PlanItem, candidate_of
 from omni_host.model import CheckResult, Evidence, Status
 
@@ -179,11 +179,11 @@ def spearman(xs: list[float], ys: list[float]) -> float | None:
     return float(sum((a - mx) * (b - my) for a, b in zip(rx, ry, strict=True)) / (sx * sy))
 
 
-def _centres(ab: KnobAB) -> dict[str, dict[str, dict[int, float]]]:
-    """test -> arm -> round -> the run's centre (tokens/s)."""
+def _centres(ab: KnobAB, left_out: dict[int, str]) -> dict[str, dict[str, dict[int, float]]]:
+    """test -> arm -> round -> the run's centre (tokens/s), the rounds ``left_out`` apart."""
     out: dict[str, dict[str, dict[int, float]]] = {}
     for run in ab.runs:
-        for t in run.result.tests if run.result else ():
+        for t in run.result.tests if run.result and run.pair not in left_out else ():
             name = t.name.split()[0]
             out.setdefault(name, {}).setdefault(run.arm, {})[run.pair] = t.estimate.center_ts
     return out
@@ -202,7 +202,8 @@ def prove_result(meta: CheckMeta, proved: list[PlanRow], ab: KnobAB,
     tests: dict[str, Any] = {}
     said: list[str] = []
     status = Status.PASS
-    centres = _centres(ab)
+    left_out = disturbed(ab)
+    centres = _centres(ab, left_out)
     for test, arms in centres.items():
         medians = {arm: statistics.median(rounds.values()) for arm, rounds in arms.items()}
         leader = max(medians, key=lambda a: medians[a])
@@ -243,8 +244,10 @@ def prove_result(meta: CheckMeta, proved: list[PlanRow], ab: KnobAB,
             line += f"; predicted and measured order agree at Spearman {entry['spearman']:.2f}"
         said.append(line)
     if not tests:
-        return meta.result(Status.ERROR, "the proof measured nothing: " + "; ".join(failed[:3])
-                           if failed else "the proof measured nothing", evidence=evidence,
+        why = failed[:3] + [f"round {p} left out (other processes' CPU use moved between its "
+                            f"runs: {how} CPUs)" for p, how in left_out.items()][:3]
+        return meta.result(Status.ERROR, "the proof measured nothing: " + "; ".join(why)
+                           if why else "the proof measured nothing", evidence=evidence,
                            details={"proof": {}, **context})
     summary = "; ".join(said)
     if failed:
@@ -253,11 +256,17 @@ def prove_result(meta: CheckMeta, proved: list[PlanRow], ab: KnobAB,
     if ab.error:
         summary += f"; the proof stopped: {ab.error}"
         status = Status.WARN
+    if left_out:
+        summary += (f"; {len(left_out)} round(s) left out: other processes' CPU use moved "
+                    "between their runs (" + "; ".join(f"round {p}: {how} CPUs"
+                                                       for p, how in left_out.items()) + ")")
     most = max((len(v) for t in centres.values() for v in t.values()), default=0)
     if most < 4:
         summary += f"; {most} round(s): under 4, no difference is called measurable"
     return meta.result(status, summary, evidence=evidence,
-                       details={"proof": tests, "proved": stored_rows(proved), **context})
+                       details={"proof": tests, "proved": stored_rows(proved), **context,
+                                **({"disturbed_rounds": {str(p): h for p, h in left_out.items()}}
+                                   if left_out else {})})
 
 
 def _words(flags: str) -> tuple[str, ...]:

@@ -321,6 +321,7 @@ class ArmRun:
     pair: int
     error: str | None
     result: LlamaBench | None
+    other_cpu_load: float | None = None  # CPUs other processes used during it (on average)
 
 
 @dataclass(frozen=True)
@@ -502,7 +503,11 @@ def _arm_run(entry: dict[str, Any]) -> ArmRun:
             result = parse_llama_bench_json(str(run.get("stdout") or ""))
         except ParseError as exc:
             error = f"llama-bench exited 0 but {exc}"
-    return ArmRun(str(entry.get("arm")), int(entry.get("pair") or 0), error, result)
+    during = _object(entry.get("during"))
+    load = during.get("other_cpu_load")
+    return ArmRun(str(entry.get("arm")), int(entry.get("pair") or 0), error, result,
+                  float(load) if isinstance(load, (int, float)) and not isinstance(load, bool)
+                  and math.isfinite(load) and load >= 0 else None)
 
 
 def _knob_ab(ab: dict[str, Any]) -> KnobAB:
