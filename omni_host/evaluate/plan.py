@@ -189,6 +189,54 @@ def _centres(ab: KnobAB, left_out: dict[int, str]) -> dict[str, dict[str, dict[i
     return out
 
 
+def _judge_test(test: str, arms: dict[str, dict[int, float]],
+                by_key: dict[str, PlanRow]) -> dict[str, Any]:
+    """One test of the proof: its leader (the highest median over the rounds), every other
+    candidate against it on the rounds' pairs, with the rounds' drift taken out of the noise,
+    and (generation) Spearman of predicted against measured."""
+    medians = {arm: statistics.median(rounds.values()) for arm, rounds in arms.items()}
+    leader = max(medians, key=lambda a: medians[a])
+    noise = block_noise(arms)
+    table: dict[str, dict[str, Any]] = {}
+    for arm, rounds in arms.items():
+        pairs = [(arms[leader][i], c) for i, c in rounds.items() if i in arms[leader]]
+        table[arm] = {"median_ts": round(medians[arm], 2), "rounds": len(rounds),
+                      "against_leader": effect(pairs, noise) if arm != leader
+                      else {"pairs": len(rounds)}}
+    entry: dict[str, Any] = {"leader": leader, "arms": table,
+                             "run_noise": None if noise is None else round(math.expm1(noise), 4)}
+    if test.startswith("tg"):
+        known = [(p, medians[a]) for a in medians
+                 if a in by_key and (p := by_key[a].predicted_tg) is not None]
+        rho = spearman([p for p, _ in known], [m for _, m in known])
+        entry["spearman"] = None if rho is None else round(rho, 3)
+    return entry
+
+
+def _test_line(test: str, entry: dict[str, Any], by_key: dict[str, PlanRow],
+               current: str | None) -> tuple[str, bool]:
+    """A test's verdict in words, and whether the leader measurably beats the current args."""
+    leader, table = entry["leader"], entry["arms"]
+    tied = [a for a, v in table.items() if a != leader and not
+            v["against_leader"].get("measurable")]
+    line = f"{test}: fastest {by_key[leader].placement if leader in by_key else leader} at " \
+           f"{table[leader]['median_ts']:.2f} t/s"
+    if tied:
+        line += f" (no measurable difference from {', '.join(tied)})"
+    beaten = False
+    if current in table and current != leader:
+        beat = table[current]["against_leader"]
+        beaten = bool(beat.get("measurable"))
+        line += (f"; it beats the current args by {1 / (1 + beat['effect']) - 1:.0%} "
+                 f"(±{beat['uncertainty']:.0%}, {beat['pairs']} rounds)" if beaten
+                 else "; the current args are within the noise of it")
+    elif current == leader:
+        line += "; the current args are the fastest measured"
+    if entry.get("spearman") is not None:
+        line += f"; predicted and measured order agree at Spearman {entry['spearman']:.2f}"
+    return line, beaten
+
+
 def prove_result(meta: CheckMeta, proved: list[PlanRow], ab: KnobAB,
                  context: dict[str, Any]) -> CheckResult:
     """The proof: ``proved`` the plan's rows that ran (their ``key`` is the arm's name)."""
@@ -199,63 +247,24 @@ def prove_result(meta: CheckMeta, proved: list[PlanRow], ab: KnobAB,
         if r.result else f"failed: {r.error}") for r in ab.runs]
     evidence = (Evidence("bench.llama", "omni-host plan --prove: llama-bench per candidate, "
                          "in rounds", tuple(evidence_lines[-60:])),)
-    tests: dict[str, Any] = {}
-    said: list[str] = []
-    status = Status.PASS
     left_out = disturbed(ab)
     centres = _centres(ab, left_out)
-    for test, arms in centres.items():
-        medians = {arm: statistics.median(rounds.values()) for arm, rounds in arms.items()}
-        leader = max(medians, key=lambda a: medians[a])
-        noise = block_noise(arms)
-        table: dict[str, dict[str, Any]] = {}
-        for arm, rounds in arms.items():
-            pairs = [(arms[leader][i], c) for i, c in rounds.items() if i in arms[leader]]
-            found = effect(pairs, noise) if arm != leader else {"pairs": len(rounds)}
-            table[arm] = {"median_ts": round(medians[arm], 2), "rounds": len(rounds),
-                          "against_leader": found}
-        entry: dict[str, Any] = {"leader": leader, "arms": table,
-                                 "run_noise": None if noise is None else round(math.expm1(noise), 4)}
-        if test.startswith("tg"):
-            pairs_pm = [(p, medians[a]) for a in medians
-                        if a in by_key and (p := by_key[a].predicted_tg) is not None]
-            rho = spearman([p for p, _ in pairs_pm], [m for _, m in pairs_pm])
-            entry["spearman"] = None if rho is None else round(rho, 3)
-        tests[test] = entry
-        tied = [a for a, v in table.items() if a != leader and not
-                v["against_leader"].get("measurable")]
-        line = f"{test}: fastest {by_key[leader].placement if leader in by_key else leader} at " \
-               f"{medians[leader]:.2f} t/s"
-        if tied:
-            line += f" (no measurable difference from {', '.join(tied)})"
-        current = next((r.key for r in proved if r.origin == "current"), None)
-        if current in table and current != leader:
-            beat = table[current]["against_leader"]
-            if beat.get("measurable"):
-                gain = 1 / (1 + beat["effect"]) - 1
-                line += (f"; it beats the current args by {gain:.0%} "
-                         f"(±{beat['uncertainty']:.0%}, {beat['pairs']} rounds)")
-                status = Status.WARN
-            else:
-                line += "; the current args are within the noise of it"
-        elif current == leader:
-            line += "; the current args are the fastest measured"
-        if entry.get("spearman") is not None:
-            line += f"; predicted and measured order agree at Spearman {entry['spearman']:.2f}"
-        said.append(line)
+    current = next((r.key for r in proved if r.origin == "current"), None)
+    tests = {test: _judge_test(test, arms, by_key) for test, arms in centres.items()}
+    lines = [_test_line(test, entry, by_key, current) for test, entry in tests.items()]
     if not tests:
         why = failed[:3] + [f"round {p} left out (other processes' CPU use moved between its "
                             f"runs: {how} CPUs)" for p, how in left_out.items()][:3]
         return meta.result(Status.ERROR, "the proof measured nothing: " + "; ".join(why)
                            if why else "the proof measured nothing", evidence=evidence,
                            details={"proof": {}, **context})
-    summary = "; ".join(said)
+    status = Status.WARN if any(beaten for _, beaten in lines) or failed or ab.error \
+        else Status.PASS
+    summary = "; ".join(line for line, _ in lines)
     if failed:
         summary += f"; {len(failed)} run(s) failed: {failed[0]}"
-        status = Status.WARN
     if ab.error:
         summary += f"; the proof stopped: {ab.error}"
-        status = Status.WARN
     if left_out:
         summary += (f"; {len(left_out)} round(s) left out: other processes' CPU use moved "
                     "between their runs (" + "; ".join(f"round {p}: {how} CPUs"
@@ -267,7 +276,6 @@ def prove_result(meta: CheckMeta, proved: list[PlanRow], ab: KnobAB,
                        details={"proof": tests, "proved": stored_rows(proved), **context,
                                 **({"disturbed_rounds": {str(p): h for p, h in left_out.items()}}
                                    if left_out else {})})
-
 
 def _words(flags: str) -> tuple[str, ...]:
     """A stored flags line as argv: shell-quoted since issue 46's first plans, split on spaces
