@@ -367,7 +367,7 @@ def _judged(doc: dict) -> tuple[object, dict]:
     run = parse_bench_run(json.dumps(doc))
     assert run.ab is not None
     result = judge_knob(catalog()["perf.knob"], KNOBS["threads"], "1", run.ab, "1")
-    return run.ab, result.details | {"summary": result.summary}
+    return run.ab, result.details | {"summary": result.summary, "status": result.status}
 
 
 def test_each_runs_other_cpu_load_is_read_and_an_even_ab_keeps_every_pair() -> None:
@@ -379,6 +379,7 @@ def test_each_runs_other_cpu_load_is_read_and_an_even_ab_keeps_every_pair() -> N
         [r["during"]["other_cpu_load"] for r in doc["ab"]["runs"]]
     assert "disturbed_pairs" not in details and "recommend" not in details
     assert all(t["pairs"] == 4 for t in details["tests"].values())
+    assert details["status"] is Status.PASS
 
 
 def test_pairs_that_other_load_disturbed_unevenly_are_left_out_and_said() -> None:
@@ -399,9 +400,12 @@ def test_pairs_that_other_load_disturbed_unevenly_are_left_out_and_said() -> Non
             run["during"]["other_cpu_load"] = 1.2
     ab, details = _judged(doc)
     assert len(details["disturbed_pairs"]) == 4 and "recommend" not in details
+    assert details["status"] is Status.SKIP  # nothing left to judge: not a pass
     assert "4 pair(s) left out: other processes' CPU use moved between their runs" in \
-        details["summary"]
+        details["summary"] and details["summary"].endswith("not judged, run it again when the "
+                                                           "host is quiet")
     for run in doc["ab"]["runs"]:  # the same load on every run: not a disturbance of the pairs
         run["during"]["other_cpu_load"] = 1.2
     _, details = _judged(doc)
     assert "disturbed_pairs" not in details and details["recommend"] == "threads=1"
+    assert details["status"] is Status.WARN
