@@ -44,6 +44,13 @@ def disturbed(ab: KnobAB) -> dict[int, str]:
             if len(by_arm) > 1 and max(by_arm.values()) - min(by_arm.values()) > DISTURBED_CPUS}
 
 
+def left_out_words(left_out: dict[int, str], unit: str) -> str:
+    """``disturbed``'s pairs (``unit``: pair, or the proof's round) said once: "2 round(s)
+    left out: other processes' CPU use moved between their runs (round 0: ...; ...)"."""
+    return (f"{len(left_out)} {unit}(s) left out: other processes' CPU use moved between their "
+            "runs (" + "; ".join(f"{unit} {p}: {how} CPUs" for p, how in left_out.items()) + ")")
+
+
 def _spread(values: list[float]) -> float:
     """Robust standard deviation (1.4826 x the median absolute deviation)."""
     if len(values) < 2:
@@ -143,8 +150,7 @@ def judge_knob(meta: CheckMeta, knob: Knob, value: str, ab: KnobAB,
             said.append(f"{test} no measurable difference (\u00b1{found['uncertainty']:.1%}, "
                         f"{found['pairs']} pairs)")
     if left_out:
-        said.append(f"{len(left_out)} pair(s) left out: other processes' CPU use moved between "
-                    f"their runs ({'; '.join(f'pair {p}: {how} CPUs' for p, how in left_out.items())})")
+        said.append(left_out_words(left_out, "pair"))
     if not centres:
         said.append("no pair left to judge")
     head = f"{knob.name}={value} against {now}: " + "; ".join(said)

@@ -27,7 +27,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from omni_host import codec
-from omni_host.evaluate.knob import block_noise, disturbed, effect
+from omni_host.evaluate.knob import block_noise, disturbed, effect, left_out_words
 from omni_host.evaluate.placement import MIB, Assessed, Candidate, PlanItem, candidate_of
 from omni_host.model import CheckResult, Evidence, Status
 
@@ -253,8 +253,7 @@ def prove_result(meta: CheckMeta, proved: list[PlanRow], ab: KnobAB,
     tests = {test: _judge_test(test, arms, by_key) for test, arms in centres.items()}
     lines = [_test_line(test, entry, by_key, current) for test, entry in tests.items()]
     if not tests:
-        why = failed[:3] + [f"round {p} left out (other processes' CPU use moved between its "
-                            f"runs: {how} CPUs)" for p, how in left_out.items()][:3]
+        why = failed[:3] + ([left_out_words(left_out, "round")] if left_out else [])
         return meta.result(Status.ERROR, "the proof measured nothing: " + "; ".join(why)
                            if why else "the proof measured nothing", evidence=evidence,
                            details={"proof": {}, **context})
@@ -266,9 +265,7 @@ def prove_result(meta: CheckMeta, proved: list[PlanRow], ab: KnobAB,
     if ab.error:
         summary += f"; the proof stopped: {ab.error}"
     if left_out:
-        summary += (f"; {len(left_out)} round(s) left out: other processes' CPU use moved "
-                    "between their runs (" + "; ".join(f"round {p}: {how} CPUs"
-                                                       for p, how in left_out.items()) + ")")
+        summary += "; " + left_out_words(left_out, "round")
     most = max((len(v) for t in centres.values() for v in t.values()), default=0)
     if most < 4:
         summary += f"; {most} round(s): under 4, no difference is called measurable"
