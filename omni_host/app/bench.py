@@ -23,13 +23,13 @@ from omni_host.evaluate.checks import catalog
 from omni_host.evaluate.knob import CHECK_ID as KNOB_CHECK
 from omni_host.evaluate.knob import judge_knob
 from omni_host.evaluate.sweep import CHECK_ID as SWEEP_CHECK
-from omni_host.evaluate.sweep import judge_sweep, plan_sweep
+from omni_host.evaluate.sweep import SweepPlan, judge_sweep, plan_sweep
 from omni_host.model import Bundle, CheckResult, FactSummary, HostReport, Source, Status, scrub_host
 from omni_host.plan.hosts import HostPlan
 from omni_host.plan.knobs import Knob
 from omni_host.plan.knobs import arms as knob_arms
 from omni_host.plan.knobs import current as knob_current
-from omni_host.plan.policy import BenchSpec, Policy
+from omni_host.plan.policy import Policy
 from omni_host.plan.waivers import Waiver
 from omni_host.probes.catalog import BENCH, bench_probe, evaluate, knob_probe
 from omni_host.probes.parsers.bench import BenchRun
@@ -115,22 +115,24 @@ def bench_host(plan: HostPlan, ssh: SshOptions, past: Past, *, record: bool,
     if spec is None:
         raise UsageError(f"{plan.name}: no omni_bench in its policy: set omni_bench.llama_bench, "
                          "omni_bench.model and omni_bench.args (docs/bench.md)")
-    advised: tuple[int, ...] = ()
+    swept: SweepPlan | None = None
     if sweep:
         baseline = past.baseline
         vram = [g.vram_gib for g in plan.policy.gpus or ()]
-        swept = plan_sweep(spec, vram, baseline.tests if baseline else None)
-        if isinstance(swept, str):
-            raise BenchRefused(f"{plan.name}: split sweep refused: {swept}")
-        spec, advised = dataclasses.replace(spec, args=swept.args), swept.splits[0]
+        planned = plan_sweep(spec, vram, baseline.tests if baseline else None)
+        if isinstance(planned, str):
+            raise BenchRefused(f"{plan.name}: split sweep refused: {planned}")
+        swept = planned
     start = time.monotonic()
+    probe = bench_probe(spec, force=force) if swept is None else \
+        knob_probe(spec, swept.arms, swept.rounds, force=force)
     try:
-        bundle = started.bundle() if started is not None and not sweep else \
-            collect_host(plan, ssh, probe_timeout_s, extra=(bench_probe(spec, force=force),))
+        bundle = started.bundle() if started is not None and swept is None else \
+            collect_host(plan, ssh, probe_timeout_s, extra=(probe,))
     except TransportError as exc:
         return BenchHost(unreachable(plan, str(exc), time.monotonic() - start), False, None)
-    if sweep:
-        return judge_sweep_bundle(bundle, plan, spec, advised,
+    if swept is not None:
+        return judge_sweep_bundle(bundle, plan, swept.splits[0],
                                   duration_s=time.monotonic() - start)
     done = judge_bench(bundle, plan, None, record=record, duration_s=time.monotonic() - start,
                        past=past)
@@ -157,8 +159,8 @@ def first_of(done: BenchHost) -> dict[str, Any] | None:
     return first_run(result) if result is not None else None
 
 
-def judge_sweep_bundle(bundle: Bundle, plan: HostPlan, spec: BenchSpec, advised: tuple[int, ...],
-                       *, duration_s: float = 0.0) -> BenchHost:
+def judge_sweep_bundle(bundle: Bundle, plan: HostPlan, advised: tuple[int, ...], *,
+                       duration_s: float = 0.0) -> BenchHost:
     """A collected split-sweep bundle judged: its audit and perf.split-sweep (never a
     baseline). Raises BenchRefused where the helper refused to run."""
     report = evaluate_bundle(bundle, plan.policy, address=plan.address, duration_s=duration_s,
@@ -171,7 +173,8 @@ def judge_sweep_bundle(bundle: Bundle, plan: HostPlan, spec: BenchSpec, advised:
         run: BenchRun = probe.fact
         if run.refused:
             raise BenchRefused(f"{bundle.host}: sweep refused: {run.refused}")
-        result = judge_sweep(meta, spec, run, advised)
+        result = judge_sweep(meta, run.ab, advised) if run.ab is not None else \
+            meta.result(Status.ERROR, "the bench helper ran no rounds (an older helper?)")
     report = dataclasses.replace(report, results=(*report.results, result))
     return BenchHost(scrub_host(report, plan.secrets), False, None)
 

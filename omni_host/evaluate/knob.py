@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 import statistics
+from statistics import NormalDist
 from typing import TYPE_CHECKING, Any
 
 from omni_host.model import CheckResult, Evidence, Status
@@ -59,7 +60,16 @@ def _spread(values: list[float]) -> float:
     return statistics.median(abs(x - centre) for x in values) * 1.4826
 
 
-def effect(pairs: list[tuple[float, float]], run_noise: float | None = None) -> dict[str, Any]:
+def family_sigmas(comparisons: int) -> float:
+    """The standard errors a difference must pass when ``comparisons`` are made at once, so
+    that the chance of any false call stays that of one comparison at ``SIGMAS`` (Bonferroni):
+    3.0 for one, 3.67 for eleven."""
+    alpha = 2 * (1 - NormalDist().cdf(SIGMAS)) / max(1, comparisons)
+    return NormalDist().inv_cdf(1 - alpha / 2)
+
+
+def effect(pairs: list[tuple[float, float]], run_noise: float | None = None,
+           sigmas: float = SIGMAS) -> dict[str, Any]:
     """(host as it is, knob) centres per pair -> the effect and whether it is measurable. The
     noise of a pair's ratio is the larger of the ratios' own spread and what one run's centre
     scatters by (times the root of 2: a ratio of two runs): with four pairs the ratios' spread
@@ -76,7 +86,7 @@ def effect(pairs: list[tuple[float, float]], run_noise: float | None = None) -> 
                   _spread([math.log(b) for _, b in pairs if b > 0]))) * math.sqrt(2)
     se = max(_spread(logs), within) / math.sqrt(len(logs))
     agree = all(x > 0 for x in logs) or all(x < 0 for x in logs)
-    measurable = len(logs) >= MIN_PAIRS and agree and abs(centre) > max(SIGMAS * se,
+    measurable = len(logs) >= MIN_PAIRS and agree and abs(centre) > max(sigmas * se,
                                                                          math.log1p(FLOOR))
     return {"pairs": len(logs), "effect": round(math.expm1(centre), 4),
             "uncertainty": round(math.expm1(2 * se), 4), "measurable": measurable,
@@ -99,6 +109,24 @@ def block_noise(table: dict[str, dict[int, float]]) -> float | None:
     squares = sum((logs[a][i] - arm_mean[a] - round_mean[i] + grand) ** 2
                   for a in arms for i in rounds)
     return math.sqrt(squares / ((len(arms) - 1) * (len(rounds) - 1)))
+
+
+def against_leader(arms: dict[str, dict[int, float]]) -> tuple[str, dict[str, dict[str, Any]],
+                                                          float | None]:
+    """Configurations measured in rounds (arm -> round -> tokens/s): the leader (the highest
+    median over its rounds) and every arm against it on the rounds both ran (``effect``, one
+    run's noise the arms x rounds residual: ``block_noise``). Returns the leader, each arm's
+    median, rounds and effect, and that noise (a log standard deviation; None unmeasured)."""
+    medians = {arm: statistics.median(rounds.values()) for arm, rounds in arms.items()}
+    leader = max(medians, key=lambda a: medians[a])
+    noise = block_noise(arms)
+    table: dict[str, dict[str, Any]] = {}
+    for arm, rounds in arms.items():
+        pairs = [(arms[leader][i], c) for i, c in rounds.items() if i in arms[leader]]
+        table[arm] = {"median_ts": round(medians[arm], 2), "rounds": len(rounds),
+                      "against_leader": effect(pairs, noise) if arm != leader
+                      else {"pairs": len(rounds)}}
+    return leader, table, noise
 
 
 def judge_knob(meta: CheckMeta, knob: Knob, value: str, ab: KnobAB,

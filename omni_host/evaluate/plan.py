@@ -27,7 +27,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from omni_host import codec
-from omni_host.evaluate.knob import block_noise, disturbed, effect, left_out_words
+from omni_host.evaluate.knob import against_leader, disturbed, left_out_words
 from omni_host.evaluate.placement import MIB, Assessed, Candidate, PlanItem, candidate_of
 from omni_host.model import CheckResult, Evidence, Status
 
@@ -194,19 +194,11 @@ def _judge_test(test: str, arms: dict[str, dict[int, float]],
     """One test of the proof: its leader (the highest median over the rounds), every other
     candidate against it on the rounds' pairs, with the rounds' drift taken out of the noise,
     and (generation) Spearman of predicted against measured."""
-    medians = {arm: statistics.median(rounds.values()) for arm, rounds in arms.items()}
-    leader = max(medians, key=lambda a: medians[a])
-    noise = block_noise(arms)
-    table: dict[str, dict[str, Any]] = {}
-    for arm, rounds in arms.items():
-        pairs = [(arms[leader][i], c) for i, c in rounds.items() if i in arms[leader]]
-        table[arm] = {"median_ts": round(medians[arm], 2), "rounds": len(rounds),
-                      "against_leader": effect(pairs, noise) if arm != leader
-                      else {"pairs": len(rounds)}}
+    leader, table, noise = against_leader(arms)
     entry: dict[str, Any] = {"leader": leader, "arms": table,
                              "run_noise": None if noise is None else round(math.expm1(noise), 4)}
     if test.startswith("tg"):
-        known = [(p, medians[a]) for a in medians
+        known = [(p, v["median_ts"]) for a, v in table.items()
                  if a in by_key and (p := by_key[a].predicted_tg) is not None]
         rho = spearman([p for p, _ in known], [m for _, m in known])
         entry["spearman"] = None if rho is None else round(rho, 3)

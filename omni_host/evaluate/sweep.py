@@ -1,56 +1,75 @@
-"""The split sweep (issue 38), pure: which ``--tensor-split`` and ``--split-mode`` to run
-around the advised one, how many fit the bench's budget, and which is fastest, judged with the
-tokens/s verdict's own noise rule.
+"""The split sweep (issue 38, rebuilt on the plan's proof in issue 46), pure: which
+``--tensor-split`` and ``--split-mode`` to run around the advised one, how many fit the bench's
+budget, and which is fastest, judged as ``plan --prove`` judges its candidates.
 
 * **Planned** from the GPUs the policy states (``omni_gpus``: model and VRAM): the split
   ``gpu.topology`` advises (layer split proportional to VRAM: 75/25 for 96+32 GB, S-003), the
   even split, and for two GPUs the advised share of the first GPU +-10 and +-20 points; each
-  under ``-sm layer`` and ``-sm row`` (llama-bench runs every combination in one process), and
-  the advised split once more, last: the same configuration twice measures how much the host
-  drifts between configurations (on this 2-vCPU VM, 11% between the two; more than the
-  repetitions show, as between benches: docs/bench.md). The candidates farthest from the
-  advice are dropped first until the sweep's expected time (each configuration as long as the
-  baseline's tests took: their tokens over their tokens/s, every repetition) fits 80% of
+  under ``-sm layer`` and ``-sm row``, and every layer on the main GPU (``-sm none``) once.
+  Each configuration is one arm of an A/B in ``ROUNDS``
+  rounds (five: one round disturbed by other processes can be left out and four still judge;
+  every configuration once a round, the order reversed every other round: the
+  helper's ``bench --knob`` machinery). The candidates farthest from the advice are dropped
+  first until the sweep's expected time (each configuration as long as the baseline's tests
+  took: their tokens over their tokens/s, every repetition, once a round) fits 80% of
   ``omni_bench.budget_s``.
-* **Judged** per kind (prompt processing, generation): the fastest configuration's median and
-  every other one's against it by ``judge_test`` (the bench verdict's rule: the drop must pass
-  max(tolerance, 3 x the measured noise)), the line raised to 3 x the drift the repeat
-  measured; without the repeat (a sweep cut short) no configuration is called slower. A
-  configuration within that line is "no measurable difference", never a loser; when every
-  configuration is within it there is no winner. The advised split passes when it is the
-  fastest or within the noise of it, and warns, naming the faster one, when it is measurably
-  slower.
+* **Why rounds**: llama-bench given lists runs every split of one mode, then every split of
+  the next. A load that came or went between the two blocks (a busy loop on this 2-vCPU VM,
+  in one full run of the suite) made every ``-sm layer`` configuration "measurably slower"
+  (39-43%) than every ``-sm row`` one, on a CPU where the two run the same work; and on two
+  H100s a prompt-processing verdict flipped between two sweeps five minutes apart. In rounds,
+  what moved every configuration of a round alike is the host's drift and is taken out of
+  the noise (``knob.block_noise``), and a round whose runs other processes disturbed unevenly
+  is left out (``knob.disturbed``).
+* **Judged** per test against the advised split (``-sm layer`` at the advised shares): each
+  other configuration on the rounds both ran (``knob.effect``: measurable only where every
+  round agrees on the sign, with 4 rounds or more, past 2% and past the standard errors that
+  keep eleven comparisons' chance of a false call that of one at 3: ``knob.family_sigmas``).
+  Within that is "no measurable difference", never a winner. The advised split passes when
+  nothing is measurably faster, and warns, naming what is, when something is. A split mode
+  whose every run failed (``-sm row`` does not load in recent CUDA builds; ``-sm none`` where
+  the model does not fit one GPU) is named and dropped, not a warn.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import math
 import re
+import statistics
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from omni_host.evaluate.bench import SIGMAS, judge_test
 from omni_host.evaluate.checks.gpu import tensor_split
-from omni_host.evaluate.meta import CheckMeta
+from omni_host.evaluate.knob import (
+    MIN_PAIRS,
+    block_noise,
+    disturbed,
+    effect,
+    family_sigmas,
+    left_out_words,
+)
 from omni_host.model import CheckResult, Evidence, Status
-from omni_host.plan.knobs import without_options
-from omni_host.plan.policy import BenchSpec
-from omni_host.probes.parsers.bench import BenchRun, BenchTest, split_values
+from omni_host.plan.knobs import Arm, without_options
+
+if TYPE_CHECKING:
+    from omni_host.evaluate.meta import CheckMeta
+    from omni_host.plan.policy import BenchSpec
+    from omni_host.probes.parsers.bench import KnobAB
 
 CHECK_ID = "perf.split-sweep"
 SPLIT_OPTIONS = frozenset({"-ts", "--tensor-split", "-sm", "--split-mode"})
 SHIFTS = (10, 20)  # points of the first GPU's share around the advice (two GPUs)
 MODES = ("layer", "row")
+ROUNDS = MIN_PAIRS + 1  # a round disturbed by other processes can be left out, four still judge
 BUDGET_SHARE = 0.8
 _TOKENS = re.compile(r"(?:pp|tg)(\d+)")
 
 
 @dataclass(frozen=True)
 class SweepPlan:
-    args: tuple[str, ...]  # the bench's args with the sweep's -sm and -ts lists
+    arms: tuple[Arm, ...]  # one per configuration: the bench's args with its -sm and -ts
     splits: tuple[tuple[int, ...], ...]  # percentages, the advised first
     modes: tuple[str, ...]
+    rounds: int
     expected_s: float | None  # from the baseline's tests; None without one
     dropped: tuple[tuple[int, ...], ...] = ()  # candidates the budget left out
 
@@ -81,6 +100,11 @@ def seconds_per_config(baseline_tests: dict[str, list[float]]) -> float | None:
     return total or None
 
 
+def config_name(mode: str, split: tuple[int, ...] = ()) -> str:
+    """A configuration as the sweep names it (its arm): ``sm=layer ts=75/25``, ``sm=none``."""
+    return f"sm={mode}" + (f" ts={'/'.join(str(p) for p in split)}" if split else "")
+
+
 def plan_sweep(spec: BenchSpec, vram_gib: list[float],
                baseline_tests: dict[str, list[float]] | None) -> SweepPlan | str:
     """The sweep for a host, or why it cannot run."""
@@ -93,139 +117,140 @@ def plan_sweep(spec: BenchSpec, vram_gib: list[float],
         return "the baseline's tests do not say their token counts: run omni-host bench again"
     splits = candidates(vram_gib)
     dropped: list[tuple[int, ...]] = []
-    while len(splits) > 1 and \
-            per_config * (len(splits) + 1) * len(MODES) > BUDGET_SHARE * spec.budget_s:
+
+    def expected() -> float:  # every split under every mode, and -sm none once, each round
+        return per_config * (len(splits) * len(MODES) + 1) * ROUNDS
+
+    while len(splits) > 1 and expected() > BUDGET_SHARE * spec.budget_s:
         dropped.append(splits.pop())
-    expected = per_config * (len(splits) + 1) * len(MODES)
-    if expected > BUDGET_SHARE * spec.budget_s:
-        return (f"even the advised split, measured twice, takes about {expected:.0f} s, past 80% of "
+    if expected() > BUDGET_SHARE * spec.budget_s:
+        return (f"even the advised split, under {len(MODES)} split modes and -sm none, in "
+                f"{ROUNDS} rounds, takes about {expected():.0f} s, past 80% of "
                 f"omni_bench.budget_s ({spec.budget_s:g} s): raise it or lower the repetitions")
-    # the advised split again, last: the same configuration measured twice is the sweep's own
-    # drift between configurations (the noise a difference between splits must pass)
-    ts = ",".join("/".join(str(p) for p in s) for s in (*splits, splits[0]))
-    args = (*without_options(spec.args, SPLIT_OPTIONS), "-sm", ",".join(MODES), "-ts", ts)
-    return SweepPlan(args, tuple(splits), MODES, expected, tuple(dropped))
+    rest = without_options(spec.args, SPLIT_OPTIONS)
+    arms = tuple(Arm(config_name(mode, split), (),
+                     (*rest, "-sm", mode, "-ts", "/".join(str(p) for p in split)))
+                 for mode in MODES for split in splits)
+    arms += (Arm(config_name("none"), (), (*rest, "-sm", "none")),)
+    return SweepPlan(arms, tuple(splits), (*MODES, "none"), ROUNDS, expected(), tuple(dropped))
 
 
-def _config(test: BenchTest) -> str:
-    ts = str(test.params.get("tensor_split") or "")
-    return f"sm={test.params.get('split_mode')} ts={ts or 'default'}"
+def _failed_modes(ab: KnobAB) -> dict[str, str]:
+    """The split modes whose every run failed (a mode the build cannot load) -> the first
+    run's error."""
+    by_mode: dict[str, list[str | None]] = {}
+    for r in ab.runs:
+        by_mode.setdefault(r.arm.split()[0].removeprefix("sm="), []).append(r.error)
+    return {mode: str(errors[0]) for mode, errors in by_mode.items()
+            if errors and all(errors)}
 
 
-def _shares(test: BenchTest) -> tuple[float, ...]:
-    values = split_values(test.params)
-    total = sum(values) or 1.0
-    return tuple(round(v / total, 2) for v in values)
+def _centres(ab: KnobAB, left_out: dict[int, str]) -> dict[str, dict[str, dict[int, float]]]:
+    """test -> configuration -> round -> the run's centre (tokens/s), the rounds ``left_out``
+    apart."""
+    out: dict[str, dict[str, dict[int, float]]] = {}
+    for r in ab.runs:
+        for t in r.result.tests if r.result and r.pair not in left_out else ():
+            out.setdefault(t.name.split()[0], {}).setdefault(r.arm, {})[r.pair] = \
+                t.estimate.center_ts
+    return out
 
 
-def _drift(tests: list[BenchTest]) -> float | None:
-    """The sweep's own noise between configurations: one configuration measured twice, first
-    and last (the advised split, repeated), differs by d; one run's standard deviation between
-    configurations is then about |d| / sqrt(2). The largest over the pairs; None without one."""
-    seen: dict[str, BenchTest] = {}
-    found = None
-    for t in tests:
-        key = _config(t)
-        if key in seen:
-            a, b = seen[key].estimate.center_ts, t.estimate.center_ts
-            d = abs(a - b) / ((a + b) / 2) / math.sqrt(2)
-            found = d if found is None else max(found, d)
-        else:
-            seen[key] = t
-    return found
+def _judged(test: str, arms: dict[str, dict[int, float]], advised: str) -> tuple[str, dict[str, Any],
+                                                                                bool]:
+    """One test's verdict in words, its table, and whether a configuration is measurably
+    faster than the advised one. Each configuration is judged against the advised split (the
+    highest median where it never ran) on the rounds both ran, never against the fastest: the
+    fastest of twelve is partly the luckiest, and its luck is not in the noise (12% of
+    simulated sweeps of twelve equal configurations called one slower that way, 4% against a
+    fixed reference). The line is raised for the comparisons made at once
+    (``knob.family_sigmas``: 3.67 standard errors for eleven)."""
+    medians = {name: round(statistics.median(v.values()), 2) for name, v in arms.items()}
+    ref = advised if advised in arms else max(medians, key=lambda a: medians[a])
+    noise = block_noise(arms)
+    sigmas = family_sigmas(len(arms) - 1)
+    rows = []
+    for name in sorted(arms, key=lambda a: -medians[a]):
+        found = effect([(arms[ref][i], c) for i, c in arms[name].items() if i in arms[ref]],
+                       noise, sigmas) if name != ref else {"pairs": len(arms[name])}
+        measurable = noise is not None and bool(found.get("measurable"))
+        rows.append({"config": name, "median_ts": medians[name],
+                     "rounds": len(arms[name]), "effect": found.get("effect"),
+                     "uncertainty": found.get("uncertainty"),
+                     "measurably_faster": measurable and found["effect"] > 0,
+                     "measurably_slower": measurable and found["effect"] < 0,
+                     "advised": name == advised})
+    faster = [r for r in rows if r["measurably_faster"]]
+    slower = [r for r in rows if r["measurably_slower"]]
+    said = "the advised split" if ref == advised else "the fastest median"
+    if faster:
+        line = f"{test}: measurably faster than {said} ({ref}, {medians[ref]:g} t/s): " + \
+            ", ".join(f"{r['config']} {r['effect']:+.0%} (±{r['uncertainty']:.0%})"
+                      for r in faster)
+    else:
+        line = (f"{test}: no configuration measurably faster than {said} ({ref} at "
+                f"{medians[ref]:g} t/s; {len(rows) - 1 - len(slower)} of {len(rows) - 1} "
+                "others within the noise")
+        line += f", fastest median {rows[0]['config']} {rows[0]['median_ts']:g} t/s)" \
+            if rows[0]["config"] != ref else ")"
+    if slower:
+        line += "; measurably slower: " + ", ".join(
+            f"{r['config']} {r['effect']:+.0%} (±{r['uncertainty']:.0%})" for r in slower)
+    most = max(len(v) for v in arms.values())
+    line += (f"; one run's noise ±{noise:.1%} with the rounds' drift taken out, {most} rounds, "
+             f"{sigmas:.2f} standard errors for {len(rows) - 1} comparisons"
+             if noise is not None else
+             f"; one run's noise was not measured ({most} round(s) of every configuration): "
+             "no configuration is called faster or slower")
+    return line, {"reference": ref, "rows": rows, "sigmas": round(sigmas, 2),
+                  "run_noise": None if noise is None else round(noise, 4)}, bool(faster)
 
 
-def _merged(tests: list[BenchTest]) -> list[BenchTest]:
-    """One test per configuration, a repeated one with every repetition of both runs."""
-    by: dict[str, BenchTest] = {}
-    for t in tests:
-        key = _config(t)
-        by[key] = dataclasses.replace(by[key], samples_ts=by[key].samples_ts + t.samples_ts) \
-            if key in by else t
-    return list(by.values())
-
-
-def _unfinished_modes(run: BenchRun) -> list[str]:
-    """The split modes the run's argv asked for that no finished test ran, in its order."""
-    asked: list[str] = []
-    for i, arg in enumerate(run.argv[:-1]):
-        if arg in ("-sm", "--split-mode"):
-            asked += [m.strip() for m in run.argv[i + 1].split(",") if m.strip()]
-    ran = {str(t.params.get("split_mode")) for t in (run.result.tests if run.result else ())}
-    return [m for m in dict.fromkeys(asked) if m not in ran]
-
-
-def judge_sweep(meta: CheckMeta, spec: BenchSpec, run: BenchRun,
-                advised: tuple[int, ...]) -> CheckResult:
-    """The sweep's verdict: per kind, the fastest configuration and each other one against
-    it with the bench's noise rule, widened by the drift the repeated advised split measured;
-    the advised split's standing decides the status. Without that repeat no configuration
-    is called slower: the drift between configurations (9% on a 2-vCPU VM, more than the
-    repetitions show) would be called a winner."""
-    if run.result is None:
-        return meta.result(Status.ERROR, f"llama-bench failed: {run.error}",
-                           evidence=(Evidence("bench.llama", " ".join(run.argv) or "llama-bench",
-                                              tuple(run.stderr_tail[-5:])),))
-    want = tuple(round(p / sum(advised), 2) for p in advised)
-    kinds: dict[str, list[BenchTest]] = {}
-    for t in run.result.tests:
-        kinds.setdefault(t.kind, []).append(t)
-    lines: list[str] = []
+def judge_sweep(meta: CheckMeta, ab: KnobAB, advised: tuple[int, ...]) -> CheckResult:
+    """The sweep's verdict from its rounds: per test, the leader and every configuration
+    against it; the advised split's standing (``-sm layer`` at the advised shares) decides
+    the status, and a split mode that never ran, a run that failed or a sweep cut short
+    warn."""
+    name = config_name("layer", advised)
+    lines = [f"{r.arm} round {r.pair}: " + (
+        ", ".join(f"{t.name} {t.estimate.center_ts:.2f} t/s" for t in r.result.tests)
+        if r.result else f"failed: {r.error}") for r in ab.runs]
+    evidence = (Evidence("bench.llama", "omni-host bench --sweep-split: llama-bench per split "
+                         "configuration, in rounds", tuple(lines)),)
+    left_out = disturbed(ab)
+    failed_modes = _failed_modes(ab)
+    failed = [r for r in ab.runs if r.error
+              and r.arm.split()[0].removeprefix("sm=") not in failed_modes]
+    said: list[str] = [f"-sm {mode} failed in every run, dropped (a split mode this build or "
+                       f"these GPUs cannot load: serve without it): {error}"
+                       for mode, error in failed_modes.items()]
     table: dict[str, Any] = {}
-    status = Status.PASS
-    for kind, everyone in kinds.items():
-        drift = _drift(everyone)
-        tests = _merged(everyone)
-        best = max(tests, key=lambda t: t.estimate.center_ts)
-        rows: list[dict[str, Any]] = []
-        for t in sorted(tests, key=lambda t: -t.estimate.center_ts):
-            verdict = judge_test(t.name, list(best.samples_ts), list(t.samples_ts),
-                                 spec.tolerance_pct)
-            line = max(verdict.threshold, SIGMAS * drift) if drift is not None else None
-            measurable = t is not best and line is not None and verdict.drop > line
-            rows.append({"config": _config(t), "center_ts": round(t.estimate.center_ts, 2),
-                         "spread": round(t.estimate.spread, 4), "runs": len(t.samples_ts),
-                         "slower": round(verdict.drop, 4),
-                         "threshold": None if line is None else round(line, 4),
-                         "measurably_slower": measurable,
-                         "advised": t.params.get("split_mode") == "layer" and _shares(t) == want})
-        table[kind] = {"rows": rows, "drift": None if drift is None else round(drift, 4)}
-        tied = [r for r in rows if not r["measurably_slower"]]
-        advised_row = next((r for r in rows if r["advised"]), None)
-        noise = (f"drift between configurations ±{drift:.1%}, measured by the advised split run "
-                 "twice" if drift is not None else
-                 "the drift between configurations was not measured (the advised split's repeat "
-                 "did not run): no configuration is called slower")
-        head = f"{kind}: " + (f"fastest {rows[0]['config']} at {rows[0]['center_ts']:g} t/s"
-                              if len(tied) < len(rows) else
-                              f"no measurable difference between the {len(rows)} splits "
-                              f"(fastest median {rows[0]['center_ts']:g} t/s)")
-        if len(tied) > 1 and len(tied) < len(rows):
-            head += f" (within its noise: {', '.join(r['config'] for r in tied[1:])})"
-        slower = [f"{r['config']} {r['slower']:.0%} slower" for r in rows if r["measurably_slower"]]
-        if slower:
-            head += "; measurably slower: " + ", ".join(slower)
-        head += f"; {noise}"
-        if drift is None:
-            status = Status.WARN
-        if advised_row is not None and advised_row["measurably_slower"]:
-            status = Status.WARN
-            head += f"; the advised split ({advised_row['config']}) is measurably slower"
-        lines.append(head)
-    summary = "; ".join(lines)
-    if run.error:  # the configurations it finished are judged; the rest never ran
-        status = Status.WARN
-        failed = _unfinished_modes(run)
-        named = (f"-sm {failed[0]} failed (the first split mode that did not finish; a mode the "
-                 "build cannot load: leave it out)" + (f", {', '.join(failed[1:])} never ran"
-                                                      if failed[1:] else "") + "; "
-                 if failed else "")
-        summary = (f"{named}llama-bench failed after {len(run.result.tests)} tests "
-                   f"({run.error}): the configurations after them were not measured; {summary}")
-    evidence = (Evidence("bench.llama", " ".join(run.argv) or "llama-bench",
-                         tuple(f"{k} {r['config']}: {r['center_ts']:g} t/s ±{r['spread']:.1%}"
-                               for k, part in table.items() for r in part["rows"])
-                         + tuple(run.stderr_tail[-3:] if run.error else ())),)
+    slower = False
+    for test, arms in _centres(ab, left_out).items():
+        line, table[test], beaten = _judged(test, arms, name)
+        said.append(line)
+        slower = slower or beaten
+    if not table:
+        said.append("nothing measured to judge")
+    if failed:
+        said.append(f"{len(failed)} run(s) failed: {failed[0].arm} round {failed[0].pair}: "
+                    f"{failed[0].error}")
+    if ab.error:
+        said.append(f"the sweep stopped: {ab.error}")
+    if left_out:
+        said.append(left_out_words(left_out, "round"))
+    measured = any(r["rounds"] >= MIN_PAIRS for t in table.values() for r in t["rows"])
+    if table and not measured:
+        said.append(f"under {MIN_PAIRS} rounds: no difference is called measurable")
+    status = Status.WARN if slower or failed or ab.error else \
+        Status.PASS if measured else Status.SKIP
+    summary = "; ".join(said)
+    if status is Status.SKIP:
+        summary += ": not judged, run it again when the host is quiet"
+    details: dict[str, Any] = {"sweep": table, "rounds": 1 + max((r.pair for r in ab.runs),
+                                                                 default=-1)}
+    if left_out:
+        details["disturbed_rounds"] = {str(p): h for p, h in left_out.items()}
     return meta.result(status, summary, expected=f"advised split {'/'.join(map(str, advised))} "
-                       "(-sm layer) fastest or within the noise of the fastest",
-                       actual=summary, evidence=evidence, details={"sweep": table})
+                       "(-sm layer): no configuration measurably faster",
+                       actual=summary, evidence=evidence, details=details)
