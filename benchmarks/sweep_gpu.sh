@@ -31,7 +31,7 @@ for line in sys.stdin:
     name, mib = (x.strip() for x in line.split(","))
     print("        - {model: \"%s\", vram_gib: %d}" % (name.replace("NVIDIA ", ""), round(int(mib) / 1024)))
 ' >> /tmp/sweep.yml
-    python3 -m omni_host bench -i /tmp/sweep.yml gpu --baseline --force --report-dir "$store" \
+    python3 -m omni_host bench -i /tmp/sweep.yml gpu --baseline --report-dir "$store" \
       --format json > "$final/baseline.json" 2> "$out/baseline.err"
     tail -2 "$out/baseline.err"
     for i in $(seq "${3:-2}"); do
@@ -46,6 +46,6 @@ for r in json.load(open(sys.argv[1]))["hosts"][0]["results"]:
         print(r["status"], r["summary"][:1500])
 PY
     done
-    cp -r "$store" "$final/store" ;;
+    tar czf "$final/store.tgz" -C "$store" . ;;
 esac
 echo "phase $phase done after $(( $(date +%s) - t0 )) s"
