@@ -15,7 +15,10 @@
 #              CUDA_VISIBLE_DEVICES=0 and -ts 75,25 (llama-bench reads the comma as two tests).
 #   overhead:  omni-host bench against the same llama-bench by hand, 7 interleaved pairs:
 #              wall times and tg128 medians (overhead.json).
-# Usage: bash benchmarks/quiet_gpu.sh unchanged|drops|two|overhead OUTDIR
+#   steady:    the drops' calibration, then 10 benches with the tg128 load already running
+#              (started 6 s before, its CUDA context up: steady through the whole run, as a
+#              job that was there first), each --force (the gate would refuse it), -r 20.
+# Usage: bash benchmarks/quiet_gpu.sh unchanged|drops|steady|two|overhead OUTDIR
 set -u
 phase=$1 final=$2 out=/tmp/quiet-$1
 mkdir -p "$out" "$final"
@@ -123,6 +126,19 @@ for kind, want in (("tg128", 0.055), ("pp512", 0.20)):
 PY
   S=/tmp/store-drops
   bench d0-baseline /tmp/inv.yml $S
+  if [ "$phase" = steady ]; then
+    LONG="{\"omni_bench\": {\"llama_bench\": \"$bin\", \"model\": \"$model\", \"repetitions\": 20, \"args\": $DOC}}"
+    duty=$(cat /tmp/duty-tg128)
+    for i in $(seq -w 1 10); do
+      python3 /tmp/load.py "$duty" 60 now 0.020 & load=$!
+      sleep 6
+      bench "steady-$i" /tmp/inv.yml $S --force -e "$LONG"
+      kill $load 2>/dev/null; wait $load 2>/dev/null
+    done
+    tar czf "$out/stores.tar.gz" -C /tmp store-drops
+    tar czf "$final/quiet-$phase.tar.gz" -C "$out" .
+    exit 0
+  fi
   # 20 repetitions (not part of what is compared): long enough for the load to land
   LONG="{\"omni_bench\": {\"llama_bench\": \"$bin\", \"model\": \"$model\", \"repetitions\": 20, \"args\": $DOC}}"
   for kind in tg128 pp512; do
