@@ -211,3 +211,27 @@ def test_thirty_unchanged_runs_on_two_h100s_are_quiet_and_each_change_is_named(
     assert sorted(said[0].details["ceiling"]["tg128"]["devices"]) == ["GPU0", "GPU1"]
     assert comma.status is Status.WARN and comma.summary.startswith("not comparable")
     assert "-ts 75,25 made llama-bench measure 2 configurations" in comma.summary
+
+
+def test_a_steady_co_tenant_drop_is_called_with_its_cause_first(tmp_path: Path) -> None:
+    """The calibrated tg128 load already running through each bench (started 6 s before,
+    forced past the gate: a job that was there first), 10 runs at duty 0.08 (7.1% by hand)
+    and 10 at 0.065 (3.8% and 6.2% by hand: calibration-steady.json). Every run names the
+    process first and calls tg128 below its baseline past what the baseline resolves; none
+    passes."""
+    bundles = _bundles("steady", tmp_path)
+    assert len(bundles) == 21
+    verdicts, _ = _replay(bundles, tmp_path / "store", second=False)
+    called = 0
+    for bundle, verdict in zip(bundles[1:], verdicts, strict=True):
+        doc = json.loads(bundle.results["bench.llama"].stdout)
+        (process,) = doc["during"]["other_gpu_processes"]
+        assert verdict.summary.startswith(f"since the baseline: other processes on the GPUs: "
+                                          f"none -> {process}"), verdict.summary
+        assert verdict.status is not Status.PASS
+        tg = verdict.details["verdicts"]["tg128"]
+        called += 0.05 <= tg["drop"] <= 0.08 and tg["drop"] > tg["detectable"]
+    assert called == 20
+    calibration = json.loads((QUIET / "calibration-steady.json").read_text())
+    alone = sum(calibration["tg128"]["alone"]) / 2
+    assert 0.065 <= 1 - calibration["tg128"]["0.08"] / alone <= 0.075
