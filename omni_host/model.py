@@ -396,6 +396,22 @@ class ColdCase:
 
 
 @dataclass(frozen=True)
+class Baseline:
+    """A host's recorded baseline, as stored in the details of its perf.tokens-per-s result."""
+
+    audit: str  # the stored bench that recorded it
+    recorded_at: float
+    tests: dict[str, list[float]]  # test name -> every repetition's tokens/s
+    context: dict[str, Any]
+    # test name -> the center of the baseline and of each fit, comparable run since whose host
+    # state did not change: their spread is the noise between runs
+    run_centers: dict[str, list[float]] = field(default_factory=dict)
+    # test name -> what it measured (llama-bench's record less the results): the
+    # comparability key; empty for a baseline stored before keys were recorded
+    keys: dict[str, tuple[tuple[str, str], ...]] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
 class LastBench:
     """An audit's word on the host's newest stored bench (an audit never runs one)."""
 

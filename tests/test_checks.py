@@ -12,6 +12,7 @@ from helpers import gpu_bundle
 from omni_host.collect.bundle import Bundle
 from omni_host.evaluate.audit import evaluate_bundle
 from omni_host.evaluate.checks.gpu import tensor_split
+from omni_host.evaluate.prior import NO_PRIOR
 from omni_host.model import CommandResult, Status
 from omni_host.plan.policy import masked_hwcaps, policy_from_vars, reference_vars
 
@@ -65,7 +66,8 @@ def test_driver_version_kernel_619_needs_580_126_09(driver, status) -> None:
         facts.probes["gpu.nvidia-smi"] = dataclasses.replace(
             gpu, fact=dataclasses.replace(gpu.fact, driver_version=driver))
     policy = policy_from_vars({"omni_gpu_driver_min": "535.0"}, "test policy")
-    result = registry()["gpu.driver-version"](facts, policy, catalog()["gpu.driver-version"])
+    result = registry()["gpu.driver-version"](facts, policy, catalog()["gpu.driver-version"],
+                                              NO_PRIOR)
     assert result.status is status, result.summary
     if status is Status.FAIL:
         assert f"6.19.2-generic needs driver >= 580.126.09, found {driver}" in result.summary

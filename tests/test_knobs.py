@@ -22,6 +22,7 @@ from test_serve import _get, container_server
 from omni_host.errors import ParseError
 from omni_host.evaluate.checks import catalog, registry
 from omni_host.evaluate.facts import HostFacts
+from omni_host.evaluate.prior import NO_PRIOR
 from omni_host.model import InferenceServer, Outcome, ProbeResult, Servers, Status
 from omni_host.plan.policy import Policy
 from omni_host.probes.parsers.knobs import HostKnobs, cpu_list, parse_knobs, selected
@@ -44,7 +45,7 @@ def _judge(check: str, knobs: HostKnobs | None = None, servers: tuple = (),
                                              Outcome.UNAVAILABLE, reason="not installed")
     probes["numa.sysfs"] = ProbeResult("numa.sysfs", "sysfs", Outcome.UNAVAILABLE,
                                        reason="not needed")
-    return registry()[check](HostFacts("h", probes), Policy(), catalog()[check])
+    return registry()[check](HostFacts("h", probes), Policy(), catalog()[check], NO_PRIOR)
 
 
 def test_the_captured_documents_read_as_the_sysfs_files_say() -> None:

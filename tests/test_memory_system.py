@@ -12,6 +12,7 @@ import pytest
 from omni_host.errors import ParseError
 from omni_host.evaluate.checks import catalog, registry
 from omni_host.evaluate.facts import HostFacts
+from omni_host.evaluate.prior import NO_PRIOR
 from omni_host.evaluate.sentinel import fact_summary
 from omni_host.model import CheckResult, Outcome, ProbeResult, Status
 from omni_host.plan.policy import Policy
@@ -33,7 +34,7 @@ def _judge(name: str, l3: int | None = None) -> dict[str, CheckResult]:
     if l3 is not None:
         probes["cpu.l3"] = ProbeResult("cpu.l3", "l3", Outcome.OBSERVED, fact=l3)
     facts = HostFacts("h", probes)
-    return {cid: registry()[cid](facts, Policy(), catalog()[cid])
+    return {cid: registry()[cid](facts, Policy(), catalog()[cid], NO_PRIOR)
             for cid in ("memory.channels", "memory.speed")}
 
 

@@ -29,10 +29,9 @@ from conftest import LLAMA_CACHE, SERVER_IMAGE, Sshd, free_port, run_cli
 from test_bench import CpuQuota, _baseline
 
 from omni_host.errors import ParseError
-from omni_host.evaluate.bench import Baseline
 from omni_host.evaluate.checks import catalog
 from omni_host.evaluate.serve import differences, judge_served, served_rate
-from omni_host.model import InferenceServer, ServedCounters, ServedProbe, Status
+from omni_host.model import Baseline, InferenceServer, ServedCounters, ServedProbe, Status
 from omni_host.probes.parsers.bench import parse_llama_bench_json
 from omni_host.probes.parsers.serve import counters, parse_servers, redacted
 from omni_host.remote import serve as helper

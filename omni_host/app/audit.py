@@ -9,7 +9,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -22,12 +22,9 @@ from omni_host.collect.transport.base import SshOptions
 from omni_host.errors import InventoryError, StoreError
 from omni_host.evaluate.audit import audit_many, evaluate_bundle
 from omni_host.evaluate.checks import catalog
-from omni_host.evaluate.plan import measured_here, served_against_plan
-from omni_host.evaluate.serve import CHECK_ID as SERVE_CHECK
-from omni_host.evaluate.serve import DEFAULT_MIN_FRACTION, judge_served
+from omni_host.evaluate.prior import Prior
 from omni_host.model import (
     Bundle,
-    CheckResult,
     HostReport,
     Report,
     Source,
@@ -40,8 +37,6 @@ from omni_host.plan.policy import ExpectedState, policy_from_vars
 from omni_host.plan.waivers import Waiver, apply_waivers, default_waivers, load_waivers
 from omni_host.report.history import History, cold_case
 from omni_host.report.store import store_report
-
-TOPOLOGY = "gpu.topology"
 
 
 @dataclass(frozen=True)
@@ -74,20 +69,22 @@ def audit_live(plans: list[HostPlan], ssh: SshOptions, *, forks: int,
                probe_timeout_s: float | None, host_timeout_s: float | None,
                on_start: Callable[[HostPlan], None] | None = None,
                on_done: Callable[[HostPlan, HostReport], None] | None = None,
-               ahead: Ahead | None = None, processes: int | None = None) -> Hosts:
-    """Audit hosts live: one thread pool, or (``processes`` > 1; by default one process per
-    16 hosts in flight, up to the CPUs) a pool in each of several processes."""
+               ahead: Ahead | None = None, processes: int | None = None,
+               priors: Mapping[str, Prior] | None = None) -> Hosts:
+    """Audit hosts live, each judged against its past (``priors``, by name): one thread pool,
+    or (``processes`` > 1; by default one process per 16 hosts in flight, up to the CPUs) a
+    pool in each of several processes."""
     started = time.time()
     if processes is None:
         processes = processes_for(len(plans), forks, cpus())
     if processes > 1 and ahead is None:
         pooled = audit_spread(plans, ssh, forks=forks, processes=processes,
                               probe_timeout_s=probe_timeout_s, host_timeout_s=host_timeout_s,
-                              on_start=on_start, on_done=on_done)
+                              on_start=on_start, on_done=on_done, priors=priors)
     else:
         pooled = audit_many(plans, ssh, forks=forks, probe_timeout_s=probe_timeout_s,
                             host_timeout_s=host_timeout_s, on_start=on_start, on_done=on_done,
-                            ahead=ahead)
+                            ahead=ahead, priors=priors)
     return Hosts(list(pooled.results), Source.LIVE, started, pooled.interrupted,
                  pooled.terminated)
 
@@ -142,78 +139,16 @@ def read_waivers(path: Path | None) -> tuple[Waiver, ...]:
     return () if path is None else load_waivers(path, set(catalog()))
 
 
-def served_again(host: HostReport, past: Past) -> HostReport:
-    """serve.tokens-per-s judged again with the store: against the host's bench baseline,
-    over the window since its previous audit (the check alone has neither)."""
-    servers = host.facts.servers if host.facts is not None else None
-    current = next((r for r in host.results if r.id == SERVE_CHECK), None)
-    if servers is None or current is None:
-        return host
-    fraction = float(current.details.get("min_fraction", DEFAULT_MIN_FRACTION))
-    result = judge_served(catalog()[SERVE_CHECK], servers, past.baseline,
-                          min_fraction=fraction, previous=past.previous_servers(),
-                          previous_audit=past.previous_audit)
-    return dataclasses.replace(host, results=tuple(result if r.id == SERVE_CHECK else r
-                                                   for r in host.results))
-
-
-def with_plan(host: HostReport, past: Past) -> HostReport:
-    """The host's stored placement plan quoted where it speaks: beside each running server of
-    the plan's model (serve.tokens-per-s: the winner, the gain predicted for its placement),
-    and in gpu.topology's advice on several GPUs (what the proof measured here)."""
-    if past.plan is None:
-        return host
-    plan_id, plan, proof = past.plan
-    model = (plan.get("model") or {}).get("fingerprint")
-    servers = (host.facts.servers if host.facts is not None else None) or ()
-    notes = []
-    for server in servers:
-        if model and server.model_fingerprint == model:
-            found = served_against_plan(server.argv, plan_id, plan, proof,
-                                        server.gpu_memory_by_gpu)
-            if found is not None:
-                notes.append((server.pid, *found))
-    served = "; ".join(f"pid {pid}: {line}" for pid, line, _ in notes)
-    topology = measured_here(plan_id, plan, proof)
-
-    def quoted(r: CheckResult) -> CheckResult:
-        if r.id == SERVE_CHECK and notes:
-            return dataclasses.replace(r, summary=f"{r.summary}; {served}", details={
-                **r.details, "plan": {str(p): d for p, _, d in notes}})
-        if r.id == TOPOLOGY and topology:
-            return dataclasses.replace(r, summary=f"{r.summary}; {topology}",
-                                       details={**r.details, "measured_here": topology})
-        return r
-
-    return dataclasses.replace(host, results=tuple(quoted(r) for r in host.results))
-
-
-def with_ledger(host: HostReport, past: Past) -> HostReport:
-    """Each knob check's verdict with what the knob measured on this host, where its ledger
-    has an A/B (``bench --knob``): the host's own figure, not only the public one."""
-    ledger = past.ledger
-    if not ledger:
-        return host
-    return dataclasses.replace(host, results=tuple(
-        dataclasses.replace(r, summary=f"{r.summary}; measured here (bench {ledger[r.id][0]}): "
-                            f"{ledger[r.id][1]}",
-                            details={**r.details, "ledger": {"bench": ledger[r.id][0],
-                                                             "measured": ledger[r.id][1]}})
-        if r.id in ledger else r for r in host.results))
-
-
 def finish(hosts: Hosts, *, inventory: str | None, waivers: tuple[Waiver, ...],
            history: History | None, hint_args: tuple[str, ...] = (),
            pasts: dict[str, Past] | None = None) -> AuditRun:
-    """The past of each reachable host read once from the store (``history``, given for live
-    audits): the served rate against it, the knob ledger, the stored plan, waivers, the Cold
-    Case layer, the last bench; then the report. ``pasts``: those the run read already."""
+    """Waivers, then the Cold Case layer and the last bench from the past of each reachable
+    host (read once from the store, ``history``, given for live audits; ``pasts``: those the
+    run read already, and judged its checks against); then the report."""
     pasts = {h.host: (pasts or {}).get(h.host) or past_of(history, h.host)
              for h in hosts.reports if history is not None and h.reachable}
-    judged = [with_plan(with_ledger(served_again(h, pasts[h.host]), pasts[h.host]),
-                        pasts[h.host]) if h.host in pasts else h for h in hosts.reports]
-    reports, notes = apply_waivers(judged, waivers, dt.date.today()) if waivers \
-        else (judged, [])
+    reports, notes = apply_waivers(hosts.reports, waivers, dt.date.today()) if waivers \
+        else (hosts.reports, [])
     reports = [dataclasses.replace(h, cold_case=cold_case(pasts[h.host].entries, h.to_dict()),
                                    last_bench=pasts[h.host].last_bench
                                    if hosts.source is not Source.BENCH else None)
@@ -236,11 +171,11 @@ class Audited:
 
 def conclude(hosts: Hosts, *, inventory: str | None, waivers: tuple[Waiver, ...],
              history: History | None, store_root: Path | None, rechecked: str | None = None,
-             hint_args: tuple[str, ...] = ()) -> Audited:
+             hint_args: tuple[str, ...] = (), pasts: dict[str, Past] | None = None) -> Audited:
     """``finish``, then ``keep`` where ``store_root`` is given. A store that cannot be written
     costs the run its record, never its verdict (printed and written to --output all the same)."""
     run = finish(hosts, inventory=inventory, waivers=waivers, history=history,
-                 hint_args=hint_args)
+                 hint_args=hint_args, pasts=pasts)
     if rechecked is not None:
         run = dataclasses.replace(run, report=dataclasses.replace(run.report, rechecked=rechecked))
     if store_root is None:

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from omni_host.evaluate.bench import Baseline, StoredRun, read_stored
-from omni_host.model import Source, Status
+from omni_host.evaluate.bench import StoredRun, read_stored
+from omni_host.model import Baseline, Source, Status
 from omni_host.report.history import History, HostEntries
 from omni_host.report.text import perf_result
 

@@ -22,6 +22,7 @@ from omni_host.evaluate.bench import CHECK_ID, bench_context, first_run, judge
 from omni_host.evaluate.checks import catalog
 from omni_host.evaluate.knob import CHECK_ID as KNOB_CHECK
 from omni_host.evaluate.knob import judge_knob
+from omni_host.evaluate.prior import NO_PRIOR
 from omni_host.evaluate.sweep import CHECK_ID as SWEEP_CHECK
 from omni_host.evaluate.sweep import SweepPlan, judge_sweep, plan_sweep
 from omni_host.model import Bundle, CheckResult, FactSummary, HostReport, Source, Status, scrub_host
@@ -74,7 +75,8 @@ def bench_result(bundle: Bundle, policy: Policy, summary: FactSummary | None, pa
 
 
 def knob_host(plan: HostPlan, ssh: SshOptions, knob: tuple[Knob, str], pairs: int, *,
-              force: bool, probe_timeout_s: float | None = None) -> BenchHost:
+              force: bool, probe_timeout_s: float | None = None,
+              past: Past | None = None) -> BenchHost:
     """An A/B of one knob on one host (perf.knob): its audit, and what the knob costs here;
     never a baseline. Raises BenchRefused when the helper refused to run."""
     spec = plan.policy.bench
@@ -89,7 +91,8 @@ def knob_host(plan: HostPlan, ssh: SshOptions, knob: tuple[Knob, str], pairs: in
     except TransportError as exc:
         return BenchHost(unreachable(plan, str(exc), time.monotonic() - start), False, None)
     report = evaluate_bundle(bundle, plan.policy, address=plan.address,
-                             duration_s=time.monotonic() - start, expected=plan.expected)
+                             duration_s=time.monotonic() - start, expected=plan.expected,
+                             prior=past.prior() if past is not None else NO_PRIOR)
     meta = catalog()[KNOB_CHECK]
     probe = evaluate(BENCH, bundle.results.get(BENCH.id))
     if not probe.ok:
@@ -133,7 +136,7 @@ def bench_host(plan: HostPlan, ssh: SshOptions, past: Past, *, record: bool,
         return BenchHost(unreachable(plan, str(exc), time.monotonic() - start), False, None)
     if swept is not None:
         return judge_sweep_bundle(bundle, plan, swept.splits[0],
-                                  duration_s=time.monotonic() - start)
+                                  duration_s=time.monotonic() - start, past=past)
     done = judge_bench(bundle, plan, None, record=record, duration_s=time.monotonic() - start,
                        past=past)
     first = None if record else first_of(done)
@@ -160,11 +163,12 @@ def first_of(done: BenchHost) -> dict[str, Any] | None:
 
 
 def judge_sweep_bundle(bundle: Bundle, plan: HostPlan, advised: tuple[int, ...], *,
-                       duration_s: float = 0.0) -> BenchHost:
+                       duration_s: float = 0.0, past: Past | None = None) -> BenchHost:
     """A collected split-sweep bundle judged: its audit and perf.split-sweep (never a
     baseline). Raises BenchRefused where the helper refused to run."""
     report = evaluate_bundle(bundle, plan.policy, address=plan.address, duration_s=duration_s,
-                             expected=plan.expected)
+                             expected=plan.expected,
+                             prior=past.prior() if past is not None else NO_PRIOR)
     meta = catalog()[SWEEP_CHECK]
     probe = evaluate(BENCH, bundle.results.get(BENCH.id))
     if not probe.ok:
@@ -189,7 +193,7 @@ def judge_bench(bundle: Bundle, plan: HostPlan, history: History | None, *, reco
         assert history is not None
         past = past_of(history, plan.name)
     report = evaluate_bundle(bundle, plan.policy, address=plan.address, duration_s=duration_s,
-                             expected=plan.expected)
+                             expected=plan.expected, prior=past.prior())
     warnings: list[str] = []
     result, compared = bench_result(bundle, plan.policy, report.facts, past, record=record,
                                     warn=warnings.append, first=first)
@@ -213,8 +217,8 @@ def bench(plans: list[HostPlan], ssh: SshOptions, history: History, *, record: b
     started = time.time()
     pasts = {p.name: past_of(history, p.name) for p in plans}  # each host's store read once
     if knob is not None:
-        done = [knob_host(p, ssh, knob, pairs, force=force, probe_timeout_s=probe_timeout_s)
-                for p in plans]
+        done = [knob_host(p, ssh, knob, pairs, force=force, probe_timeout_s=probe_timeout_s,
+                          past=pasts[p.name]) for p in plans]
     else:
         done = [bench_host(p, ssh, pasts[p.name], record=record, force=force,
                            probe_timeout_s=probe_timeout_s, sweep=sweep,

@@ -79,6 +79,9 @@ def run(req: LiveAudit, observe: Callable[[list[HostPlan]], Observer]) -> Audite
             raise UsageError(f"audit refused: {history.unreadable}; its report would be kept "
                              "where another account can change it (--report-dir names another "
                              "store, --no-store keeps none)")
+        from omni_host.app.past import past_of
+
+        pasts = {p.name: past_of(history, p.name) for p in plans}  # the store scanned once
     except BaseException:
         if ahead is not None:
             ahead.cancel()
@@ -88,8 +91,10 @@ def run(req: LiveAudit, observe: Callable[[list[HostPlan]], Observer]) -> Audite
         hosts = audit.audit_live(plans, req.ssh, forks=req.forks,
                                  probe_timeout_s=req.probe_timeout_s,
                                  host_timeout_s=req.host_timeout_s, on_start=observer.start,
-                                 on_done=observer.done, ahead=ahead, processes=req.processes)
+                                 on_done=observer.done, ahead=ahead, processes=req.processes,
+                                 priors={name: past.prior() for name, past in pasts.items()})
     finally:
         observer.close()
     return audit.conclude(hosts, inventory=req.inventory_name, waivers=waivers, history=history,
-                          store_root=store_root if req.store else None, hint_args=req.hint_args)
+                          store_root=store_root if req.store else None, hint_args=req.hint_args,
+                          pasts=pasts)

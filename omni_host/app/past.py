@@ -11,8 +11,8 @@ from typing import Any
 
 from omni_host import codec
 from omni_host.app.baseline import baseline_in
-from omni_host.evaluate.bench import Baseline
-from omni_host.model import InferenceServer, LastBench
+from omni_host.evaluate.prior import Prior
+from omni_host.model import Baseline, InferenceServer, LastBench
 from omni_host.report.history import (
     History,
     HostEntries,
@@ -48,6 +48,11 @@ class Past:
                     continue
                 found[server.pid] = server
         return found
+
+    def prior(self) -> Prior:
+        """What the checks may know of this past (``evaluate.prior``)."""
+        return Prior(self.baseline, self.previous_audit, tuple(self.previous_servers().values()),
+                     tuple(self.ledger.items()), self.plan)
 
 
 def past_of(history: History, host: str) -> Past:

@@ -187,7 +187,8 @@ def plan_one(plan: HostPlan, ssh: SshOptions, past: Past, req: PlanRequest, *,
     except TransportError as exc:
         return BenchHost(unreachable(plan, str(exc), time.monotonic() - start), False, None)
     report = evaluate_bundle(bundle, plan.policy, address=plan.address,
-                             duration_s=time.monotonic() - start, expected=plan.expected)
+                             duration_s=time.monotonic() - start, expected=plan.expected,
+                             prior=past.prior())
     from omni_host.evaluate.bench import bench_context
 
     run = _bench_run(bundle, "plan")

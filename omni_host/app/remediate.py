@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from omni_host.app.audit import AuditRun, Hosts, finish, keep
+from omni_host.app.past import past_of
 from omni_host.collect.runner import TaskOutcome
 from omni_host.collect.transport.base import SshOptions
 from omni_host.errors import UsageError
@@ -37,7 +38,6 @@ from omni_host.remediate.flow import (
     Step,
     artifacts_dir,
     available_playbooks,
-    current_findings,
     execute,
     hosts_ok,
     outcomes,
@@ -63,13 +63,18 @@ class Settings:
     hint_args: tuple[str, ...] = ()
 
 
-def _finished(settings: Settings, hosts: list[HostReport], source: Source,
-              started: float) -> AuditRun:
-    """A report of this run through the audit's own finish (waivers, Cold Case against the
-    stored audits), so every report layer reaches the remediation's reports as well."""
-    return finish(Hosts(hosts, source, started), inventory=settings.reported_inventory,
-                  waivers=settings.waivers, history=load_history(settings.store_root),
-                  hint_args=settings.hint_args)
+def _audited(settings: Settings, plans: list[HostPlan], ssh: SshOptions, *, forks: int,
+             source: Source, started: float) -> tuple[list[HostReport], AuditRun]:
+    """The hosts audited, each judged against its past in the store (read once), and the
+    report finished through the audit's own finish (waivers, Cold Case), so every report
+    layer reaches the remediation's reports as well."""
+    history = load_history(settings.store_root)
+    pasts = {p.name: past_of(history, p.name) for p in plans}
+    hosts = list(audit_many(plans, ssh, forks=forks,
+                            priors={name: past.prior() for name, past in pasts.items()}).results)
+    return hosts, finish(Hosts(hosts, source, started), inventory=settings.reported_inventory,
+                         waivers=settings.waivers, history=history,
+                         hint_args=settings.hint_args, pasts=pasts)
 
 
 @dataclass(frozen=True)
@@ -102,8 +107,8 @@ def plan_fixes(host_plans: list[HostPlan], ssh: SshOptions, *, forks: int, only:
     """Each host audited now, finished as an audit is (a waived finding is not fixed unless
     named with ``--check``). Nothing is stored: a preview, a declined apply or one with
     nothing to do changes nothing (the next report diff compares real audits)."""
-    run = _finished(settings, current_findings(host_plans, ssh=ssh, forks=forks),
-                    Source.PRE_REMEDIATION, started)
+    _, run = _audited(settings, host_plans, ssh, forks=forks, source=Source.PRE_REMEDIATION,
+                      started=started)
     plan = make_plan([h for h in run.report.hosts if h.reachable], only=only,
                      allow_reboot=allow_reboot, available=available_playbooks())
     return Planned(run, plan, None)
@@ -204,10 +209,10 @@ def reaudit(runs: Runs, applied: list[Step], planned: Planned, host_plans: list[
     the report finished as an audit's and stored with the scrubbed artifacts, pointing to its
     pre-remediation audit."""
     touched = {h for step in applied for h in step.run.hosts}
-    after = audit_many([p for p in host_plans if p.name in touched], ssh, forks=forks).results
+    after, run = _audited(runs.settings, [p for p in host_plans if p.name in touched], ssh,
+                          forks=forks, source=Source.REMEDIATION, started=started)
     # the task titles and messages of a play may name a vaulted value: scrubbed as everywhere
     records = scrub(outcomes(planned.plan, applied, after), runs.settings.secrets)
-    run = _finished(runs.settings, after, Source.REMEDIATION, started)
     run = dataclasses.replace(run, report=dataclasses.replace(
         run.report, remediation=records,
         pre_state=planned.pre.name if planned.pre is not None else None))
@@ -219,7 +224,7 @@ def baseline(runs: Runs, host_plans: list[HostPlan], ssh: SshOptions, *, forks: 
              started: float) -> tuple[Report, Path]:
     """After bootstrap's site.yml: every host audited, finished as an audit, stored as its
     baseline."""
-    run = _finished(runs.settings, audit_many(host_plans, ssh, forks=forks).results,
-                    Source.BOOTSTRAP, started)
+    _, run = _audited(runs.settings, host_plans, ssh, forks=forks, source=Source.BOOTSTRAP,
+                      started=started)
     run = dataclasses.replace(run, report=dataclasses.replace(run.report, baseline=True))
     return run.report, keep(run, runs.settings.store_root, attach={"ansible": runs.kept()})

@@ -25,7 +25,7 @@ import os
 import signal
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from omni_host import interrupts
@@ -33,6 +33,7 @@ from omni_host.collect.pool import PoolResult
 from omni_host.collect.run import host_deadline_s
 from omni_host.collect.transport.base import SshOptions
 from omni_host.evaluate.audit import audit_many, unreachable
+from omni_host.evaluate.prior import Prior
 from omni_host.model import HostReport
 from omni_host.plan.hosts import HostPlan
 
@@ -55,7 +56,8 @@ def processes_for(hosts: int, forks: int, available: int) -> int:
 
 
 def _worker(k: int, share: list[tuple[int, HostPlan]], ssh: SshOptions, forks: int,
-            probe_timeout_s: float | None, host_timeout_s: float | None, out: Any) -> None:
+            probe_timeout_s: float | None, host_timeout_s: float | None, out: Any,
+            priors: dict[str, Prior]) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     index = {id(plan): i for i, plan in share}
     lock = threading.Lock()  # the pool's threads report over one pipe, one message at a time
@@ -65,7 +67,7 @@ def _worker(k: int, share: list[tuple[int, HostPlan]], ssh: SshOptions, forks: i
             out.send(message)
 
     audit_many([plan for _, plan in share], ssh, forks=forks, probe_timeout_s=probe_timeout_s,
-               host_timeout_s=host_timeout_s,
+               host_timeout_s=host_timeout_s, priors=priors,
                on_start=lambda plan: send(("start", index[id(plan)], None)),
                on_done=lambda plan, report: send(("done", index[id(plan)], report)))
     send(("end", k, None))  # after every result of this worker
@@ -88,11 +90,13 @@ class _Spread:
         self.results: dict[int, HostReport] = {}
 
     def start(self, context: Any, ssh: SshOptions, per_worker: int,
-              probe_timeout_s: float | None, host_timeout_s: float | None) -> None:
+              probe_timeout_s: float | None, host_timeout_s: float | None,
+              priors: Mapping[str, Prior]) -> None:
         self.pipes = [context.Pipe(duplex=False) for _ in self.shares]  # (parent's, worker's)
         self.workers = [context.Process(
             target=_worker, name=f"omni-host audit {k + 1}/{len(self.shares)}",
-            args=(k, share, ssh, per_worker, probe_timeout_s, host_timeout_s, self.pipes[k][1]),
+            args=(k, share, ssh, per_worker, probe_timeout_s, host_timeout_s, self.pipes[k][1],
+                  {p.name: priors[p.name] for _, p in share if p.name in priors}),
             daemon=True) for k, share in enumerate(self.shares)]
         for worker in self.workers:
             worker.start()
@@ -161,8 +165,9 @@ def audit_spread(plans: list[HostPlan], ssh: SshOptions, *, forks: int, processe
                  probe_timeout_s: float | None = None, host_timeout_s: float | None = None,
                  on_start: Callable[[HostPlan], None] | None = None,
                  on_done: Callable[[HostPlan, HostReport], None] | None = None,
-                 ) -> PoolResult[HostReport]:
-    """``audit_many`` over ``processes`` worker processes, ``forks`` hosts in flight in all."""
+                 priors: Mapping[str, Prior] | None = None) -> PoolResult[HostReport]:
+    """``audit_many`` over ``processes`` worker processes, ``forks`` hosts in flight in all;
+    each worker gets the past of its own hosts only."""
     import multiprocessing  # only here: a one-process audit does not pay its import
     from multiprocessing.connection import wait
 
@@ -170,7 +175,8 @@ def audit_spread(plans: list[HostPlan], ssh: SshOptions, *, forks: int, processe
     shares = [s for s in (list(enumerate(plans))[k::processes] for k in range(processes)) if s]
     limit = host_deadline_s(ssh, probe_timeout_s, host_timeout_s) + START_SLACK_S
     spread = _Spread(plans, shares, limit, on_start, on_done)
-    spread.start(context, ssh, max(1, forks // len(shares)), probe_timeout_s, host_timeout_s)
+    spread.start(context, ssh, max(1, forks // len(shares)), probe_timeout_s, host_timeout_s,
+                 priors or {})
     try:
         while spread.reading:
             interrupts.check()  # a signal whose exception a finalizer swallowed

@@ -8,7 +8,7 @@ verdicts. One host's failure is that host's result, never the end of the run.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 from omni_host.collect.ahead import Ahead
 from omni_host.collect.pool import PoolResult, run_pool
@@ -18,6 +18,7 @@ from omni_host.errors import TransportError
 from omni_host.evaluate.baseline import observed_vars
 from omni_host.evaluate.checks import run_checks
 from omni_host.evaluate.facts import HostFacts, facts_from_bundle
+from omni_host.evaluate.prior import NO_PRIOR, Prior
 from omni_host.evaluate.sentinel import fact_summary, strategic
 from omni_host.model import Bundle, CheckResult, HostReport, PolicyRecord, ProbeNote, Status, scrub_host
 from omni_host.plan.hosts import HostPlan
@@ -25,11 +26,13 @@ from omni_host.plan.policy import ExpectedState, Policy
 
 
 def evaluate_bundle(bundle: Bundle, policy: Policy, *, address: str | None = None,
-                    duration_s: float = 0.0, expected: ExpectedState | None = None) -> HostReport:
-    """A host report of ``bundle`` judged under ``policy``; ``expected`` (the values and
-    origins the policy came from) is recorded in the report, else the bundle's own record."""
+                    duration_s: float = 0.0, expected: ExpectedState | None = None,
+                    prior: Prior = NO_PRIOR) -> HostReport:
+    """A host report of ``bundle`` judged under ``policy`` and against the host's ``prior``;
+    ``expected`` (the values and origins the policy came from) is recorded in the report,
+    else the bundle's own record."""
     facts = facts_from_bundle(bundle, policy)
-    results = tuple(run_checks(facts, policy))
+    results = tuple(run_checks(facts, policy, prior))
     probes = {pid: ProbeNote(p.outcome, p.reason) for pid, p in facts.probes.items()}
     summary = fact_summary(facts, policy)
     record = expected.to_dict() if expected is not None else bundle.policy
@@ -51,8 +54,9 @@ def recordable(facts: HostFacts, policy: Policy,
 
 
 def audit_host(plan: HostPlan, ssh: SshOptions, probe_timeout_s: float | None = None,
-               ahead: Ahead | None = None) -> HostReport:
-    """One host's audit; ``ahead``: its collection, already under way."""
+               ahead: Ahead | None = None, prior: Prior = NO_PRIOR) -> HostReport:
+    """One host's audit, judged against its ``prior``; ``ahead``: its collection, already
+    under way."""
     start = time.monotonic()
     try:
         bundle = ahead.bundle() if ahead is not None else collect_host(plan, ssh, probe_timeout_s)
@@ -64,7 +68,8 @@ def audit_host(plan: HostPlan, ssh: SshOptions, probe_timeout_s: float | None = 
     # Parsers and checks are each contained (a crash is that probe's or check's error), so
     # the collected evidence is always judged and kept.
     report = evaluate_bundle(bundle, plan.policy, address=plan.address,
-                             duration_s=time.monotonic() - start, expected=plan.expected)
+                             duration_s=time.monotonic() - start, expected=plan.expected,
+                             prior=prior)
     return scrub_host(report, plan.secrets)
 
 
@@ -77,16 +82,18 @@ def audit_many(plans: list[HostPlan], ssh: SshOptions, *, forks: int,
                probe_timeout_s: float | None = None, host_timeout_s: float | None = None,
                on_start: Callable[[HostPlan], None] | None = None,
                on_done: Callable[[HostPlan, HostReport], None] | None = None,
-               ahead: Ahead | None = None) -> PoolResult[HostReport]:
+               ahead: Ahead | None = None,
+               priors: Mapping[str, Prior] | None = None) -> PoolResult[HostReport]:
     """Audit hosts in a bounded pool; a host past its deadline is reported unreachable with
     the reason, and Ctrl-C returns what finished (the rest marked interrupted). ``ahead``: one
-    host's collection already under way (see ``Ahead``)."""
+    host's collection already under way (see ``Ahead``); ``priors``: each host's past, by
+    name (none: judged without one)."""
     deadline = host_deadline_s(ssh, probe_timeout_s, host_timeout_s)
     import_transports(plans, ssh.ssh_config)
 
     def one(plan: HostPlan) -> HostReport:
         mine = ahead if ahead is not None and ahead.plan is plan else None
-        return audit_host(plan, ssh, probe_timeout_s, mine)
+        return audit_host(plan, ssh, probe_timeout_s, mine, (priors or {}).get(plan.name, NO_PRIOR))
 
     return run_pool(
         plans, one, forks=forks, deadline_s=deadline,

@@ -29,7 +29,7 @@ from typing import Any, TypeGuard
 
 from omni_host.evaluate.ceiling import CCD_LINKS, CPU_BANDWIDTH, run_ceilings
 from omni_host.evaluate.meta import CheckMeta
-from omni_host.model import CheckResult, Evidence, FactSummary, Status
+from omni_host.model import Baseline, CheckResult, Evidence, FactSummary, Status
 from omni_host.plan.policy import BenchSpec
 from omni_host.probes.parsers import na
 from omni_host.probes.parsers.bench import (
@@ -52,22 +52,6 @@ OWN_CPU_TOLERANCE = 0.20
 OWN_CPU = "CPU llama-bench got during the run (CPUs)"
 RANK = {Status.PASS: 0, Status.WARN: 1, Status.FAIL: 2}
 RANK_OF = {s.value: r for s, r in RANK.items()}
-
-
-@dataclass(frozen=True)
-class Baseline:
-    """A host's recorded baseline, as stored in the details of its perf.tokens-per-s result."""
-
-    audit: str  # the stored bench that recorded it
-    recorded_at: float
-    tests: dict[str, list[float]]  # test name -> every repetition's tokens/s
-    context: dict[str, Any]
-    # test name -> the center of the baseline and of each fit, comparable run since whose host
-    # state did not change: their spread is the noise between runs
-    run_centers: dict[str, list[float]] = dataclasses.field(default_factory=dict)
-    # test name -> what it measured (llama-bench's record less the results): the
-    # comparability key; empty for a baseline stored before keys were recorded
-    keys: dict[str, tuple[tuple[str, str], ...]] = dataclasses.field(default_factory=dict)
 
 
 def _num(value: Any) -> float | None:

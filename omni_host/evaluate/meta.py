@@ -23,6 +23,7 @@ from omni_host.resources import data_path, read_yaml
 
 if TYPE_CHECKING:
     from omni_host.evaluate.facts import HostFacts
+    from omni_host.evaluate.prior import Prior
     from omni_host.plan.policy import Policy
 
 
@@ -90,12 +91,22 @@ BY_COMMAND = {"perf.tokens-per-s": "omni-host bench",
 
 
 CheckFn = Callable[["HostFacts", "Policy", CheckMeta], CheckResult]
-REGISTERED: dict[str, CheckFn] = {}  # filled as the check modules of evaluate/checks load
+PastCheckFn = Callable[["HostFacts", "Policy", CheckMeta, "Prior"], CheckResult]
+REGISTERED: dict[str, PastCheckFn] = {}  # filled as the check modules of evaluate/checks load
 
 
 def check(check_id: str) -> Callable[[CheckFn], CheckFn]:
-    """Register a check function under its catalog id."""
+    """Register a check function (of the host's facts and policy) under its catalog id."""
     def register(fn: CheckFn) -> CheckFn:
+        REGISTERED[check_id] = lambda facts, policy, meta, _prior: fn(facts, policy, meta)
+        return fn
+    return register
+
+
+def check_with_past(check_id: str) -> Callable[[PastCheckFn], PastCheckFn]:
+    """Register a check that also judges against the host's past (``evaluate.prior``: its
+    bench baseline, its previous audit's servers, its stored plan)."""
+    def register(fn: PastCheckFn) -> PastCheckFn:
         REGISTERED[check_id] = fn
         return fn
     return register

@@ -28,8 +28,8 @@ from omni_host.probes.parsers.bench import estimate, rate
 from omni_host.remote.procfacts import option_value
 
 if TYPE_CHECKING:  # types only: the check registry imports this module
-    from omni_host.evaluate.bench import Baseline
     from omni_host.evaluate.meta import CheckMeta
+    from omni_host.model import Baseline
 
 CHECK_ID = "serve.tokens-per-s"
 MIN_TOKENS = 32  # generated tokens a window needs before its rate says anything

@@ -14,22 +14,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from omni_host.collect.runner import PlaybookOutcome, TaskOutcome, run_playbook
-from omni_host.collect.transport.base import SshOptions
-from omni_host.evaluate.audit import audit_many
 from omni_host.model import FixOutcome, FixVerdict, HostReport, Status
-from omni_host.plan.hosts import HostPlan
 from omni_host.remediate.plan import Plan, PlaybookRun
 from omni_host.resources import collection_path
 
 
 def available_playbooks() -> frozenset[str]:
     return frozenset(p.name for p in collection_path("playbooks").glob("*.yml"))
-
-
-def current_findings(plans: list[HostPlan], *, ssh: SshOptions, forks: int) -> list[HostReport]:
-    """Each host audited live, now, under today's policy: the pre-state a remediation is
-    planned from and judged against (a stored bundle may predate the policy or the host)."""
-    return list(audit_many(plans, ssh, forks=forks).results)
 
 
 @dataclass(frozen=True)

@@ -1,17 +1,27 @@
-"""The check registry. A check is a pure function of (facts, policy) -> CheckResult,
+"""The check registry. A check is a pure function of (facts, policy) -> CheckResult, or of
+(facts, policy, the host's past) for those that judge against it (``check_with_past``),
 registered under a stable dotted id whose metadata lives in ``checks/catalog.yaml``."""
 
 from __future__ import annotations
 
 from omni_host.evaluate.facts import HostFacts
-from omni_host.evaluate.meta import BY_COMMAND, REGISTERED, CheckFn, CheckMeta, catalog, check
+from omni_host.evaluate.meta import (
+    BY_COMMAND,
+    REGISTERED,
+    CheckFn,
+    CheckMeta,
+    PastCheckFn,
+    catalog,
+    check,
+)
+from omni_host.evaluate.prior import NO_PRIOR, Prior
 from omni_host.model import CheckResult, Status
 from omni_host.plan.policy import Policy
 
-__all__ = ["CheckFn", "CheckMeta", "catalog", "check", "registry", "run_checks"]
+__all__ = ["CheckFn", "CheckMeta", "PastCheckFn", "catalog", "check", "registry", "run_checks"]
 
 
-def registry() -> dict[str, CheckFn]:
+def registry() -> dict[str, PastCheckFn]:
     from omni_host.evaluate.checks import (  # noqa: F401 (registration)
         build,
         containers,
@@ -34,7 +44,9 @@ def registry() -> dict[str, CheckFn]:
     return dict(REGISTERED)
 
 
-def run_checks(facts: HostFacts, policy: Policy) -> list[CheckResult]:
+def run_checks(facts: HostFacts, policy: Policy, prior: Prior = NO_PRIOR) -> list[CheckResult]:
+    """Every registered check of the catalog, each judged once, with the host's past where it
+    asks for it; a knob check's verdict says what its knob measured here (the ledger)."""
     metas = catalog()
     fns = registry()
     results = []
@@ -43,7 +55,7 @@ def run_checks(facts: HostFacts, policy: Policy) -> list[CheckResult]:
         if fn is None:  # judged by its own command (meta.BY_COMMAND), never by an audit
             continue
         try:
-            results.append(fn(facts, policy, meta))
+            results.append(prior.with_ledger(fn(facts, policy, meta, prior)))
         except Exception as exc:  # a bug in one check must not lose the host's other results
             results.append(meta.result(Status.ERROR, f"check crashed: {type(exc).__name__}: {exc}"))
     return results

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 from omni_host.evaluate.facts import HostFacts
-from omni_host.evaluate.meta import CheckMeta, check
+from omni_host.evaluate.meta import CheckMeta, check, check_with_past
+from omni_host.evaluate.plan import measured_here
+from omni_host.evaluate.prior import Prior
 from omni_host.model import CheckResult, Evidence, Outcome, ProbeResult, Remediation, Status
 from omni_host.plan.policy import ExpectedGpu, Policy, version_tuple
 from omni_host.probes.parsers.nvidia import Gpu, GpuInventory, TopoMatrix
@@ -132,8 +136,19 @@ def _split_advice(gpus: tuple[Gpu, ...], links: list[tuple[str, str, str]] | Non
     return f"symmetric VRAM ({link}): --split-mode layer is safe; even split", split
 
 
-@check("gpu.topology")
-def topology(facts: HostFacts, policy: Policy, meta: CheckMeta) -> CheckResult:
+@check_with_past("gpu.topology")
+def topology(facts: HostFacts, policy: Policy, meta: CheckMeta, prior: Prior) -> CheckResult:
+    """The GPU set against the policy and the split advice; on several GPUs with a stored
+    placement plan, what its proof measured here quoted beside the registry's rule."""
+    result = _topology(facts, policy, meta)
+    quote = measured_here(*prior.plan) if prior.plan is not None else None
+    if not quote:
+        return result
+    return dataclasses.replace(result, summary=f"{result.summary}; {quote}",
+                               details={**result.details, "measured_here": quote})
+
+
+def _topology(facts: HostFacts, policy: Policy, meta: CheckMeta) -> CheckResult:
     expected = None if policy.gpus is None else [
         {"model": g.model, "vram_gib": g.vram_gib} for g in policy.gpus]
     probe = _gpu_probe(facts)
