@@ -169,6 +169,61 @@ def test_a_server_like_its_bench_passes_and_differences_are_named() -> None:
     assert all(d in result.summary for d in diffs)
 
 
+def test_the_registered_check_judges_the_served_rate_once_against_the_past() -> None:
+    """serve.tokens-per-s as every audit runs it (the registry, the host's Prior): against the
+    baseline and the previous audit where the store has them, the same verdict ``judge_served``
+    gives with them; without a store (NO_PRIOR) no baseline to compare with. No use case
+    judges it a second time (app.audit.finish returns the hosts' results as they came)."""
+    from omni_host.evaluate.checks import registry
+    from omni_host.evaluate.facts import HostFacts
+    from omni_host.evaluate.prior import NO_PRIOR, Prior
+    from omni_host.model import Outcome, ProbeResult, Servers
+    from omni_host.plan.policy import Policy
+
+    baseline, tg = _vm_baseline()
+    slow = _server(argv=("llama-server", "-t", "1"), counters=ServedCounters(
+        predicted_tokens=sorted(baseline.tests[tg])[1] * 0.3 * 4, predicted_seconds=4.0))
+    facts = HostFacts("h", {"serve.servers": ProbeResult(
+        "serve.servers", "serve", Outcome.OBSERVED, fact=Servers((slow,)))})
+    earlier = dataclasses.replace(slow, counters=ServedCounters(predicted_tokens=10,
+                                                                predicted_seconds=1.0))
+    prior = Prior(baseline=baseline, previous_audit="20261126T000000000Z-aaaaaa",
+                  previous_servers=(earlier,))
+    check = registry()["serve.tokens-per-s"]
+    judged = check(facts, Policy(), META, prior)
+    want = judge_served(META, (slow,), baseline, previous={42: earlier},
+                        previous_audit="20261126T000000000Z-aaaaaa")
+    assert judged == want and judged.status is Status.FAIL
+    assert "threads: the bench ran 2, the server runs 1" in judged.summary
+    alone = check(facts, Policy(), META, NO_PRIOR)
+    assert alone == judge_served(META, (slow,), None) and alone.status is not Status.FAIL
+
+
+def test_finish_keeps_the_results_as_the_checks_judged_them(tmp_path: Path) -> None:
+    """Waivers, the Cold Case and the last bench are the report's layers; no verdict is
+    judged again or patched after the checks (a store with the host's bench in it)."""
+    import time as _time
+
+    from omni_host.app.audit import Hosts, finish, keep
+    from omni_host.model import FactSummary, HostReport, Source
+    from omni_host.report.history import load_history
+
+    baseline, tg = _vm_baseline()
+    slow = _server(counters=ServedCounters(predicted_tokens=sorted(baseline.tests[tg])[1],
+                                           predicted_seconds=4.0))
+    # the previous audit saw the same server (pid 42): a use case that judged again with the
+    # store would judge the window since it, and its verdict would differ from the check's
+    first = HostReport("h", "local", "local", True, None, 0.1,
+                       (judge_served(META, (slow,), None),), facts=FactSummary(servers=(slow,)))
+    keep(finish(Hosts([first], Source.LIVE, _time.time()), inventory=None, waivers=(),
+                history=None), tmp_path)
+    again = dataclasses.replace(first, results=(judge_served(META, (slow,), baseline),))
+    run = finish(Hosts([again], Source.LIVE, _time.time()), inventory=None, waivers=(),
+                 history=load_history(tmp_path))
+    (host,) = run.report.hosts
+    assert host.results == again.results and host.cold_case is not None
+
+
 @pytest.mark.parametrize("server, bench, same", [
     ("on", "1", True), ("off", "0", True), ("true", "1", True), ("auto", "1", False),
     ("75,25", "0.75/0.25", True), ("3,1", "0.75/0.25", True), ("1,1", "0.75/0.25", False),
