@@ -251,3 +251,24 @@ def test_four_sweeps_on_two_h100s_never_contradict_each_other() -> None:
     assert above == 18  # of 20 rounds (5, 5, 5 and 3 of each sweep's 5)
     assert called == {("tg128", "sm=none"): {"faster"}}, called
     assert statuses.count(Status.PASS) == 3 and statuses.count(Status.WARN) == 1
+
+
+def test_a_configuration_that_failed_is_not_run_again(llama) -> None:  # type: ignore[no-untyped-def]
+    """The bench helper's rounds with the real CPU llama-bench: an arm whose llama-bench
+    exits non-zero (a split mode it cannot parse here, as -sm row cannot load on a recent
+    CUDA build) runs once, in the first round, and the others every round."""
+    import os
+
+    from omni_host.remote import bench as helper
+
+    binary, model = llama
+    ab = {"pairs": 3, "arms": [
+        {"name": "sm=layer", "writes": [], "args": ["-p", "16", "-n", "4", "-t", "1"]},
+        {"name": "sm=bogus", "writes": [], "args": ["-p", "16", "-n", "4", "-t", "1", "-sm",
+                                                    "bogus"]}]}
+    opts = {"repetitions": "1", "budget_s": "120"}
+    out = helper.run_ab(str(binary), str(model), opts, ab, False, dict(os.environ), {}, None)
+    ran = [(r["arm"], r["pair"], r["run"]["exit_code"]) for r in out["runs"]]
+    assert [(arm, pair) for arm, pair, _ in ran] == [
+        ("sm=layer", 0), ("sm=bogus", 0), ("sm=layer", 1), ("sm=layer", 2)], ran
+    assert ran[1][2] != 0 and all(code == 0 for arm, _, code in ran if arm == "sm=layer")
