@@ -156,8 +156,8 @@ def _centres(ab: KnobAB, left_out: dict[int, str]) -> dict[str, dict[str, dict[i
     return out
 
 
-def _judged(test: str, arms: dict[str, dict[int, float]], advised: str) -> tuple[str, dict[str, Any],
-                                                                                bool]:
+def _judged(test: str, arms: dict[str, dict[int, float]],
+            advised: str) -> tuple[str, dict[str, Any], bool]:
     """One test's verdict in words, its table, and whether a configuration is measurably
     faster than the advised one. Each configuration is judged against the advised split (the
     highest median where it never ran) on the rounds both ran, never against the fastest: the
@@ -207,10 +207,10 @@ def _judged(test: str, arms: dict[str, dict[int, float]], advised: str) -> tuple
 
 
 def judge_sweep(meta: CheckMeta, ab: KnobAB, advised: tuple[int, ...]) -> CheckResult:
-    """The sweep's verdict from its rounds: per test, the leader and every configuration
-    against it; the advised split's standing (``-sm layer`` at the advised shares) decides
-    the status, and a split mode that never ran, a run that failed or a sweep cut short
-    warn."""
+    """The sweep's verdict from its rounds: per test, every configuration against the advised
+    split (``-sm layer`` at the advised shares); one measurably faster, a run that failed
+    (a split mode that never loaded apart: named and dropped) or a sweep that stopped warn;
+    under ``MIN_PAIRS`` rounds left to judge, nothing is judged (skip)."""
     name = config_name("layer", advised)
     lines = [f"{r.arm} round {r.pair}: " + (
         ", ".join(f"{t.name} {t.estimate.center_ts:.2f} t/s" for t in r.result.tests)
@@ -225,11 +225,11 @@ def judge_sweep(meta: CheckMeta, ab: KnobAB, advised: tuple[int, ...]) -> CheckR
                        f"these GPUs cannot load: serve without it): {error}"
                        for mode, error in failed_modes.items()]
     table: dict[str, Any] = {}
-    slower = False
+    beaten = False  # a configuration measurably faster than the advice
     for test, arms in _centres(ab, left_out).items():
-        line, table[test], beaten = _judged(test, arms, name)
+        line, table[test], faster = _judged(test, arms, name)
         said.append(line)
-        slower = slower or beaten
+        beaten = beaten or faster
     if not table:
         said.append("nothing measured to judge")
     if failed:
@@ -242,7 +242,7 @@ def judge_sweep(meta: CheckMeta, ab: KnobAB, advised: tuple[int, ...]) -> CheckR
     measured = any(r["rounds"] >= MIN_PAIRS for t in table.values() for r in t["rows"])
     if table and not measured:
         said.append(f"under {MIN_PAIRS} rounds: no difference is called measurable")
-    status = Status.WARN if slower or failed or ab.error else \
+    status = Status.WARN if beaten or failed or ab.error else \
         Status.PASS if measured else Status.SKIP
     summary = "; ".join(said)
     if status is Status.SKIP:
