@@ -111,22 +111,39 @@ def block_noise(table: dict[str, dict[int, float]]) -> float | None:
     return math.sqrt(squares / ((len(arms) - 1) * (len(rounds) - 1)))
 
 
+def round_centres(ab: KnobAB, left_out: dict[int, str]) -> dict[str, dict[str, dict[int, float]]]:
+    """Arms run in rounds (a proof's candidates, a sweep's configurations): test -> arm ->
+    round -> the run's centre (tokens/s), the rounds ``left_out`` (``disturbed``) apart."""
+    out: dict[str, dict[str, dict[int, float]]] = {}
+    for run in ab.runs:
+        for t in run.result.tests if run.result and run.pair not in left_out else ():
+            out.setdefault(t.name.split()[0], {}).setdefault(run.arm, {})[run.pair] = \
+                t.estimate.center_ts
+    return out
+
+
+def against(arms: dict[str, dict[int, float]], reference: str, noise: float | None,
+            sigmas: float = SIGMAS) -> dict[str, dict[str, Any]]:
+    """Each arm (arm -> round -> tokens/s) against ``reference`` on the rounds both ran
+    (``effect``, one run's noise ``noise``); the reference itself: its rounds only."""
+    return {arm: effect([(arms[reference][i], c) for i, c in rounds.items()
+                         if i in arms[reference]], noise, sigmas)
+            if arm != reference else {"pairs": len(rounds)} for arm, rounds in arms.items()}
+
+
 def against_leader(arms: dict[str, dict[int, float]]) -> tuple[str, dict[str, dict[str, Any]],
                                                           float | None]:
     """Configurations measured in rounds (arm -> round -> tokens/s): the leader (the highest
-    median over its rounds) and every arm against it on the rounds both ran (``effect``, one
-    run's noise the arms x rounds residual: ``block_noise``). Returns the leader, each arm's
-    median, rounds and effect, and that noise (a log standard deviation; None unmeasured)."""
+    median over its rounds) and every arm against it (``against``, one run's noise the arms
+    x rounds residual: ``block_noise``). Returns the leader, each arm's median, rounds and
+    effect, and that noise (a log standard deviation; None unmeasured)."""
     medians = {arm: statistics.median(rounds.values()) for arm, rounds in arms.items()}
     leader = max(medians, key=lambda a: medians[a])
     noise = block_noise(arms)
-    table: dict[str, dict[str, Any]] = {}
-    for arm, rounds in arms.items():
-        pairs = [(arms[leader][i], c) for i, c in rounds.items() if i in arms[leader]]
-        table[arm] = {"median_ts": round(medians[arm], 2), "rounds": len(rounds),
-                      "against_leader": effect(pairs, noise) if arm != leader
-                      else {"pairs": len(rounds)}}
-    return leader, table, noise
+    effects = against(arms, leader, noise)
+    return leader, {arm: {"median_ts": round(medians[arm], 2), "rounds": len(rounds),
+                          "against_leader": effects[arm]}
+                    for arm, rounds in arms.items()}, noise
 
 
 def judge_knob(meta: CheckMeta, knob: Knob, value: str, ab: KnobAB,

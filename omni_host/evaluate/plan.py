@@ -27,7 +27,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from omni_host import codec
-from omni_host.evaluate.knob import against_leader, disturbed, left_out_words
+from omni_host.evaluate.knob import against_leader, disturbed, left_out_words, round_centres
 from omni_host.evaluate.placement import MIB, Assessed, Candidate, PlanItem, candidate_of
 from omni_host.model import CheckResult, Evidence, Status
 
@@ -179,16 +179,6 @@ def spearman(xs: list[float], ys: list[float]) -> float | None:
     return float(sum((a - mx) * (b - my) for a, b in zip(rx, ry, strict=True)) / (sx * sy))
 
 
-def _centres(ab: KnobAB, left_out: dict[int, str]) -> dict[str, dict[str, dict[int, float]]]:
-    """test -> arm -> round -> the run's centre (tokens/s), the rounds ``left_out`` apart."""
-    out: dict[str, dict[str, dict[int, float]]] = {}
-    for run in ab.runs:
-        for t in run.result.tests if run.result and run.pair not in left_out else ():
-            name = t.name.split()[0]
-            out.setdefault(name, {}).setdefault(run.arm, {})[run.pair] = t.estimate.center_ts
-    return out
-
-
 def _judge_test(test: str, arms: dict[str, dict[int, float]],
                 by_key: dict[str, PlanRow]) -> dict[str, Any]:
     """One test of the proof: its leader (the highest median over the rounds), every other
@@ -240,7 +230,7 @@ def prove_result(meta: CheckMeta, proved: list[PlanRow], ab: KnobAB,
     evidence = (Evidence("bench.llama", "omni-host plan --prove: llama-bench per candidate, "
                          "in rounds", tuple(evidence_lines[-60:])),)
     left_out = disturbed(ab)
-    centres = _centres(ab, left_out)
+    centres = round_centres(ab, left_out)
     current = next((r.key for r in proved if r.origin == "current"), None)
     tests = {test: _judge_test(test, arms, by_key) for test, arms in centres.items()}
     lines = [_test_line(test, entry, by_key, current) for test, entry in tests.items()]
@@ -265,6 +255,7 @@ def prove_result(meta: CheckMeta, proved: list[PlanRow], ab: KnobAB,
                        details={"proof": tests, "proved": stored_rows(proved), **context,
                                 **({"disturbed_rounds": {str(p): h for p, h in left_out.items()}}
                                    if left_out else {})})
+
 
 def _words(flags: str) -> tuple[str, ...]:
     """A stored flags line as argv: shell-quoted since issue 46's first plans, split on spaces

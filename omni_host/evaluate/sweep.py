@@ -41,11 +41,12 @@ from typing import TYPE_CHECKING, Any
 from omni_host.evaluate.checks.gpu import tensor_split
 from omni_host.evaluate.knob import (
     MIN_PAIRS,
+    against,
     block_noise,
     disturbed,
-    effect,
     family_sigmas,
     left_out_words,
+    round_centres,
 )
 from omni_host.model import CheckResult, Evidence, Status
 from omni_host.plan.knobs import Arm, without_options
@@ -145,17 +146,6 @@ def _failed_modes(ab: KnobAB) -> dict[str, str]:
             if errors and all(errors)}
 
 
-def _centres(ab: KnobAB, left_out: dict[int, str]) -> dict[str, dict[str, dict[int, float]]]:
-    """test -> configuration -> round -> the run's centre (tokens/s), the rounds ``left_out``
-    apart."""
-    out: dict[str, dict[str, dict[int, float]]] = {}
-    for r in ab.runs:
-        for t in r.result.tests if r.result and r.pair not in left_out else ():
-            out.setdefault(t.name.split()[0], {}).setdefault(r.arm, {})[r.pair] = \
-                t.estimate.center_ts
-    return out
-
-
 def _judged(test: str, arms: dict[str, dict[int, float]],
             advised: str) -> tuple[str, dict[str, Any], bool]:
     """One test's verdict in words, its table, and whether a configuration is measurably
@@ -169,10 +159,10 @@ def _judged(test: str, arms: dict[str, dict[int, float]],
     ref = advised if advised in arms else max(medians, key=lambda a: medians[a])
     noise = block_noise(arms)
     sigmas = family_sigmas(len(arms) - 1)
+    effects = against(arms, ref, noise, sigmas)
     rows = []
     for name in sorted(arms, key=lambda a: -medians[a]):
-        found = effect([(arms[ref][i], c) for i, c in arms[name].items() if i in arms[ref]],
-                       noise, sigmas) if name != ref else {"pairs": len(arms[name])}
+        found = effects[name]
         measurable = noise is not None and bool(found.get("measurable"))
         rows.append({"config": name, "median_ts": medians[name],
                      "rounds": len(arms[name]), "effect": found.get("effect"),
@@ -226,7 +216,7 @@ def judge_sweep(meta: CheckMeta, ab: KnobAB, advised: tuple[int, ...]) -> CheckR
                        for mode, error in failed_modes.items()]
     table: dict[str, Any] = {}
     beaten = False  # a configuration measurably faster than the advice
-    for test, arms in _centres(ab, left_out).items():
+    for test, arms in round_centres(ab, left_out).items():
         line, table[test], faster = _judged(test, arms, name)
         said.append(line)
         beaten = beaten or faster
