@@ -186,6 +186,13 @@ class CheckResult:
         return Verdict.WAIVED if self.waiver and self.status in waivable \
             else Verdict(self.status.value)
 
+    def noted(self, words: str, key: str, value: Any) -> CheckResult:
+        """This verdict with ``words`` added to its summary and ``value`` to its details under
+        ``key``: what the host's past adds to a check's own finding (the stored plan, the
+        knob ledger)."""
+        return dataclasses.replace(self, summary=f"{self.summary}; {words}",
+                                   details={**self.details, key: value})
+
     def to_dict(self) -> dict[str, Any]:
         return codec.document(self)
 

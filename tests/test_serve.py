@@ -188,7 +188,7 @@ def test_the_registered_check_judges_the_served_rate_once_against_the_past() -> 
     earlier = dataclasses.replace(slow, counters=ServedCounters(predicted_tokens=10,
                                                                 predicted_seconds=1.0))
     prior = Prior(baseline=baseline, previous_audit="20261126T000000000Z-aaaaaa",
-                  previous_servers=(earlier,))
+                  previous_servers={42: earlier})
     check = registry()["serve.tokens-per-s"]
     judged = check(facts, Policy(), META, prior)
     want = judge_served(META, (slow,), baseline, previous={42: earlier},

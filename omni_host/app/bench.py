@@ -22,7 +22,6 @@ from omni_host.evaluate.bench import CHECK_ID, bench_context, first_run, judge
 from omni_host.evaluate.checks import catalog
 from omni_host.evaluate.knob import CHECK_ID as KNOB_CHECK
 from omni_host.evaluate.knob import judge_knob
-from omni_host.evaluate.prior import NO_PRIOR
 from omni_host.evaluate.sweep import CHECK_ID as SWEEP_CHECK
 from omni_host.evaluate.sweep import SweepPlan, judge_sweep, plan_sweep
 from omni_host.model import Bundle, CheckResult, FactSummary, HostReport, Source, Status, scrub_host
@@ -75,8 +74,7 @@ def bench_result(bundle: Bundle, policy: Policy, summary: FactSummary | None, pa
 
 
 def knob_host(plan: HostPlan, ssh: SshOptions, knob: tuple[Knob, str], pairs: int, *,
-              force: bool, probe_timeout_s: float | None = None,
-              past: Past | None = None) -> BenchHost:
+              force: bool, past: Past, probe_timeout_s: float | None = None) -> BenchHost:
     """An A/B of one knob on one host (perf.knob): its audit, and what the knob costs here;
     never a baseline. Raises BenchRefused when the helper refused to run."""
     spec = plan.policy.bench
@@ -92,7 +90,7 @@ def knob_host(plan: HostPlan, ssh: SshOptions, knob: tuple[Knob, str], pairs: in
         return BenchHost(unreachable(plan, str(exc), time.monotonic() - start), False, None)
     report = evaluate_bundle(bundle, plan.policy, address=plan.address,
                              duration_s=time.monotonic() - start, expected=plan.expected,
-                             prior=past.prior() if past is not None else NO_PRIOR)
+                             prior=past.prior())
     meta = catalog()[KNOB_CHECK]
     probe = evaluate(BENCH, bundle.results.get(BENCH.id))
     if not probe.ok:
@@ -163,12 +161,11 @@ def first_of(done: BenchHost) -> dict[str, Any] | None:
 
 
 def judge_sweep_bundle(bundle: Bundle, plan: HostPlan, advised: tuple[int, ...], *,
-                       duration_s: float = 0.0, past: Past | None = None) -> BenchHost:
+                       past: Past, duration_s: float = 0.0) -> BenchHost:
     """A collected split-sweep bundle judged: its audit and perf.split-sweep (never a
     baseline). Raises BenchRefused where the helper refused to run."""
     report = evaluate_bundle(bundle, plan.policy, address=plan.address, duration_s=duration_s,
-                             expected=plan.expected,
-                             prior=past.prior() if past is not None else NO_PRIOR)
+                             expected=plan.expected, prior=past.prior())
     meta = catalog()[SWEEP_CHECK]
     probe = evaluate(BENCH, bundle.results.get(BENCH.id))
     if not probe.ok:

@@ -51,8 +51,8 @@ class Past:
 
     def prior(self) -> Prior:
         """What the checks may know of this past (``evaluate.prior``)."""
-        return Prior(self.baseline, self.previous_audit, tuple(self.previous_servers().values()),
-                     tuple(self.ledger.items()), self.plan)
+        return Prior(self.baseline, self.previous_audit, self.previous_servers(), self.ledger,
+                     self.plan)
 
 
 def past_of(history: History, host: str) -> Past:

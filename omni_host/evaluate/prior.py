@@ -8,8 +8,8 @@ the checks say what they can without it."""
 
 from __future__ import annotations
 
-import dataclasses
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from omni_host.model import Baseline, CheckResult, InferenceServer
@@ -19,25 +19,22 @@ from omni_host.model import Baseline, CheckResult, InferenceServer
 class Prior:
     baseline: Baseline | None = None  # the host's bench baseline
     previous_audit: str | None = None  # the id of its previous stored audit (never a watch)
-    previous_servers: tuple[InferenceServer, ...] = ()  # what that audit saw running
+    # what that audit saw running, by pid
+    previous_servers: Mapping[int, InferenceServer] = field(default_factory=dict)
     # check id -> (the stored bench, what its knob's A/B measured on this host)
-    ledger: tuple[tuple[str, tuple[str, str]], ...] = ()
+    ledger: Mapping[str, tuple[str, str]] = field(default_factory=dict)
     # the newest stored placement plan: (its audit, the plan's details, the proof's or None)
     plan: tuple[str, dict[str, Any], dict[str, Any] | None] | None = None
-
-    def servers_by_pid(self) -> dict[int, InferenceServer]:
-        return {s.pid: s for s in self.previous_servers}
 
     def with_ledger(self, result: CheckResult) -> CheckResult:
         """A knob check's verdict with what the knob measured here (``bench --knob``), where
         the ledger has an A/B for it: the host's own figure beside the public one."""
-        found = dict(self.ledger).get(result.id)
+        found = self.ledger.get(result.id)
         if found is None:
             return result
         bench, measured = found
-        return dataclasses.replace(
-            result, summary=f"{result.summary}; measured here (bench {bench}): {measured}",
-            details={**result.details, "ledger": {"bench": bench, "measured": measured}})
+        return result.noted(f"measured here (bench {bench}): {measured}", "ledger",
+                            {"bench": bench, "measured": measured})
 
 
 NO_PRIOR = Prior()

@@ -20,6 +20,7 @@ the bench ran named.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -341,7 +342,7 @@ def placement_moved(server: InferenceServer, earlier: tuple[InferenceServer, ...
 
 def judge_served(meta: CheckMeta, servers: tuple[InferenceServer, ...],
                  baseline: Baseline | None, *, min_fraction: float = DEFAULT_MIN_FRACTION,
-                 previous: dict[int, InferenceServer] | None = None,
+                 previous: Mapping[int, InferenceServer] | None = None,
                  previous_audit: str | None = None) -> CheckResult:
     """serve.tokens-per-s of a host's servers (the worst verdict of its servers)."""
     if not servers:

@@ -69,7 +69,6 @@ _TOKENS = re.compile(r"(?:pp|tg)(\d+)")
 class SweepPlan:
     arms: tuple[Arm, ...]  # one per configuration: the bench's args with its -sm and -ts
     splits: tuple[tuple[int, ...], ...]  # percentages, the advised first
-    modes: tuple[str, ...]
     rounds: int
     expected_s: float | None  # from the baseline's tests; None without one
     dropped: tuple[tuple[int, ...], ...] = ()  # candidates the budget left out
@@ -133,7 +132,7 @@ def plan_sweep(spec: BenchSpec, vram_gib: list[float],
                      (*rest, "-sm", mode, "-ts", "/".join(str(p) for p in split)))
                  for mode in MODES for split in splits)
     arms += (Arm(config_name("none"), (), (*rest, "-sm", "none")),)
-    return SweepPlan(arms, tuple(splits), (*MODES, "none"), ROUNDS, expected(), tuple(dropped))
+    return SweepPlan(arms, tuple(splits), ROUNDS, expected(), tuple(dropped))
 
 
 def _failed_modes(ab: KnobAB) -> dict[str, str]:

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
-
 from omni_host.evaluate.facts import HostFacts
 from omni_host.evaluate.meta import CheckMeta, check, check_with_past
 from omni_host.evaluate.plan import measured_here
@@ -142,10 +140,7 @@ def topology(facts: HostFacts, policy: Policy, meta: CheckMeta, prior: Prior) ->
     placement plan, what its proof measured here quoted beside the registry's rule."""
     result = _topology(facts, policy, meta)
     quote = measured_here(*prior.plan) if prior.plan is not None else None
-    if not quote:
-        return result
-    return dataclasses.replace(result, summary=f"{result.summary}; {quote}",
-                               details={**result.details, "measured_here": quote})
+    return result.noted(quote, "measured_here", quote) if quote else result
 
 
 def _topology(facts: HostFacts, policy: Policy, meta: CheckMeta) -> CheckResult:

@@ -5,8 +5,6 @@ plan's model. A bundle judged without a store has none of them and says what it 
 
 from __future__ import annotations
 
-import dataclasses
-
 from omni_host.evaluate.facts import HostFacts
 from omni_host.evaluate.meta import CheckMeta, check_with_past
 from omni_host.evaluate.plan import served_against_plan
@@ -23,7 +21,7 @@ def served_rate(facts: HostFacts, policy: Policy, meta: CheckMeta, prior: Prior)
         return meta.not_evaluated(servers)
     result = judge_served(meta, servers.fact, prior.baseline,
                           min_fraction=policy.serve_min_fraction,
-                          previous=prior.servers_by_pid(), previous_audit=prior.previous_audit)
+                          previous=prior.previous_servers, previous_audit=prior.previous_audit)
     return _with_plan(result, servers.fact, prior)
 
 
@@ -44,6 +42,5 @@ def _with_plan(result: CheckResult, servers: tuple[InferenceServer, ...],
                 notes.append((server.pid, *found))
     if not notes:
         return result
-    served = "; ".join(f"pid {pid}: {line}" for pid, line, _ in notes)
-    return dataclasses.replace(result, summary=f"{result.summary}; {served}", details={
-        **result.details, "plan": {str(p): d for p, _, d in notes}})
+    return result.noted("; ".join(f"pid {pid}: {line}" for pid, line, _ in notes), "plan",
+                        {str(p): d for p, _, d in notes})
