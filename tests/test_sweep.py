@@ -17,7 +17,7 @@ from omni_host.evaluate.knob import family_sigmas
 from omni_host.evaluate.sweep import candidates, judge_sweep, plan_sweep, seconds_per_config
 from omni_host.model import Status
 from omni_host.plan.policy import BenchSpec
-from omni_host.probes.parsers.bench import parse_bench_run
+from omni_host.probes.parsers.bench import completed_records, parse_bench_run
 
 SPEC = BenchSpec("/opt/llama-bench", "/m.gguf", ("-p", "512", "-n", "128", "-ts", "1/1"),
                  budget_s=400.0)
@@ -173,35 +173,20 @@ def test_the_sweep_as_an_operator_runs_it(sshd: Sshd, llama, tmp_path: Path) -> 
     assert perf["summary"].startswith(("tg16", "pp64")), perf["summary"]  # judged, not recorded
 
 
-def _records(text: str) -> list[str]:
-    """A llama-bench JSON array (cut short where llama-bench died) as its whole records."""
-    decoder, at, out = json.JSONDecoder(), text.index("[") + 1, []
-    while True:
-        at = text.find("{", at)
-        if at < 0:
-            return out
-        try:
-            _, end = decoder.raw_decode(text, at)
-        except json.JSONDecodeError:
-            return out
-        out.append(text[at:end])
-        at = end
-
-
 def test_a_split_mode_that_cannot_load_is_named_and_dropped() -> None:
     """Recorded on the lent H100 (benchmarks/sweep_gpu.sh): -sm none,layer,row on one GPU in
     one llama-bench; -sm row failed to load the model, exit 1. Laid out as the sweep's first
     round now runs it, each mode its own llama-bench: the none and layer runs print the
     capture's own records, the row run fails with the capture's stderr."""
     name = "llama-bench_h100_sm-none-layer-row_row-failed"
-    records = _records((RECORDED / f"{name}.json").read_text())
+    records = completed_records((RECORDED / f"{name}.json").read_text())
     stderr = (RECORDED / f"{name}.stderr.txt").read_text().splitlines()
     assert len(records) == 4 and stderr[-1].endswith("failed to load model '/tmp/dense.gguf'")
 
-    def run(arm: str, out: list[str], code: int) -> dict:
+    def run(arm: str, out: list[dict], code: int) -> dict:
         return {"arm": arm, "pair": 0, "during": {},
                 "run": {"argv": ["llama-bench"], "exit_code": code,
-                        "stdout": "[\n" + ",\n".join(out) + "\n]\n" if out else "",
+                        "stdout": json.dumps(out) if out else "",
                         "stderr_tail": stderr[-5:] if code else []}}
 
     doc = {"helper": 1, "refused": None, "context": {}, "gate": {},
@@ -256,18 +241,24 @@ def test_four_sweeps_on_two_h100s_never_contradict_each_other() -> None:
 def test_a_configuration_that_failed_is_not_run_again(llama) -> None:  # type: ignore[no-untyped-def]
     """The bench helper's rounds with the real CPU llama-bench: an arm whose llama-bench
     exits non-zero (a split mode it cannot parse here, as -sm row cannot load on a recent
-    CUDA build) runs once, in the first round, and the others every round."""
-    import os
-
-    from omni_host.remote import bench as helper
+    CUDA build) runs once, in the first round, and the others every round. The helper runs
+    in a process of its own, as on a host: after each run it kills every child of its
+    process (the benchmark never outlives its run), which inside the suite would be the
+    suite's own sshd."""
+    import subprocess
+    import sys
 
     binary, model = llama
     ab = {"pairs": 3, "arms": [
         {"name": "sm=layer", "writes": [], "args": ["-p", "16", "-n", "4", "-t", "1"]},
         {"name": "sm=bogus", "writes": [], "args": ["-p", "16", "-n", "4", "-t", "1", "-sm",
                                                     "bogus"]}]}
-    opts = {"repetitions": "1", "budget_s": "120"}
-    out = helper.run_ab(str(binary), str(model), opts, ab, False, dict(os.environ), {}, None)
+    code = ("import json, os, sys\nfrom omni_host.remote import bench as helper\n"
+            "print(json.dumps(helper.run_ab(sys.argv[1], sys.argv[2], {'repetitions': '1', "
+            "'budget_s': '120'}, json.loads(sys.argv[3]), False, dict(os.environ), {}, None)))")
+    done = subprocess.run([sys.executable, "-c", code, str(binary), str(model), json.dumps(ab)],
+                          capture_output=True, text=True, timeout=300, check=True)
+    out = json.loads(done.stdout)
     ran = [(r["arm"], r["pair"], r["run"]["exit_code"]) for r in out["runs"]]
     assert [(arm, pair) for arm, pair, _ in ran] == [
         ("sm=layer", 0), ("sm=bogus", 0), ("sm=layer", 1), ("sm=layer", 2)], ran
