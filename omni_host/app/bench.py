@@ -207,7 +207,7 @@ def bench(plans: list[HostPlan], ssh: SshOptions, history: History, *, record: b
           probe_timeout_s: float | None = None,
           sweep: bool = False, hint_args: tuple[str, ...] = (),
           under_way: Background | None = None, knob: tuple[Knob, str] | None = None,
-          pairs: int = 5) -> tuple[AuditRun, list[BenchHost]]:
+          pairs: int = 6) -> tuple[AuditRun, list[BenchHost]]:
     """Bench each host in turn (never two benchmarks at once: they would measure each other
     where hosts share a machine), then one report as an audit's; ``under_way``: the first
     host's collection, started already; ``knob``: an A/B of that knob instead."""

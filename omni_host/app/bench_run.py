@@ -27,7 +27,7 @@ class BenchRequest:
     force: bool = False
     sweep: bool = False
     knob: tuple[Knob, str] | None = None
-    pairs: int = 5
+    pairs: int = 6
     waivers: Path | None = None  # None: the default waivers file, where there is one
     store_root: Path | None = None  # None: the default store
     store: bool = True

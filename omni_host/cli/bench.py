@@ -44,8 +44,8 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
                             "whatever happens (perf.knob; never a baseline). NAME: thp, "
                             "thp-defrag, numa-balancing, governor (need root on the host), "
                             "threads, numa, ubatch (llama-bench's own options)")
-    bench.add_argument("--pairs", type=int, default=5, metavar="N",
-                       help="A/B pairs of --knob (default 5; 4 at least to call a difference)")
+    bench.add_argument("--pairs", type=int, default=6, metavar="N",
+                       help="A/B pairs of --knob (default 6; 4 at least to call a difference)")
     bench.add_argument("--format", default="table", choices=FORMATS)
     add_view_args(bench)
     bench.add_argument("--output", type=Path, default=None,

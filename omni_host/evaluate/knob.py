@@ -1,18 +1,19 @@
 """perf.knob: what a knob costs on this host, measured (``omni-host bench --knob NAME=VALUE``,
 issue 48). The A/B's runs come in pairs (each arm once, the order alternating); per test, each
-pair gives the log ratio of the knob's arm to the host as it is. The effect is the median of
-those ratios; its uncertainty the pairs' robust spread over the root of their number (at least
-what one run scatters by: ``effect``). A pair whose runs other processes disturbed unevenly
-(their CPU use moved by more than half a CPU between its runs: ``disturbed``) is left out and
-said. An
-effect is measurable only where every pair agrees on its sign, it passes three of those
-standard errors, and it passes the floor below which this bench's runs do not resolve
-(``FLOOR``): two arms that are the same value give "no measurable difference". A
-recommendation (the knob's value beats the host's) is made only where measurable.
+pair gives the log ratio of the knob's arm to the host as it is. The effect is the mean of those
+ratios, judged by a paired t test on them (``effect``: their spread over the root of their
+number, against Student's t line for so few values, the line raised for the tests judged at
+once). A pair whose runs other processes disturbed unevenly (their CPU use moved by more than
+half a CPU between its runs: ``disturbed``) is left out and said. An effect is measurable only
+where every pair agrees on its sign, it passes that line, and it passes the floor below which
+this bench's runs do not resolve (``FLOOR``): two arms that are the same value give "no
+measurable difference". A recommendation (the knob's value beats the host's) is made only where
+measurable.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 import statistics
 from statistics import NormalDist
@@ -68,27 +69,65 @@ def family_sigmas(comparisons: int) -> float:
     return NormalDist().inv_cdf(1 - alpha / 2)
 
 
+def _t_within(t: float, df: int) -> float:
+    """P(|T| < t) for Student's t with ``df`` (a whole number) degrees of freedom, in closed
+    form (Abramowitz and Stegun 26.7.3, 26.7.4)."""
+    theta = math.atan(t / math.sqrt(df))
+    c2, term, total = math.cos(theta) ** 2, 1.0, 1.0
+    if df % 2:  # odd: 2/pi (theta + sin cos (1 + 2/3 cos^2 + 2.4/3.5 cos^4 + ...))
+        for k in range(1, (df - 1) // 2):
+            term *= c2 * 2 * k / (2 * k + 1)
+            total += term
+        extra = math.sin(theta) * math.cos(theta) * total if df > 1 else 0.0
+        return 2 / math.pi * (theta + extra)
+    for k in range(1, df // 2):  # even: sin (1 + 1/2 cos^2 + 1.3/2.4 cos^4 + ...)
+        term *= c2 * (2 * k - 1) / (2 * k)
+        total += term
+    return math.sin(theta) * total
+
+
+@functools.lru_cache(maxsize=256)
+def t_line(pairs: int, sigmas: float = SIGMAS) -> float:
+    """How many standard errors a mean of ``pairs`` values must pass when its noise is
+    estimated from those same values: Student's t with pairs - 1 degrees of freedom, at the
+    two-sided chance of ``sigmas`` normal standard errors (9.22 for four pairs, 6.62 for five,
+    5.51 for six at 3.0). A spread of four values is often small by chance; read as known, it
+    called same-value arms different in 0.9% of this VM's comparisons (a 3-sigma line's
+    chance is 0.135% one-sided), 0.16% with this line (tests/test_knobs.py)."""
+    within = 1 - 2 * (1 - NormalDist().cdf(sigmas))
+    low, high = 0.0, 1e4
+    for _ in range(100):
+        mid = (low + high) / 2
+        low, high = (mid, high) if _t_within(mid, pairs - 1) < within else (low, mid)
+    return high
+
+
 def effect(pairs: list[tuple[float, float]], run_noise: float | None = None,
            sigmas: float = SIGMAS) -> dict[str, Any]:
-    """(host as it is, knob) centres per pair -> the effect and whether it is measurable. The
-    noise of a pair's ratio is the larger of the ratios' own spread and what one run's centre
-    scatters by (times the root of 2: a ratio of two runs): with four pairs the ratios' spread
-    alone is often small by chance (a same-value A/B recommended here). ``run_noise`` (a log
-    standard deviation) is that scatter where the caller measured it with the rounds' drift
-    taken out (``block_noise``); else it is each arm's own spread over the pairs, drift and
-    all (two arms cannot tell the two apart)."""
+    """(reference, arm) centres per pair -> the effect and whether it is measurable.
+
+    Where the caller measured what one run's centre scatters by with the rounds' drift taken
+    out (``run_noise``, a log standard deviation: ``block_noise``, many residuals), a pair's
+    ratio scatters by that times the root of 2, read as known: the effect is the ratios'
+    median, measurable past ``sigmas`` standard errors. Else the noise comes from the pairs'
+    own log ratios (the drift cancels in each ratio), and so few values estimate it loosely:
+    the effect is their mean, measurable past Student's t line (``t_line``: a paired t test).
+    Either way every pair must agree on the sign and the effect must pass ``FLOOR``."""
     logs = [math.log(b / a) for a, b in pairs if a > 0 and b > 0]
     if not logs:
         return {"pairs": 0, "measurable": False}
-    centre = statistics.median(logs)
-    within = (run_noise if run_noise is not None else
-              max(_spread([math.log(a) for a, _ in pairs if a > 0]),
-                  _spread([math.log(b) for _, b in pairs if b > 0]))) * math.sqrt(2)
-    se = max(_spread(logs), within) / math.sqrt(len(logs))
+    n = len(logs)
+    if run_noise is not None:
+        centre = statistics.median(logs)
+        se = max(_spread(logs), run_noise * math.sqrt(2)) / math.sqrt(n)
+        line = sigmas
+    else:
+        centre = statistics.fmean(logs)
+        se = (statistics.stdev(logs) if n > 1 else 0.0) / math.sqrt(n)
+        line = t_line(n, sigmas) if n > 1 else math.inf
     agree = all(x > 0 for x in logs) or all(x < 0 for x in logs)
-    measurable = len(logs) >= MIN_PAIRS and agree and abs(centre) > max(sigmas * se,
-                                                                         math.log1p(FLOOR))
-    return {"pairs": len(logs), "effect": round(math.expm1(centre), 4),
+    measurable = n >= MIN_PAIRS and agree and abs(centre) > max(line * se, math.log1p(FLOOR))
+    return {"pairs": n, "effect": round(math.expm1(centre), 4),
             "uncertainty": round(math.expm1(2 * se), 4), "measurable": measurable,
             "ratios": [round(math.exp(x), 4) for x in logs]}
 
@@ -182,7 +221,7 @@ def judge_knob(meta: CheckMeta, knob: Knob, value: str, ab: KnobAB,
     for test, by_pair in centres.items():
         pairs = [(arms["now"], arms[value]) for arms in by_pair.values()
                  if "now" in arms and value in arms]
-        found = effect(pairs)
+        found = effect(pairs, sigmas=family_sigmas(len(centres)))
         details["tests"][test] = found
         if not found["pairs"]:
             said.append(f"{test}: no complete pair")
