@@ -2,10 +2,11 @@
 # The knob ledger on a lent GPU machine (issue 48): `omni-host bench --knob` of the documented
 # config (-p 512 -n 128 -ngl 99 -fa 1), as an operator runs it: THP never against the host's,
 # 4 threads against llama-bench's default, then 10 A/Bs whose arms are the same value (THP at
-# its own value): how many recommend (goal: 0). Each JSON report in OUTDIR.
-# Usage: bash benchmarks/knobs_gpu.sh OUTDIR [PAIRS]
+# its own value): how many recommend (goal: 0). Each JSON report in OUTDIR. PHASE (default all):
+# ab (build, then THP and threads) or same (the 10 same-value A/Bs), for calls of 10 minutes.
+# Usage: bash benchmarks/knobs_gpu.sh OUTDIR [PAIRS] [PHASE]
 set -u
-final=$1 pairs=${2:-5} out=/tmp/knobs-gpu
+final=$1 pairs=${2:-6} phase=${3:-all} out=/tmp/knobs-gpu
 mkdir -p "$out" "$final"
 . benchmarks/gpu_lib.sh
 gpu_python "$out"
@@ -32,9 +33,13 @@ except Exception as exc:
     print(sys.argv[2], "no report:", exc)
 PY
 }
-knob thp-never thp=never
-echo "THP after: $(cat /sys/kernel/mm/transparent_hugepage/enabled)"
-knob threads-4 threads=4
-for i in $(seq -w 1 10); do knob "same-$i" "thp=$thp" 4; done
+if [ "$phase" != same ]; then
+  knob thp-never thp=never
+  echo "THP after: $(cat /sys/kernel/mm/transparent_hugepage/enabled)"
+  knob threads-4 threads=4
+fi
+if [ "$phase" != ab ]; then
+  for i in $(seq -w 1 10); do knob "same-$i" "thp=$thp"; done
+fi
 cp "$out"/*.json "$final"/
 echo "done after $(( $(date +%s) - t0 )) s"
