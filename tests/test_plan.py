@@ -218,6 +218,32 @@ def test_a_drift_shared_by_every_arm_of_a_round_does_not_hide_a_difference() -> 
     assert effect(pairs, noise)["measurable"] and effect(pairs, noise)["effect"] < -0.3
 
 
+def test_the_line_against_the_leader_counts_the_comparisons() -> None:
+    """Equal candidates (seeded: four rounds, 5% run noise, 10% drift a round): the leader is
+    the luckiest of equals, and a line of 3 standard errors for each comparison with it
+    called one of 12 equals measurably slower in 10% of proofs; raised for the comparisons
+    made at once (knob.family_sigmas), about 3%, and no longer growing with the candidates."""
+    import math
+    import random
+
+    from omni_host.evaluate.knob import SIGMAS, against, against_leader
+
+    def false_calls(candidates: int) -> tuple[float, float]:
+        rng, raised, one, proofs = random.Random(7), 0, 0, 2000
+        for _ in range(proofs):
+            drift = [rng.gauss(0, 0.1) for _ in range(4)]
+            arms = {f"c{i}": {r: 100 * math.exp(drift[r] + rng.gauss(0, 0.05)) for r in range(4)}
+                    for i in range(candidates)}
+            leader, table, noise = against_leader(arms)
+            raised += any(v["against_leader"].get("measurable") for v in table.values())
+            one += any(v.get("measurable") for v in against(arms, leader, noise, SIGMAS).values())
+        return raised / proofs, one / proofs
+
+    raised, one = false_calls(12)
+    assert one > 0.08 and raised < 0.04, (raised, one)
+    assert false_calls(4)[0] < 0.04
+
+
 def test_runs_that_scatter_on_their_own_keep_a_difference_within_the_noise() -> None:
     """Same-value arms whose runs scatter apart (no shared drift): the residual is that
     scatter, and no difference is called."""

@@ -133,7 +133,7 @@ def bench_host(plan: HostPlan, ssh: SshOptions, past: Past, *, record: bool,
     except TransportError as exc:
         return BenchHost(unreachable(plan, str(exc), time.monotonic() - start), False, None)
     if swept is not None:
-        return judge_sweep_bundle(bundle, plan, swept.splits[0],
+        return judge_sweep_bundle(bundle, plan, swept.splits[0], swept.dropped,
                                   duration_s=time.monotonic() - start, past=past)
     done = judge_bench(bundle, plan, None, record=record, duration_s=time.monotonic() - start,
                        past=past)
@@ -160,8 +160,9 @@ def first_of(done: BenchHost) -> dict[str, Any] | None:
     return first_run(result) if result is not None else None
 
 
-def judge_sweep_bundle(bundle: Bundle, plan: HostPlan, advised: tuple[int, ...], *,
-                       past: Past, duration_s: float = 0.0) -> BenchHost:
+def judge_sweep_bundle(bundle: Bundle, plan: HostPlan, advised: tuple[int, ...],
+                       dropped: tuple[tuple[int, ...], ...], *, past: Past,
+                       duration_s: float = 0.0) -> BenchHost:
     """A collected split-sweep bundle judged: its audit and perf.split-sweep (never a
     baseline). Raises BenchRefused where the helper refused to run."""
     report = evaluate_bundle(bundle, plan.policy, address=plan.address, duration_s=duration_s,
@@ -174,7 +175,7 @@ def judge_sweep_bundle(bundle: Bundle, plan: HostPlan, advised: tuple[int, ...],
         run: BenchRun = probe.fact
         if run.refused:
             raise BenchRefused(f"{bundle.host}: sweep refused: {run.refused}")
-        result = judge_sweep(meta, run.ab, advised) if run.ab is not None else \
+        result = judge_sweep(meta, run.ab, advised, dropped) if run.ab is not None else \
             meta.result(Status.ERROR, "the bench helper ran no rounds (an older helper?)")
     report = dataclasses.replace(report, results=(*report.results, result))
     return BenchHost(scrub_host(report, plan.secrets), False, None)

@@ -174,12 +174,14 @@ def against_leader(arms: dict[str, dict[int, float]]) -> tuple[str, dict[str, di
                                                           float | None]:
     """Configurations measured in rounds (arm -> round -> tokens/s): the leader (the highest
     median over its rounds) and every arm against it (``against``, one run's noise the arms
-    x rounds residual: ``block_noise``). Returns the leader, each arm's median, rounds and
+    x rounds residual: ``block_noise``). The line is raised for the comparisons made at once
+    (``family_sigmas``): the leader is the luckiest of equals as often as the fastest, and
+    each other arm is compared with it. Returns the leader, each arm's median, rounds and
     effect, and that noise (a log standard deviation; None unmeasured)."""
     medians = {arm: statistics.median(rounds.values()) for arm, rounds in arms.items()}
     leader = max(medians, key=lambda a: medians[a])
     noise = block_noise(arms)
-    effects = against(arms, leader, noise)
+    effects = against(arms, leader, noise, family_sigmas(len(arms) - 1))
     return leader, {arm: {"median_ts": round(medians[arm], 2), "rounds": len(rounds),
                           "against_leader": effects[arm]}
                     for arm, rounds in arms.items()}, noise

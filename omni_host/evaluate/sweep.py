@@ -195,11 +195,13 @@ def _judged(test: str, arms: dict[str, dict[int, float]],
                   "run_noise": None if noise is None else round(noise, 4)}, bool(faster)
 
 
-def judge_sweep(meta: CheckMeta, ab: KnobAB, advised: tuple[int, ...]) -> CheckResult:
+def judge_sweep(meta: CheckMeta, ab: KnobAB, advised: tuple[int, ...],
+                dropped: tuple[tuple[int, ...], ...] = ()) -> CheckResult:
     """The sweep's verdict from its rounds: per test, every configuration against the advised
     split (``-sm layer`` at the advised shares); one measurably faster, a run that failed
     (a split mode that never loaded apart: named and dropped) or a sweep that stopped warn;
-    under ``MIN_PAIRS`` rounds left to judge, nothing is judged (skip)."""
+    under ``MIN_PAIRS`` rounds left to judge, nothing is judged (skip). ``dropped``: the
+    candidate splits the budget left out (``SweepPlan.dropped``), said so."""
     name = config_name("layer", advised)
     lines = [f"{r.arm} round {r.pair}: " + (
         ", ".join(f"{t.name} {t.estimate.center_ts:.2f} t/s" for t in r.result.tests)
@@ -228,6 +230,9 @@ def judge_sweep(meta: CheckMeta, ab: KnobAB, advised: tuple[int, ...]) -> CheckR
         said.append(f"the sweep stopped: {ab.error}")
     if left_out:
         said.append(left_out_words(left_out, "round"))
+    if dropped:
+        said.append(f"{len(dropped)} candidate split(s) not run, to fit omni_bench.budget_s: "
+                    + ", ".join("/".join(map(str, split)) for split in dropped))
     measured = any(r["rounds"] >= MIN_PAIRS for t in table.values() for r in t["rows"])
     if table and not measured:
         said.append(f"under {MIN_PAIRS} rounds: no difference is called measurable")
@@ -240,6 +245,8 @@ def judge_sweep(meta: CheckMeta, ab: KnobAB, advised: tuple[int, ...]) -> CheckR
                                                                  default=-1)}
     if left_out:
         details["disturbed_rounds"] = {str(p): h for p, h in left_out.items()}
+    if dropped:
+        details["dropped"] = ["/".join(map(str, split)) for split in dropped]
     return meta.result(status, summary, expected=f"advised split {'/'.join(map(str, advised))} "
                        "(-sm layer): no configuration measurably faster",
                        actual=summary, evidence=evidence, details=details)
