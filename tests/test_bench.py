@@ -511,6 +511,45 @@ def test_a_crashing_llama_bench_is_one_error_and_never_a_baseline(sshd: Sshd, ll
     assert find_baseline(load_history(store), "loop") is None
 
 
+def test_every_check_is_judged_once_a_bench_against_its_past(tmp_path: Path,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 45: a bench judged against a stored baseline and a previous report (the real
+    H100 bundles), then finished as a run finishes (waivers, Cold Case, last bench): every
+    registered check of the catalog is called exactly once, the tokens/s judge once, and each
+    check id is in the report once. Nothing judges again afterwards (the served rate was
+    judged twice until the past became a check's input)."""
+    from collections import Counter
+
+    import omni_host.app.bench as bench_app
+    from omni_host.evaluate import meta
+    from omni_host.evaluate.checks import registry
+
+    store = tmp_path / "store"
+    _judged("baseline", store, record=True)
+    calls: Counter[str] = Counter()
+
+    def counted(check_id: str, fn):  # noqa: ANN001, ANN202
+        def judged(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+            calls[check_id] += 1
+            return fn(*args, **kwargs)
+        return judged
+
+    fns = registry()
+    for check_id, fn in fns.items():
+        monkeypatch.setitem(meta.REGISTERED, check_id, counted(check_id, fn))
+    monkeypatch.setattr(bench_app, "judge", counted("perf.tokens-per-s", bench_app.judge))
+    bundle = _bundle("unchanged")
+    history = load_history(store)
+    done = judge_bench(bundle, judge_plan(bundle, None, "unchanged"), history, record=False)
+    run = finish(Hosts([done.report], "bench", time.time()), inventory=None, waivers=(),
+                 history=history)
+    assert done.baseline is not None  # judged against the stored past
+    assert calls == Counter({**dict.fromkeys(fns, 1), "perf.tokens-per-s": 1}), calls
+    (host,) = run.report.hosts
+    ids = [r.id for r in host.results]
+    assert len(ids) == len(set(ids)) and set(ids) == {*fns, "perf.tokens-per-s"}
+
+
 def test_a_bench_bundle_is_evaluated_once(tmp_path: Path) -> None:
     """The bench judges its bundle once: every probe output the real H100 bundle holds is
     parsed exactly once (its audit and its tokens/s share one evaluation)."""

@@ -34,6 +34,23 @@ def recap(stdout: str) -> dict[str, tuple[int, int]]:
     return {m[1]: (int(m[3]), int(m[4])) for m in RECAP.finditer(stdout)}
 
 
+# Summaries that quote what moves between two collections seconds apart: the uptime
+# (gpu.xid), containers, and the servers' pages (on swap, in huge pages, resident) on a busy
+# machine with swap; one full run under ordinary-machine differed in one of them.
+MOVING = {"docker.healthchecks", "gpu.xid", "serve.memory", "kernel.thp", "serve.model-pages"}
+
+
+def statuses(found: dict[str, list]) -> dict[str, list]:
+    """``verdicts`` without the summaries: each check's id and status."""
+    return {host: [(check, status) for check, status, _ in results]
+            for host, results in found.items()}
+
+
+def steady(found: dict[str, list]) -> dict[str, list]:
+    """``verdicts`` of the checks whose summaries do not quote what moves (``MOVING``)."""
+    return {host: [v for v in results if v[0] not in MOVING] for host, results in found.items()}
+
+
 def verdicts(doc: dict) -> dict[str, list]:
     return {h["host"]: [(r["id"], r["status"], r["summary"]) for r in h["results"]]
             for h in doc["hosts"] if h["reachable"]}
@@ -60,7 +77,9 @@ def test_the_audit_playbook_gives_omni_host_audits_verdicts_and_fails_the_failin
     assert played.returncode != 0
     # the bundles the play wrote judge, offline, to the live audit's verdicts check by check
     offline = run_cli("audit", "--bundle", str(bundles), "-i", str(inv), "--format", "json")
-    assert verdicts(json.loads(offline.stdout)) == want
+    got = verdicts(json.loads(offline.stdout))
+    assert statuses(got) == statuses(want)
+    assert steady(got) == steady(want)
     manifest = json.loads((bundles / "short" / "manifest.json").read_text())
     assert manifest["transport"] == "ansible"
     assert oct((bundles / "short").stat().st_mode & 0o777) == "0o700"
@@ -108,9 +127,7 @@ def test_the_play_over_the_local_connection_judges_as_omni_host_audit(tmp_path: 
     live = run_cli("audit", "-i", str(inv), "--format", "json", "--no-store")
     offline = run_cli("audit", "--bundle", str(bundles), "-i", str(inv), "--format", "json")
     want, got = verdicts(json.loads(live.stdout)), verdicts(json.loads(offline.stdout))
-    stable = {"docker.healthchecks", "gpu.xid"}  # uptime and containers may move in between
-    assert [v for v in got["self"] if v[0] not in stable] == \
-        [v for v in want["self"] if v[0] not in stable]
+    assert statuses(got) == statuses(want) and steady(got) == steady(want)
 
 
 HANG = "#!/bin/sh\ncat > /dev/null\nsleep 90\n"  # an interpreter that does not answer in time
