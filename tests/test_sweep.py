@@ -38,17 +38,18 @@ def test_the_budget_drops_the_farthest_candidates_first() -> None:
     assert per_config == pytest.approx(5 * 512 / 1000 + 5 * 128 / 100)  # 8.96 s
     plan = plan_sweep(SPEC, [96, 32], baseline)
     assert not isinstance(plan, str)
-    # 320 s of the 400 s budget, five rounds: three splits x two modes and -sm none (7 x 5 x
-    # 8.96 = 313.6 s), not four (9 x 5 x 8.96 = 403.2 s)
-    assert plan.splits == ((75, 25), (50, 50), (85, 15))
-    assert plan.dropped == ((55, 45), (95, 5), (65, 35))
-    assert plan.rounds == 5 and plan.expected_s == pytest.approx(per_config * 7 * 5)
+    # 320 s of the 400 s budget, five rounds: two splits x two modes, -sm none and the advice
+    # again (6 x 5 x 8.96 = 268.8 s), not three (8 x 5 x 8.96 = 358.4 s)
+    assert plan.splits == ((75, 25), (50, 50))
+    assert plan.dropped == ((55, 45), (95, 5), (65, 35), (85, 15))
+    assert plan.rounds == 5 and plan.expected_s == pytest.approx(per_config * 6 * 5)
     assert [a.name for a in plan.arms] == [
-        "sm=layer ts=75/25", "sm=layer ts=50/50", "sm=layer ts=85/15", "sm=row ts=75/25",
-        "sm=row ts=50/50", "sm=row ts=85/15", "sm=none"]
-    # the policy's -ts replaced, each configuration its own llama-bench
+        "sm=layer ts=75/25", "sm=layer ts=50/50", "sm=row ts=75/25", "sm=row ts=50/50",
+        "sm=none", "sm=layer ts=75/25 again"]
+    # the policy's -ts replaced, each configuration its own llama-bench; the advice twice
     assert plan.arms[0].args == ("-p", "512", "-n", "128", "-sm", "layer", "-ts", "75/25")
-    assert plan.arms[-1].args == ("-p", "512", "-n", "128", "-sm", "none")
+    assert plan.arms[-2].args == ("-p", "512", "-n", "128", "-sm", "none")
+    assert plan.arms[-1].args == plan.arms[0].args
     assert all(not a.writes for a in plan.arms)
 
 
@@ -97,6 +98,51 @@ def test_no_split_difference_on_a_cpu_is_no_winner() -> None:
     advised = [t.estimate.center_ts for r in ab.runs if r.arm == "sm=layer ts=75/25"
                for t in r.result.tests if t.name.startswith("tg")]  # type: ignore[union-attr]
     assert max(advised) / min(advised) > 1.10
+
+
+def _with_twin(scale: float) -> object:
+    """The recorded quiet sweep with the advice's second arm (the negative control) added:
+    each round's run of the advised split again, its tokens/s times ``scale``."""
+    doc = json.loads((RECORDED / "ab-helper_vm-2cpu_sweep-13-configs-5-rounds_quiet.json")
+                     .read_text())
+    twins = []
+    for run in doc["ab"]["runs"]:
+        if run["arm"] == "sm=layer ts=75/25":
+            twin = json.loads(json.dumps(run)) | {"arm": "sm=layer ts=75/25 again"}
+            records = json.loads(twin["run"]["stdout"])
+            for rec in records:
+                rec["avg_ts"] *= scale
+                rec["samples_ts"] = [x * scale for x in rec["samples_ts"]]
+            twin["run"]["stdout"] = json.dumps(records)
+            twins.append(twin)
+    doc["ab"]["arms"].append("sm=layer ts=75/25 again")
+    doc["ab"]["runs"] += twins
+    ab = parse_bench_run(json.dumps(doc)).ab
+    assert ab is not None and len(ab.runs) == 70
+    return ab
+
+
+def test_the_advice_run_twice_is_the_sweeps_negative_control() -> None:
+    """The advice's two arms agreeing (the same runs): one reference, the verdict as without
+    them, and said. The second arm 60% faster in every round (a host whose runs fall in two
+    clusters, as one under a busy core did): nothing is called faster or slower, and the sweep
+    is not judged (skip), naming the disagreement."""
+    base = judge_sweep(catalog()["perf.split-sweep"],
+                       _recorded("ab-helper_vm-2cpu_sweep-13-configs-5-rounds_quiet.json"),
+                       (75, 25))
+    same = judge_sweep(catalog()["perf.split-sweep"], _with_twin(1.0), (75, 25))
+    assert same.status is base.status is Status.PASS
+    for test, part in same.details["sweep"].items():
+        assert not part["control"]["measurable"] and part["control"]["effect"] == 0
+        assert len(part["rows"]) == 13 and part["reference"] == "sm=layer ts=75/25"
+        assert f"{test}: no configuration measurably faster" in same.summary
+    assert "; the advised split ran twice a round, within the noise of itself" in same.summary
+    split = judge_sweep(catalog()["perf.split-sweep"], _with_twin(1.6), (75, 25))
+    assert split.status is Status.SKIP
+    assert not any(r["measurably_faster"] or r["measurably_slower"]
+                   for part in split.details["sweep"].values() for r in part["rows"])
+    assert "tg16: the advised split, run twice a round, differed from itself by +60%" in \
+        split.summary and split.summary.endswith("run it again when the host is quiet")
 
 
 def test_a_load_that_came_mid_sweep_leaves_its_rounds_out() -> None:
@@ -160,17 +206,23 @@ def test_the_sweep_as_an_operator_runs_it(sshd: Sshd, llama, tmp_path: Path) -> 
     sweep = next(r for r in doc["hosts"][0]["results"] if r["id"] == "perf.split-sweep")
     runs = sweep["evidence"][0]["lines"]
     configs = {line.split(" round ")[0] for line in runs}
-    # 96 + 32: six splits x two modes and -sm none, each once a round, five rounds
-    assert configs == {"sm=none"} | {f"sm={m} ts={s}" for m in ("layer", "row") for s in (
-        "75/25", "50/50", "85/15", "65/35", "95/5", "55/45")} and len(runs) == 65, runs
+    # 96 + 32: six splits x two modes, -sm none and the advice again, five rounds
+    assert configs == {"sm=none", "sm=layer ts=75/25 again"} | {
+        f"sm={m} ts={s}" for m in ("layer", "row") for s in (
+            "75/25", "50/50", "85/15", "65/35", "95/5", "55/45")} and len(runs) == 70, runs
     table = sweep["details"]["sweep"]
     assert set(table) == {"pp64", "tg16"} and sweep["details"]["rounds"] == 5
-    assert {len(part["rows"]) for part in table.values()} == {13}
+    assert {len(part["rows"]) for part in table.values()} == {13}  # the advice's two arms: one
     assert all(part["run_noise"] is not None for part in table.values())  # the rounds' noise
-    # a CPU has no split to find: nothing is measurably faster than the advice
+    assert {part["control"]["pairs"] for part in table.values()} == {5}
+    # a CPU has no split to find: nothing is measurably faster than the advice; where the
+    # advice's two arms differed (runs in two clusters beside a busy core), nothing is judged
     assert {part["reference"] for part in table.values()} == {"sm=layer ts=75/25"}
     assert not any(r["measurably_faster"] for part in table.values() for r in part["rows"])
-    assert sweep["status"] == "pass", sweep["summary"]
+    unsteady = [t for t, part in table.items() if part["control"]["measurable"]]
+    assert sweep["status"] == ("skip" if unsteady else "pass"), sweep["summary"]
+    assert all(f"{t}: the advised split, run twice a round, differed from itself" in
+               sweep["summary"] for t in unsteady)
     assert not any(r["id"] == "perf.tokens-per-s" for r in doc["hosts"][0]["results"])
     # stored as evidence, never a baseline: the next bench still compares with the first
     again, doc = _run(sshd, inv, store)

@@ -21,6 +21,12 @@ budget, and which is fastest, judged as ``plan --prove`` judges its candidates.
   what moved every configuration of a round alike is the host's drift and is taken out of
   the noise (``knob.block_noise``), and a round whose runs other processes disturbed unevenly
   is left out (``knob.disturbed``).
+* **A negative control**: the advised split runs twice a round (its second arm ``... again``,
+  at the other end of the round's order). Two runs of one configuration that differ
+  measurably say the runs are not steady enough for any call (one full run of the suite under
+  a busy core called two CPU configurations 54-70% faster than an advice whose runs were all
+  slow: this host's runs fall in two clusters); otherwise the two are one reference, their
+  geometric mean a round, so one unlucky run of the advice no longer moves every comparison.
 * **Judged** per test against the advised split (``-sm layer`` at the advised shares): each
   other configuration on the rounds both ran (``knob.effect``: measurable only where every
   round agrees on the sign, with 4 rounds or more, past 2% and past the standard errors that
@@ -33,6 +39,7 @@ budget, and which is fastest, judged as ``plan --prove`` judges its candidates.
 
 from __future__ import annotations
 
+import math
 import re
 import statistics
 from dataclasses import dataclass
@@ -61,6 +68,7 @@ SPLIT_OPTIONS = frozenset({"-ts", "--tensor-split", "-sm", "--split-mode"})
 SHIFTS = (10, 20)  # points of the first GPU's share around the advice (two GPUs)
 MODES = ("layer", "row")
 ROUNDS = MIN_PAIRS + 1  # a round disturbed by other processes can be left out, four still judge
+AGAIN = " again"  # the advised split's second arm: the sweep's negative control
 BUDGET_SHARE = 0.8
 _TOKENS = re.compile(r"(?:pp|tg)(\d+)")
 
@@ -118,20 +126,22 @@ def plan_sweep(spec: BenchSpec, vram_gib: list[float],
     splits = candidates(vram_gib)
     dropped: list[tuple[int, ...]] = []
 
-    def expected() -> float:  # every split under every mode, and -sm none once, each round
-        return per_config * (len(splits) * len(MODES) + 1) * ROUNDS
+    def expected() -> float:  # every split under every mode, -sm none, the advice again
+        return per_config * (len(splits) * len(MODES) + 2) * ROUNDS
 
     while len(splits) > 1 and expected() > BUDGET_SHARE * spec.budget_s:
         dropped.append(splits.pop())
     if expected() > BUDGET_SHARE * spec.budget_s:
-        return (f"even the advised split, under {len(MODES)} split modes and -sm none, in "
+        return (f"even the advised split, under {len(MODES)} split modes (and again) and -sm "
+                f"none, in "
                 f"{ROUNDS} rounds, takes about {expected():.0f} s, past 80% of "
                 f"omni_bench.budget_s ({spec.budget_s:g} s): raise it or lower the repetitions")
     rest = without_options(spec.args, SPLIT_OPTIONS)
     arms = tuple(Arm(config_name(mode, split), (),
                      (*rest, "-sm", mode, "-ts", "/".join(str(p) for p in split)))
                  for mode in MODES for split in splits)
-    arms += (Arm(config_name("none"), (), (*rest, "-sm", "none")),)
+    arms += (Arm(config_name("none"), (), (*rest, "-sm", "none")),
+             Arm(arms[0].name + AGAIN, (), arms[0].args))
     return SweepPlan(arms, tuple(splits), ROUNDS, expected(), tuple(dropped))
 
 
@@ -146,23 +156,33 @@ def _failed_modes(ab: KnobAB) -> dict[str, str]:
 
 
 def _judged(test: str, arms: dict[str, dict[int, float]],
-            advised: str) -> tuple[str, dict[str, Any], bool]:
-    """One test's verdict in words, its table, and whether a configuration is measurably
-    faster than the advised one. Each configuration is judged against the advised split (the
+            advised: str) -> tuple[str, dict[str, Any], bool, bool]:
+    """One test's verdict in words, its table, whether a configuration is measurably faster
+    than the advised one, and whether the advice's twin (``AGAIN``) agreed with it (True
+    where the sweep ran none). Each configuration is judged against the advised split (the
     highest median where it never ran) on the rounds both ran, never against the fastest: the
     fastest of twelve is partly the luckiest, and its luck is not in the noise (12% of
     simulated sweeps of twelve equal configurations called one slower that way, 4% against a
     fixed reference). The line is raised for the comparisons made at once
     (``knob.family_sigmas``: 3.67 standard errors for eleven)."""
+    noise = block_noise(arms)
+    compared = len(arms) - 1  # the advice's twin against it is one comparison more
+    sigmas = family_sigmas(compared)
+    twin, control = advised + AGAIN, None
+    if twin in arms and advised in arms:
+        control = against({advised: arms[advised], twin: arms[twin]}, advised, noise,
+                          sigmas)[twin]
+        both = set(arms[advised]) & set(arms[twin])
+        arms = {name: rounds for name, rounds in arms.items() if name != twin} | {
+            advised: {i: math.sqrt(arms[advised][i] * arms[twin][i]) for i in sorted(both)}}
+    steady = not (noise is not None and control is not None and control.get("measurable"))
     medians = {name: round(statistics.median(v.values()), 2) for name, v in arms.items()}
     ref = advised if advised in arms else max(medians, key=lambda a: medians[a])
-    noise = block_noise(arms)
-    sigmas = family_sigmas(len(arms) - 1)
     effects = against(arms, ref, noise, sigmas)
     rows = []
     for name in sorted(arms, key=lambda a: -medians[a]):
         found = effects[name]
-        measurable = noise is not None and bool(found.get("measurable"))
+        measurable = steady and noise is not None and bool(found.get("measurable"))
         rows.append({"config": name, "median_ts": medians[name],
                      "rounds": len(arms[name]), "effect": found.get("effect"),
                      "uncertainty": found.get("uncertainty"),
@@ -172,7 +192,12 @@ def _judged(test: str, arms: dict[str, dict[int, float]],
     faster = [r for r in rows if r["measurably_faster"]]
     slower = [r for r in rows if r["measurably_slower"]]
     said = "the advised split" if ref == advised else "the fastest median"
-    if faster:
+    if not steady:
+        assert control is not None
+        line = (f"{test}: the advised split, run twice a round, differed from itself by "
+                f"{control['effect']:+.0%} (±{control['uncertainty']:.0%}): runs this unsteady "
+                "cannot call a configuration faster or slower")
+    elif faster:
         line = f"{test}: measurably faster than {said} ({ref}, {medians[ref]:g} t/s): " + \
             ", ".join(f"{r['config']} {r['effect']:+.0%} (±{r['uncertainty']:.0%})"
                       for r in faster)
@@ -187,12 +212,18 @@ def _judged(test: str, arms: dict[str, dict[int, float]],
             f"{r['config']} {r['effect']:+.0%} (±{r['uncertainty']:.0%})" for r in slower)
     most = max(len(v) for v in arms.values())
     line += (f"; one run's noise ±{noise:.1%} with the rounds' drift taken out, {most} rounds, "
-             f"{sigmas:.2f} standard errors for {len(rows) - 1} comparisons"
+             f"{sigmas:.2f} standard errors for {compared} comparisons"
              if noise is not None else
              f"; one run's noise was not measured ({most} round(s) of every configuration): "
              "no configuration is called faster or slower")
-    return line, {"reference": ref, "rows": rows, "sigmas": round(sigmas, 2),
-                  "run_noise": None if noise is None else round(noise, 4)}, bool(faster)
+    if control is not None and steady and noise is not None:
+        line += "; the advised split ran twice a round, within the noise of itself"
+    table = {"reference": ref, "rows": rows, "sigmas": round(sigmas, 2),
+             "run_noise": None if noise is None else round(noise, 4)}
+    if control is not None:
+        table["control"] = {k: control.get(k) for k in ("pairs", "effect", "uncertainty",
+                                                        "measurable")}
+    return line, table, bool(faster), steady
 
 
 def judge_sweep(meta: CheckMeta, ab: KnobAB, advised: tuple[int, ...],
@@ -217,10 +248,11 @@ def judge_sweep(meta: CheckMeta, ab: KnobAB, advised: tuple[int, ...],
                        for mode, error in failed_modes.items()]
     table: dict[str, Any] = {}
     beaten = False  # a configuration measurably faster than the advice
+    unsteady = False  # the advice's two arms differed: nothing is called
     for test, arms in round_centres(ab, left_out).items():
-        line, table[test], faster = _judged(test, arms, name)
+        line, table[test], faster, steady = _judged(test, arms, name)
         said.append(line)
-        beaten = beaten or faster
+        beaten, unsteady = beaten or faster, unsteady or not steady
     if not table:
         said.append("nothing measured to judge")
     if failed:
@@ -237,7 +269,7 @@ def judge_sweep(meta: CheckMeta, ab: KnobAB, advised: tuple[int, ...],
     if table and not measured:
         said.append(f"under {MIN_PAIRS} rounds: no difference is called measurable")
     status = Status.WARN if beaten or failed or ab.error else \
-        Status.PASS if measured else Status.SKIP
+        Status.PASS if measured and not unsteady else Status.SKIP
     summary = "; ".join(said)
     if status is Status.SKIP:
         summary += ": not judged, run it again when the host is quiet"
