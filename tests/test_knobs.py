@@ -415,23 +415,26 @@ def test_pairs_that_other_load_disturbed_unevenly_are_left_out_and_said() -> Non
 SAME_VALUE_RUNS = KNOBS / "same-value-ab_vm-2cpu_30x10-pairs.json"
 
 
-def _same_value_pairs() -> list[list[tuple[float, float]]]:
-    """Per A/B and test: the (host as it is, knob) tokens/s of each pair, from the evidence
-    lines of 30 real same-value A/Bs of 10 pairs (``now (pair 3): pp16 610.6 t/s, tg8 ...``)."""
+def _evidence_pairs(lines: list[str]) -> dict[str, list[tuple[float, float]]]:
+    """perf.knob's evidence lines (``now (pair 3): pp16 610.6 t/s, tg8 ...``) -> per test, the
+    (host as it is, knob) tokens/s of each pair, in pair order."""
     import re
 
+    by_test: dict[str, dict[int, dict[str, float]]] = {}
+    for line in lines:
+        found = re.fullmatch(r"(\S+) \(pair (\d+)\): (.*)", line)
+        assert found, line
+        for test, ts in re.findall(r"(\w+) ([\d.]+) t/s", found[3]):
+            by_test.setdefault(test, {}).setdefault(int(found[2]), {})[found[1]] = float(ts)
+    return {test: [(arms["now"], next(v for arm, v in arms.items() if arm != "now"))
+                   for _, arms in sorted(pairs.items())] for test, pairs in by_test.items()}
+
+
+def _same_value_pairs() -> list[list[tuple[float, float]]]:
+    """Per A/B and test: the pairs of 30 real same-value A/Bs of 10 pairs."""
     doc = json.loads(SAME_VALUE_RUNS.read_text())
-    out = []
-    for run in doc["quiet"] + doc["busy_core"]:
-        by_test: dict[str, dict[int, dict[str, float]]] = {}
-        for line in run["lines"]:
-            found = re.fullmatch(r"(\S+) \(pair (\d+)\): (.*)", line)
-            assert found, line
-            for test, ts in re.findall(r"(\w+) ([\d.]+) t/s", found[3]):
-                by_test.setdefault(test, {}).setdefault(int(found[2]), {})[found[1]] = float(ts)
-        out += [[(arms["now"], arms["1"]) for _, arms in sorted(pairs.items())]
-                for pairs in by_test.values()]
-    return out
+    return [pairs for run in doc["quiet"] + doc["busy_core"]
+            for pairs in _evidence_pairs(run["lines"]).values()]
 
 
 def _called(pairs: list[tuple[float, float]], size: int, scale: float = 1.0) -> float:
@@ -482,22 +485,14 @@ def test_the_rule_on_the_h100s_ab_runs() -> None:
     A/Bs of THP at its own value: no test measurable (pp512 scatters 3-19% there, tg128
     1-3%); -ub 64 against llama-bench's default 512: pp512 measurably slower (its ratios
     0.23-0.30 in every pair), tg128 not, as the stored summary said."""
-    import re
     import tarfile
 
     from omni_host.evaluate.knob import effect, family_sigmas
 
     def judged(doc: dict) -> tuple[dict, dict]:
         result = next(r for r in doc["hosts"][0]["results"] if r["id"] == "perf.knob")
-        pairs: dict[str, dict[int, dict[str, float]]] = {}
-        for line in result["evidence"][0]["lines"]:
-            found = re.fullmatch(r"(\S+) \(pair (\d+)\): (.*)", line)
-            assert found, line
-            for test, ts in re.findall(r"(\w+) ([\d.]+) t/s", found[3]):
-                pairs.setdefault(test, {}).setdefault(int(found[2]), {})[found[1]] = float(ts)
-        return result, {test: effect([(arms["now"], next(v for k, v in arms.items() if k != "now"))
-                                      for arms in by_pair.values()], sigmas=family_sigmas(2))
-                        for test, by_pair in pairs.items()}
+        return result, {test: effect(pairs, sigmas=family_sigmas(2)) for test, pairs
+                        in _evidence_pairs(result["evidence"][0]["lines"]).items()}
 
     with tarfile.open(KNOBS / "h100-ab.tar.gz") as tar:
         docs = {PurePosixPath(m.name).stem: json.load(tar.extractfile(m))  # type: ignore[arg-type]
