@@ -108,9 +108,14 @@ def seconds_per_config(baseline_tests: dict[str, list[float]]) -> float | None:
     return total or None
 
 
+def shares(split: tuple[int, ...]) -> str:
+    """A split as llama-bench's ``-ts`` takes it for one configuration: ``75/25``."""
+    return "/".join(str(p) for p in split)
+
+
 def config_name(mode: str, split: tuple[int, ...] = ()) -> str:
     """A configuration as the sweep names it (its arm): ``sm=layer ts=75/25``, ``sm=none``."""
-    return f"sm={mode}" + (f" ts={'/'.join(str(p) for p in split)}" if split else "")
+    return f"sm={mode}" + (f" ts={shares(split)}" if split else "")
 
 
 def plan_sweep(spec: BenchSpec, vram_gib: list[float],
@@ -133,12 +138,11 @@ def plan_sweep(spec: BenchSpec, vram_gib: list[float],
         dropped.append(splits.pop())
     if expected() > BUDGET_SHARE * spec.budget_s:
         return (f"even the advised split, under {len(MODES)} split modes (and again) and -sm "
-                f"none, in "
-                f"{ROUNDS} rounds, takes about {expected():.0f} s, past 80% of "
+                f"none, in {ROUNDS} rounds, takes about {expected():.0f} s, past 80% of "
                 f"omni_bench.budget_s ({spec.budget_s:g} s): raise it or lower the repetitions")
     rest = without_options(spec.args, SPLIT_OPTIONS)
     arms = tuple(Arm(config_name(mode, split), (),
-                     (*rest, "-sm", mode, "-ts", "/".join(str(p) for p in split)))
+                     (*rest, "-sm", mode, "-ts", shares(split)))
                  for mode in MODES for split in splits)
     arms += (Arm(config_name("none"), (), (*rest, "-sm", "none")),
              Arm(arms[0].name + AGAIN, (), arms[0].args))
@@ -262,9 +266,10 @@ def judge_sweep(meta: CheckMeta, ab: KnobAB, advised: tuple[int, ...],
         said.append(f"the sweep stopped: {ab.error}")
     if left_out:
         said.append(left_out_words(left_out, "round"))
-    if dropped:
-        said.append(f"{len(dropped)} candidate split(s) not run, to fit omni_bench.budget_s: "
-                    + ", ".join("/".join(map(str, split)) for split in dropped))
+    not_run = [shares(split) for split in dropped]
+    if not_run:
+        said.append(f"{len(not_run)} candidate split(s) not run, to fit omni_bench.budget_s: "
+                    + ", ".join(not_run))
     measured = any(r["rounds"] >= MIN_PAIRS for t in table.values() for r in t["rows"])
     if table and not measured:
         said.append(f"under {MIN_PAIRS} rounds: no difference is called measurable")
@@ -277,8 +282,8 @@ def judge_sweep(meta: CheckMeta, ab: KnobAB, advised: tuple[int, ...],
                                                                  default=-1)}
     if left_out:
         details["disturbed_rounds"] = {str(p): h for p, h in left_out.items()}
-    if dropped:
-        details["dropped"] = ["/".join(map(str, split)) for split in dropped]
-    return meta.result(status, summary, expected=f"advised split {'/'.join(map(str, advised))} "
+    if not_run:
+        details["dropped"] = not_run
+    return meta.result(status, summary, expected=f"advised split {shares(advised)} "
                        "(-sm layer): no configuration measurably faster",
                        actual=summary, evidence=evidence, details=details)
