@@ -566,6 +566,24 @@ def settle(now: dict[str, dict[str, Any]], first: dict[str, Any] | None
     return [t[:4] for t in out]
 
 
+def _starved(before: dict[str, Any], after: dict[str, Any],
+             verdicts: list[TestVerdict]) -> str | None:
+    """A drop past the tolerance that the noise alone cannot call, measured beside its cause:
+    llama-bench got less CPU than at the baseline (past the jitter ``_same`` allows). The CPU
+    it got is measured apart from its rate, so the two together say what neither says alone.
+    The words that say so, or None."""
+    a, b = before.get(OWN_CPU), after.get(OWN_CPU)
+    if not (_measured(a) and _measured(b)) or b >= a or _same(OWN_CPU, a, b):
+        return None
+    fell = [v for v in verdicts if v.tolerance < v.drop <= v.threshold]
+    if not fell:
+        return None
+    names = ", ".join(f"{v.name} fell {v.drop:.0%} (tolerance {v.tolerance:.0%})" for v in fell)
+    return (f"llama-bench got {1 - b / a:.0%} less CPU than at the baseline ({a:g} -> {b:g} "
+            f"CPUs) and {names}: within the noise alone, but the contention measured beside it "
+            "is the likely cause")
+
+
 def first_run(result: CheckResult) -> dict[str, Any] | None:
     """What a second run is judged with, when this compared run's verdict did not pass on the
     tests' own evidence (a drop, or a run that scattered): the bench runs once more before it
@@ -675,6 +693,9 @@ def judge(meta: CheckMeta, spec: BenchSpec, run: BenchRun, context: dict[str, An
         if settings and any(b for _, _, _, b in settled) and status is Status.PASS:
             # the host changed and this comparison cannot see a drop of the tolerance
             status = Status.WARN
+    starved = _starved(baseline.context, context, verdicts)
+    if starved and status is Status.PASS:
+        status, text = Status.WARN, f"{text}; {starved}"
     elif dropped:
         text += "; since the baseline: no change in the recorded host state"
     elif status is Status.PASS and ceiling_note:
