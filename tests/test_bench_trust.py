@@ -337,3 +337,62 @@ def test_a_drop_within_the_noise_is_named_when_llama_bench_measurably_lost_its_c
     assert _starved({}, {OWN_CPU: 0.485}, [verdict]) is None  # not measured at the baseline
     small = judge_test("tg32", base, [x * 0.8 / 0.63 for x in now], 30)  # 20%: within tolerance
     assert _starved({OWN_CPU: 0.989}, {OWN_CPU: 0.485}, [small]) is None
+
+
+# -- the run watched through one NVML session (issue 44), its PCIe link sampled (issue 48) ----
+NVML_H200 = Path(__file__).parent / "fixtures" / "captures" / "bench-h200-nvml"
+
+
+def test_the_h200_runs_watched_through_nvml_carry_their_pcie_link(tmp_path: Path) -> None:
+    """A lent H200's benches (the documented config): the helper sampled through its NVML
+    session, every row carrying the link's generation and width last; the link most samples
+    saw is the context a later run is compared on, and the evidence says it."""
+    from omni_host.probes.parsers.bench import parse_bench_run
+
+    run = parse_bench_run(_bundle("u1", NVML_H200).results["bench.llama"].stdout)
+    assert run.during["sampled_with"] == "NVML"
+    rows = [row for sample in run.during["samples"] for row in sample]
+    assert rows and all(len(row) == 8 and row[6:] == ["5", "16"] for row in rows)
+    store = tmp_path / "store"
+    base, _, _ = _judged("base", store, where=NVML_H200)
+    assert base.details["recorded_baseline"] is True
+    assert base.details["context"]["GPU0 PCIe link during the run (median)"] == "gen5 x16"
+    same, _, _ = _judged("u1", store, where=NVML_H200)
+    assert same.status is Status.PASS and same.details["changed"] == [], same.summary
+    lines = [line for ev in same.evidence for line in ev.lines]
+    assert f"GPU0 PCIe link during the run: gen5 x16 ({len(run.during['samples'])} samples)" \
+        in lines
+
+
+def test_a_link_measured_since_a_later_omni_host_is_no_change() -> None:
+    """A baseline stored before the link was sampled has no such key: the next run's link is
+    not a change (it would have kept every later run from being learned as noise)."""
+    from omni_host.evaluate.bench import context_diff
+
+    key = "GPU0 PCIe link during the run (median)"
+    assert context_diff({}, {key: "gen5 x16"}) == ([], [])
+    changed, _ = context_diff({key: "gen5 x16"}, {key: "gen2 x16"})
+    assert changed == [f"{key}: gen5 x16 -> gen2 x16"]
+    assert context_diff({}, {"env GGML_CUDA_DISABLE_GRAPHS": "1"})[0] == \
+        ["env GGML_CUDA_DISABLE_GRAPHS: unset -> 1"]  # a setting is still a change
+
+
+def test_a_link_that_trains_down_or_flaps_under_load() -> None:
+    """The H200's row shape (index, SM, memory clock, power, temperature, utilisation, link
+    generation, width), its link moved as the public reports describe: left at Gen2, and
+    flapping between Gen1 and Gen5."""
+    from omni_host.evaluate.bench import links_during
+
+    def samples(links: list[tuple[str, str]]) -> list[list[list[str]]]:
+        return [[["0", "1980", "3201", "132.35", "40", "99", g, w]] for g, w in links]
+
+    steady = links_during(samples([("5", "16")] * 6))["0"]
+    assert (steady.typical, steady.lowest, steady.changes) == ("gen5 x16", "gen5 x16", 0)
+    assert steady.line("0") == "GPU0 PCIe link during the run: gen5 x16 (6 samples)"
+    left = links_during(samples([("2", "16")] * 5 + [("5", "16")]))["0"]
+    assert left.typical == "gen2 x16" and left.changes == 1
+    flap = links_during(samples([("1", "16"), ("5", "16")] * 4 + [("5", "16")]))["0"]
+    assert (flap.typical, flap.lowest, flap.changes) == ("gen5 x16", "gen1 x16", 7)
+    assert flap.line("0").endswith("lowest gen1 x16, 7 change(s) between samples")
+    old = [[["0", "1980", "2619", "213.94", "44", "93"]]]  # the H100 rows before: no link
+    assert links_during(old) == {}

@@ -94,6 +94,43 @@ def _gpu_context(run: BenchRun) -> dict[str, Any]:
         medians = _sm_medians(during.get("samples") or [])
         for i, mhz in medians.items():
             out[f"GPU{i} SM clock MHz (median during the run)"] = mhz
+        for i, link in links_during(during.get("samples") or []).items():
+            out[f"GPU{i} PCIe link during the run (median)"] = link.typical
+    return out
+
+
+@dataclass(frozen=True)
+class LinkDuring:
+    """One GPU's PCIe link over the samples taken while llama-bench ran."""
+
+    typical: str  # the median link, "gen5 x16"
+    lowest: str
+    samples: int
+    changes: int  # between consecutive samples
+
+    def line(self, index: str) -> str:
+        moved = (f"; lowest {self.lowest}, {self.changes} change(s) between samples"
+                 if self.changes else "")
+        return f"GPU{index} PCIe link during the run: {self.typical} ({self.samples} samples){moved}"
+
+
+def links_during(samples: list[list[list[str]]]) -> dict[str, LinkDuring]:
+    """index -> its PCIe link while llama-bench ran, from the samples that carry it (the
+    generation and width last). A link that trains down under load (left at Gen2) moves the
+    median; one that flaps shows in the changes (evidence, never compared: a host whose link
+    downshifts between tests does so in its baseline too)."""
+    per: dict[str, list[tuple[int, int]]] = {}
+    for sample in samples:
+        for row in sample:
+            if len(row) >= 8 and (gen := _num(row[6])) is not None and \
+                    (width := _num(row[7])) is not None:
+                per.setdefault(row[0].strip(), []).append((int(gen), int(width)))
+    out = {}
+    for i, links in per.items():
+        speeds = sorted(links, key=lambda gw: gw[0] * gw[1])
+        (g, w), (lg, lw) = speeds[len(speeds) // 2], speeds[0]
+        out[i] = LinkDuring(f"gen{g} x{w}", f"gen{lg} x{lw}", len(links),
+                            sum(a != b for a, b in zip(links, links[1:], strict=False)))
     return out
 
 
@@ -192,6 +229,8 @@ def context_diff(before: dict[str, Any], after: dict[str, Any]) -> tuple[list[st
         a, b = before.get(key), after.get(key)
         if key in before and key in after and _same(key, a, b):
             same.append(key)
+        elif key not in before and any(word in key for word in SYMPTOMS):
+            continue  # measured since a later omni-host: the baseline did not, nothing moved
         else:
             gone = "unset" if key.startswith("env ") else "not seen"
             changed.append(f"{key}: {_show(a) if key in before else gone} -> "
@@ -390,6 +429,7 @@ def _evidence(run: BenchRun) -> tuple[Evidence, ...]:
              f"robust spread of {t.estimate.used} of {len(t.samples_ts)} repetitions: "
              f"{', '.join(f'{s:.2f}' for s in t.samples_ts)})" for t in run.result.tests] \
         if run.result else []
+    lines += [link.line(i) for i, link in links_during((run.during or {}).get("samples") or []).items()]
     if run.error:  # what it said when it failed (after the tests it finished, if any)
         lines += [*run.stderr_tail[-5:]]
     return (Evidence("bench.llama", " ".join(run.argv) or "llama-bench", tuple(lines)),)
@@ -504,7 +544,7 @@ CAUSE_ORDER = ("other processes on the GPUs", "CPU quota", "CPUs allowed", "env 
                "llama-bench sha256", "lib", "llama.cpp build", "backends", "CPU memory",
                "CPU CCD", "NUMA", "NVIDIA driver",
                "CUDA", "kernel", "GPU", "other CPU load", "CPU llama-bench got", "model bytes")
-SYMPTOMS = ("GPU clock event reasons", "SM clock MHz (median")
+SYMPTOMS = ("GPU clock event reasons", "SM clock MHz (median", "PCIe link during the run")
 # What the run measured rather than how the host is set (with SYMPTOMS): a change of these
 # alone does not make an inconclusive comparison a warn (a disturbance does, by itself).
 MEASURED = ("other CPU load", "CPU llama-bench got", "other processes")

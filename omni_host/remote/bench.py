@@ -43,7 +43,10 @@ GPU_FIELDS = ("index,name,uuid,pci.bus_id,pcie.link.gen.current,pcie.link.gen.ma
 GPU_FIELDS_OLD = ("index,name,uuid,pci.bus_id,pcie.link.gen.current,pcie.link.gen.max,"
                   "pcie.link.width.current,pcie.link.width.max,power.limit,clocks.max.sm,"
                   "clocks.max.mem,clocks.sm,clocks.mem,power.draw,utilization.gpu,memory.used")
-SAMPLE_FIELDS = "index,clocks.sm,clocks.mem,power.draw,temperature.gpu,utilization.gpu"
+SAMPLE_FIELDS = ("index,clocks.sm,clocks.mem,power.draw,temperature.gpu,utilization.gpu,"
+                 "pcie.link.gen.current,pcie.link.width.current")
+NVML_EVERY_S = 0.25  # a library call, not a process: often enough to see a link flap
+MAX_SAMPLES = 1200
 # One bench at a time on a host: two would measure each other (and both call themselves the
 # first). Every user's helper takes this lock; the one that finds it held names its holder.
 LOCK_PATH = "/tmp/omni-host-bench.lock"
@@ -122,40 +125,115 @@ def compute_apps():
     return _csv_rows(out) if code == 0 else None
 
 
-def nvml_memory():
-    """Per GPU: memory bus width (bits) and maximum memory clock (MHz), through NVML's C
-    library (nvidia-smi does not print the bus width); [] where NVML is not there."""
-    import ctypes
+class Nvml(object):
+    """One NVML session (libnvidia-ml, the library nvidia-smi itself reads), opened once for
+    the helper's life: the run is sampled through it at the cost of a library call, where each
+    nvidia-smi is a process that initialises NVML again (0.02-0.07 CPU-s on an H100). Raises
+    OSError where NVML cannot be opened."""
 
-    try:
-        nvml = ctypes.CDLL("libnvidia-ml.so.1")
-    except OSError:
-        return []
-    if nvml.nvmlInit_v2() != 0:
-        return []
-    found = []
-    try:
+    def __init__(self):
+        import ctypes
+
+        self.ct = ctypes
+        self.lib = ctypes.CDLL("libnvidia-ml.so.1")
+        if self.lib.nvmlInit_v2() != 0:
+            raise OSError("nvmlInit_v2 failed")
+        self.handles = []
         count = ctypes.c_uint()
-        if nvml.nvmlDeviceGetCount_v2(ctypes.byref(count)) != 0:
-            return []
-        for i in range(count.value):
-            handle = ctypes.c_void_p()
-            if nvml.nvmlDeviceGetHandleByIndex_v2(i, ctypes.byref(handle)) != 0:
-                continue
-            width, clock = ctypes.c_uint(), ctypes.c_uint()
+        if self.lib.nvmlDeviceGetCount_v2(ctypes.byref(count)) == 0:
+            for i in range(count.value):
+                handle = ctypes.c_void_p()
+                if self.lib.nvmlDeviceGetHandleByIndex_v2(i, ctypes.byref(handle)) == 0:
+                    self.handles.append((i, handle))
+        # renamed in driver 535 (clocks_event_reasons); the old name stays for older drivers
+        self.reasons = self._first("nvmlDeviceGetCurrentClocksEventReasons",
+                                   "nvmlDeviceGetCurrentClocksThrottleReasons")
+        self.procs = self._first("nvmlDeviceGetComputeRunningProcesses_v3",
+                                 "nvmlDeviceGetComputeRunningProcesses_v2")
+
+    def _first(self, *names):
+        for name in names:
+            fn = getattr(self.lib, name, None)
+            if fn is not None:
+                return fn
+        return None
+
+    def uint(self, fn, handle, *args):
+        """An unsigned value NVML writes through its last argument, or None."""
+        value = self.ct.c_uint()
+        return value.value if fn(handle, *(args + (self.ct.byref(value),))) == 0 else None
+
+    def memory(self):
+        """Per GPU: memory bus width (bits) and maximum memory clock (MHz) (nvidia-smi does
+        not print the bus width), and its memory free and total (llama.cpp's default -ts
+        weighs what is free)."""
+        found = []
+        for i, handle in self.handles:
             entry = {"index": i}
-            if nvml.nvmlDeviceGetMemoryBusWidth(handle, ctypes.byref(width)) == 0:
-                entry["bus_width_bits"] = width.value
-            if nvml.nvmlDeviceGetMaxClockInfo(handle, 2, ctypes.byref(clock)) == 0:  # MEM
-                entry["max_mem_clock_mhz"] = clock.value
-            memory = (ctypes.c_ulonglong * 3)()  # nvmlMemory_t: total, free, used
-            if nvml.nvmlDeviceGetMemoryInfo(handle, ctypes.byref(memory)) == 0:
-                entry["memory_free_bytes"] = memory[1]  # llama.cpp's default -ts weighs this
+            width = self.uint(self.lib.nvmlDeviceGetMemoryBusWidth, handle)
+            clock = self.uint(self.lib.nvmlDeviceGetMaxClockInfo, handle, 2)  # MEM
+            if width is not None:
+                entry["bus_width_bits"] = width
+            if clock is not None:
+                entry["max_mem_clock_mhz"] = clock
+            memory = (self.ct.c_ulonglong * 3)()  # nvmlMemory_t: total, free, used
+            if self.lib.nvmlDeviceGetMemoryInfo(handle, self.ct.byref(memory)) == 0:
+                entry["memory_free_bytes"] = memory[1]
                 entry["memory_total_bytes"] = memory[0]
             found.append(entry)
-    finally:
-        nvml.nvmlShutdown()
-    return found
+        return found
+
+    def sample(self):
+        """(rows as nvidia-smi's SAMPLE_FIELDS print them without units, each GPU's clock
+        event reasons as a hex mask, the compute processes as {pid: name}); None for what
+        this driver's NVML cannot say (the processes: the caller asks nvidia-smi)."""
+        lib, rows, masks = self.lib, [], []
+        for i, h in self.handles:
+            power = self.uint(lib.nvmlDeviceGetPowerUsage, h)  # mW
+            util = (self.ct.c_uint * 2)()  # nvmlUtilization_t: gpu, memory
+            values = [self.uint(lib.nvmlDeviceGetClockInfo, h, 1),  # SM
+                      self.uint(lib.nvmlDeviceGetClockInfo, h, 2),  # MEM
+                      None if power is None else "%.2f" % (power / 1000.0),
+                      self.uint(lib.nvmlDeviceGetTemperature, h, 0),  # the GPU's own sensor
+                      util[0] if lib.nvmlDeviceGetUtilizationRates(h, self.ct.byref(util)) == 0
+                      else None,
+                      self.uint(lib.nvmlDeviceGetCurrPcieLinkGeneration, h),
+                      self.uint(lib.nvmlDeviceGetCurrPcieLinkWidth, h)]
+            rows.append([str(i)] + ["[N/A]" if v is None else str(v) for v in values])
+            mask = self.ct.c_ulonglong()
+            if self.reasons is not None and self.reasons(h, self.ct.byref(mask)) == 0:
+                masks.append("0x%016x" % mask.value)
+        return rows, masks, self.processes()
+
+    def processes(self):
+        if self.procs is None:
+            return None
+        ct, found = self.ct, {}
+
+        class Info(ct.Structure):  # nvmlProcessInfo_t (v2 and v3 alike)
+            _fields_ = [("pid", ct.c_uint), ("usedGpuMemory", ct.c_ulonglong),
+                        ("gpuInstanceId", ct.c_uint), ("computeInstanceId", ct.c_uint)]
+
+        for _, handle in self.handles:
+            count = ct.c_uint(32)
+            infos = (Info * 32)()
+            if self.procs(handle, ct.byref(count), infos) != 0:
+                return None  # more than 32, or an error: nvidia-smi says it
+            for info in infos[:count.value]:
+                name = ct.create_string_buffer(256)
+                got = self.lib.nvmlSystemGetProcessName(info.pid, name, 256) == 0
+                found[str(info.pid)] = name.value.decode("utf-8", "replace") if got else "?"
+        return found
+
+    def close(self):
+        self.lib.nvmlShutdown()
+
+
+def open_nvml():
+    try:
+        return Nvml()
+    except (OSError, AttributeError):
+        return None
 
 
 def binary_identity(path):
@@ -190,11 +268,13 @@ def _cpu_busy_s():
 
 
 class _Sampler(object):
-    """GPU clocks, power and utilisation, and other processes on the GPUs, every second while
-    llama-bench runs."""
+    """GPU clocks, power, utilisation and PCIe link, and other processes on the GPUs, while
+    llama-bench runs: through the helper's NVML session every NVML_EVERY_S, else through
+    nvidia-smi every SAMPLE_EVERY_S."""
 
-    def __init__(self, own_pid):
+    def __init__(self, own_pid, nvml):
         self.own_pid = str(own_pid)
+        self.nvml = nvml
         self.stop = threading.Event()
         self.samples = []
         self.others = {}
@@ -204,25 +284,40 @@ class _Sampler(object):
         self.thread.daemon = True
 
     def loop(self):
-        while not self.stop.wait(SAMPLE_EVERY_S):
+        every = NVML_EVERY_S if self.nvml is not None else SAMPLE_EVERY_S
+        while not self.stop.wait(every):
+            taken = self.take()
+            if taken is None:
+                return
+            rows, reasons, apps = taken
+            with self.lock:
+                if len(self.samples) < MAX_SAMPLES:
+                    self.samples.append(rows)
+                self.reasons.update(reasons)
+                for pid, name in apps.items():
+                    if pid != self.own_pid:
+                        self.others[pid] = name
+
+    def take(self):
+        if self.nvml is not None:
+            rows, reasons, apps = self.nvml.sample()
+        else:
             code, out, _ = _smi(["--query-gpu=" + SAMPLE_FIELDS, "--format=csv,noheader,nounits"], 10)
             if code != 0:
-                return
+                return None
             rows = [line.split(", ") for line in out.splitlines() if line.strip()]
             code, out, _ = _smi(["--query-gpu=clocks_event_reasons.active", "--format=csv,noheader"], 10)
             reasons = [v.strip() for v in out.splitlines() if v.strip()] if code == 0 else []
-            apps = compute_apps() or []
-            with self.lock:
-                self.samples.append(rows)
-                self.reasons.update(reasons)
-                for app in apps:
-                    if app.get("pid") != self.own_pid:
-                        self.others[app.get("pid")] = app.get("process_name")
+            apps = None
+        if apps is None:
+            apps = dict((a.get("pid"), a.get("process_name")) for a in compute_apps() or [])
+        return rows, reasons, apps
 
     def result(self):
         with self.lock:
-            return {"samples": self.samples[:600], "event_reasons": sorted(self.reasons),
-                    "other_gpu_processes": sorted("%s %s" % kv for kv in self.others.items())}
+            return {"samples": list(self.samples), "event_reasons": sorted(self.reasons),
+                    "other_gpu_processes": sorted("%s %s" % kv for kv in self.others.items()),
+                    "sampled_with": "NVML" if self.nvml is not None else "nvidia-smi"}
 
 
 def _lock_holder(fd):
@@ -325,7 +420,9 @@ def _kill_children():
     return killed
 
 
-def run_bench(argv, budget_s, with_gpus, env):
+def run_bench(argv, budget_s, gpus, env):
+    """One llama-bench run, watched. ``gpus``: falsy on a host without them, else the
+    helper's NVML session or True (sampled with nvidia-smi)."""
     start = time.monotonic()
     busy0 = _cpu_busy_s()
     try:
@@ -334,7 +431,7 @@ def run_bench(argv, budget_s, with_gpus, env):
     except OSError as exc:
         return {"argv": argv, "exit_code": None, "error": "%s: %s" % (argv[0], exc.strerror or exc)}, None
     children0 = os.times()
-    sampler = _Sampler(proc.pid) if with_gpus else None
+    sampler = _Sampler(proc.pid, gpus if isinstance(gpus, Nvml) else None) if gpus else None
     if sampler:
         sampler.thread.start()
     out, err = [], []
@@ -352,8 +449,8 @@ def run_bench(argv, budget_s, with_gpus, env):
         proc.wait()
     wall = time.monotonic() - start
     if sampler:  # its nvidia-smi in flight (up to 0.3 s) is not waited for: the samples so far
-        sampler.stop.set()
-        sampler.thread.join(0.05)
+        sampler.stop.set()  # (its NVML calls take milliseconds: waited for, the session closes)
+        sampler.thread.join(0.05 if sampler.nvml is None else 2.0)
     left = kill_orphans()  # a child llama-bench left behind (setsid) holds its pipes open
     for reader in readers:
         reader.join(5)
@@ -437,7 +534,7 @@ def knob_originals(ab):
     return originals
 
 
-def run_ab(binary, model, opts, ab, with_gpus, env, originals, pipe):
+def run_ab(binary, model, opts, ab, gpus, env, originals, pipe):
     """Interleaved A/B runs of llama-bench: each pair runs every arm (its knobs written, its
     own args), alternating which goes first; every knob back to its value before, whatever
     happens (the restorer spawned beforehand, and here). An arm whose llama-bench failed
@@ -465,7 +562,7 @@ def run_ab(binary, model, opts, ab, with_gpus, env, originals, pipe):
                     return out
                 command = [binary, "-m", model, "-o", "json", "-r", opts["repetitions"]] + \
                     list(arm["args"])
-                run, during = run_bench(command, float(opts["budget_s"]), with_gpus, env)
+                run, during = run_bench(command, float(opts["budget_s"]), gpus, env)
                 out["runs"].append({"arm": arm["name"], "pair": i, "run": run,
                                     "during": during})
                 if run.get("exit_code") != 0 or run.get("timed_out"):
@@ -578,11 +675,22 @@ def main(argv):
         originals = knob_originals(ab)
         pipe = spawn_restorer(originals) if originals else None  # before the subreaper
     become_subreaper()
-    found = _together(gpu=gpu_state, apps=compute_apps, nvml=nvml_memory,
+    found = _together(gpu=gpu_state, apps=compute_apps, nvml=open_nvml,
                       binary=lambda: binary_identity(binary), model=lambda: model_identity(model),
                       tensors=lambda: gguf_tensor_map(gguf_model_files(model)))
-    gpus = found["gpu"]
-    apps = found["apps"]
+    session = found["nvml"]
+    try:
+        _decide(doc, opts, found, binary, model, env, ab, originals, pipe, started)
+    finally:
+        if session is not None:
+            session.close()
+    sys.stdout.write(json.dumps(doc) + "\n")
+
+
+def _decide(doc, opts, found, binary, model, env, ab, originals, pipe, started):
+    """The gate, the context, then the run, the A/B or the plan's facts, into ``doc``."""
+    gpus, apps, session = found["gpu"], found["apps"], found["nvml"]
+    watch = (session or True) if gpus is not None else None
     doc["gate"] = {"compute_apps": apps, "max_busy_pct": float(opts["max_busy_pct"]),
                    "forced": opts["force"]}
     busy = []
@@ -612,7 +720,7 @@ def main(argv):
         "cpus_allowed": affinity, "cpu_quota": cpu_quota(),
         "loadavg": (_read("/proc/loadavg") or "").split()[:3],
         "model": model_id, "env": bench_env(env), "tensor_map": found["tensors"],
-        "gpus": gpus, "nvml": (found["nvml"] or []) if gpus is not None else [],
+        "gpus": gpus, "nvml": session.memory() if session and gpus is not None else [],
         "busy_before": busy,
     }
     doc["timing"] = {"before_s": round(time.monotonic() - started, 3)}
@@ -631,15 +739,13 @@ def main(argv):
             doc["timing"]["total_s"] = round(time.monotonic() - started, 3)
     elif doc["refused"] is None and ab is not None:
         doc["context"]["binary"] = found["binary"]
-        doc["ab"] = run_ab(binary, model, opts, ab, gpus is not None, env, originals, pipe)
+        doc["ab"] = run_ab(binary, model, opts, ab, watch, env, originals, pipe)
         doc["timing"]["total_s"] = round(time.monotonic() - started, 3)
     elif doc["refused"] is None:
         doc["context"]["binary"] = found["binary"]
         command = [binary, "-m", model, "-o", "json", "-r", opts["repetitions"]] + opts["extra"]
-        doc["run"], doc["during"] = run_bench(command, float(opts["budget_s"]), gpus is not None,
-                                               env)
+        doc["run"], doc["during"] = run_bench(command, float(opts["budget_s"]), watch, env)
         doc["timing"]["total_s"] = round(time.monotonic() - started, 3)
-    sys.stdout.write(json.dumps(doc) + "\n")
 
 
 if __name__ == "__main__":

@@ -425,7 +425,8 @@ HELPER_DOC: dict[str, Any] = {
     "run": {"argv": [TEXT], "exit_code": (None, INT), "timed_out": bool, "duration_s": NUM,
             "stdout": TEXT, "stderr_tail": [TEXT], "orphans_killed": object},
     "during": (None, {"samples": [[[TEXT]]], "event_reasons": [TEXT],
-                      "other_gpu_processes": [TEXT], "own_cpu_s": NUM, "other_cpu_load": NUM}),
+                      "other_gpu_processes": [TEXT], "own_cpu_s": NUM, "other_cpu_load": NUM,
+                      "sampled_with": TEXT}),
 }
 HELPER_DOC["plan"] = {
     "cpus": INT, "physical_cores": (None, INT), "meminfo_kib": {"*": (None, INT)},
