@@ -396,3 +396,28 @@ def test_a_link_that_trains_down_or_flaps_under_load() -> None:
     assert flap.line("0").endswith("lowest gen1 x16, 7 change(s) between samples")
     old = [[["0", "1980", "2619", "213.94", "44", "93"]]]  # the H100 rows before: no link
     assert links_during(old) == {}
+
+
+COTENANT = Path(__file__).parent / "fixtures" / "captures" / "bench-h100-cotenant"
+
+
+@pytest.mark.parametrize("name, forced", [("late", False), ("forced", True)])
+def test_a_gpu_cotenant_seen_only_by_the_nvml_sampler_is_named_first(tmp_path: Path, name: str,
+                                                                      forced: bool) -> None:
+    """A lent H100: a second llama-bench started once the benched one was there (after the
+    gate: only the run's NVML sampler saw it), and one there first (--force). Each fails
+    with the co-tenant first, and nothing says the host state did not change."""
+    from omni_host.probes.parsers.bench import parse_bench_run
+
+    run = parse_bench_run(_bundle(name, COTENANT).results["bench.llama"].stdout)
+    assert run.during["sampled_with"] == "NVML"
+    (other,) = run.during["other_gpu_processes"]
+    assert other.endswith(" /tmp/llama.cpp/build/bin/llama-bench")  # NVML's name: the path
+    assert bool(run.gate["compute_apps"]) is forced
+    store = tmp_path / "store"
+    _judged("base", store, where=COTENANT)
+    perf, _, _ = _judged(name, store, where=COTENANT)
+    assert perf.status is Status.FAIL
+    assert perf.details["changed"][0] == f"other processes on the GPUs: none -> {other}"
+    assert perf.summary.startswith(f"since the baseline: other processes on the GPUs: none -> {other}")
+    assert "no change in the recorded host state" not in perf.summary

@@ -733,13 +733,13 @@ def judge(meta: CheckMeta, spec: BenchSpec, run: BenchRun, context: dict[str, An
         if settings and any(b for _, _, _, b in settled) and status is Status.PASS:
             # the host changed and this comparison cannot see a drop of the tolerance
             status = Status.WARN
-    starved = _starved(baseline.context, context, verdicts)
-    if starved and status is Status.PASS:
-        status, text = Status.WARN, f"{text}; {starved}"
     elif dropped:
         text += "; since the baseline: no change in the recorded host state"
     elif status is Status.PASS and ceiling_note:
         text += f"; {ceiling_note}"
+    starved = _starved(baseline.context, context, verdicts)
+    if starved and status is Status.PASS:
+        status, text = Status.WARN, f"{text}; {starved}"
     if trap:
         text += f"; {trap}"
         status = Status.WARN if status is Status.PASS else status
