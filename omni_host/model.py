@@ -419,6 +419,29 @@ class Baseline:
 
 
 @dataclass(frozen=True)
+class LinkUnderLoad:
+    """One GPU's PCIe link over the samples a bench took while llama-bench ran."""
+
+    index: str
+    typical: str  # the median link, "gen5 x16"
+    lowest: str
+    samples: int
+    changes: int  # between consecutive samples
+
+    def line(self) -> str:
+        moved = (f"; lowest {self.lowest}, {self.changes} change(s) between samples"
+                 if self.changes else "")
+        return (f"GPU{self.index} PCIe link during the run: {self.typical} ({self.samples} "
+                f"samples){moved}")
+
+    @property
+    def generation(self) -> int | None:
+        """The median link's generation (``typical`` as "gen5 x16")."""
+        head = self.typical.split(" ", 1)[0]
+        return int(head[3:]) if head.startswith("gen") and head[3:].isdigit() else None
+
+
+@dataclass(frozen=True)
 class LastBench:
     """An audit's word on the host's newest stored bench (an audit never runs one)."""
 
@@ -429,6 +452,7 @@ class LastBench:
     # its generation test against the baseline it was judged with, and against its ceiling
     of_baseline: float | None = None
     of_ceiling: float | None = None
+    links: tuple[LinkUnderLoad, ...] = ()  # each GPU's PCIe link while it ran
 
 
 @dataclass(frozen=True)

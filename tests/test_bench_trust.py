@@ -388,12 +388,12 @@ def test_a_link_that_trains_down_or_flaps_under_load() -> None:
 
     steady = links_during(samples([("5", "16")] * 6))["0"]
     assert (steady.typical, steady.lowest, steady.changes) == ("gen5 x16", "gen5 x16", 0)
-    assert steady.line("0") == "GPU0 PCIe link during the run: gen5 x16 (6 samples)"
+    assert steady.line() == "GPU0 PCIe link during the run: gen5 x16 (6 samples)"
     left = links_during(samples([("2", "16")] * 5 + [("5", "16")]))["0"]
     assert left.typical == "gen2 x16" and left.changes == 1
     flap = links_during(samples([("1", "16"), ("5", "16")] * 4 + [("5", "16")]))["0"]
     assert (flap.typical, flap.lowest, flap.changes) == ("gen5 x16", "gen1 x16", 7)
-    assert flap.line("0").endswith("lowest gen1 x16, 7 change(s) between samples")
+    assert flap.line().endswith("lowest gen1 x16, 7 change(s) between samples")
     old = [[["0", "1980", "2619", "213.94", "44", "93"]]]  # the H100 rows before: no link
     assert links_during(old) == {}
 

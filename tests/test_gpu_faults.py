@@ -338,3 +338,60 @@ def test_bar1_clock_locks_and_editions(xml: str, check_id: str, status: Status, 
     assert words in result.summary, result.summary
     if status is Status.WARN and check_id == "gpu.clocks":
         assert result.remediation is not None and "nvidia-smi -i 0 -rac" in result.remediation.steps[0]
+
+
+def _pcie_with_last_bench(tmp_path: Path, edit=None):  # noqa: ANN001
+    """gpu.pcie-link of the H100's idle capture (max_link_gen 5), judged with a host past
+    whose newest bench is the lent H200's real one (its link sampled under load, gen5 x16);
+    ``edit`` changes that stored bench's details first."""
+    import json
+
+    from test_bench import _judged
+
+    from omni_host.app.past import past_of
+    from omni_host.report.history import load_history
+
+    store = tmp_path / "store"
+    _judged("base", store, where=Path(__file__).parent / "fixtures" / "captures" /
+            "bench-h200-nvml")
+    (stored,) = store.glob("*/report.json")
+    doc = json.loads(stored.read_text())
+    perf = next(r for r in doc["hosts"][0]["results"] if r["id"] == "perf.tokens-per-s")
+    assert perf["details"]["links"] == [{"index": "0", "typical": "gen5 x16",
+                                         "lowest": "gen5 x16", "samples": 6, "changes": 0}]
+    if edit is not None:
+        edit(perf["details"])
+        stored.write_text(json.dumps(doc))
+    past = past_of(load_history(store), doc["hosts"][0]["host"])
+    bundle = with_probe(gpu_bundle("h100-x1"), "gpu.nvidia-smi", IDLE)
+    report = evaluate_bundle(bundle, policy_from_vars({}, "t"), prior=past.prior())
+    return next(r for r in report.results if r.id == "gpu.pcie-link"), past.last_bench
+
+
+def test_the_pcie_link_under_load_is_read_from_the_hosts_newest_bench(tmp_path: Path) -> None:
+    result, bench = _pcie_with_last_bench(tmp_path)
+    assert result.status is Status.PASS
+    assert result.summary == (f"1 GPU(s): gen5 x16; under load (bench {bench.audit}): GPU0 PCIe link "
+                              "during the run: gen5 x16 (6 samples)"), result.summary
+
+
+def test_a_link_that_ran_below_its_trained_generation_under_load_warns(tmp_path: Path) -> None:
+    """The public report's card left at Gen2 (the stored median edited: no lent machine's
+    link trains down)."""
+    def gen2(details: dict) -> None:
+        details["links"][0].update(typical="gen2 x16", lowest="gen2 x16")
+
+    result, _ = _pcie_with_last_bench(tmp_path, gen2)
+    assert result.status is Status.WARN
+    assert "GPU0 ran below the gen5 it trained to while llama-bench ran" in result.summary
+
+
+@pytest.mark.parametrize("edit", [
+    lambda d: d.pop("links"),                            # stored before links were sampled
+    lambda d: d.update(links=[{"index": 0, "typical": 5}]),  # hand-edited: not a link
+    lambda d: d.update(links="gen5"),
+])
+def test_a_bench_without_readable_links_adds_nothing(tmp_path: Path, edit) -> None:  # noqa: ANN001
+    result, bench = _pcie_with_last_bench(tmp_path, edit)
+    assert bench is not None and bench.links == ()
+    assert result.status is Status.PASS and result.summary == "1 GPU(s): gen5 x16"

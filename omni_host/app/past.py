@@ -52,7 +52,7 @@ class Past:
     def prior(self) -> Prior:
         """What the checks may know of this past (``evaluate.prior``)."""
         return Prior(self.baseline, self.previous_audit, self.previous_servers(), self.ledger,
-                     self.plan)
+                     self.plan, self.last_bench)
 
 
 def past_of(history: History, host: str) -> Past:

@@ -29,7 +29,14 @@ from typing import Any, TypeGuard
 
 from omni_host.evaluate.ceiling import CCD_LINKS, CPU_BANDWIDTH, run_ceilings
 from omni_host.evaluate.meta import CheckMeta
-from omni_host.model import Baseline, CheckResult, Evidence, FactSummary, Status
+from omni_host.model import (
+    Baseline,
+    CheckResult,
+    Evidence,
+    FactSummary,
+    LinkUnderLoad,
+    Status,
+)
 from omni_host.plan.policy import BenchSpec
 from omni_host.probes.parsers import na
 from omni_host.probes.parsers.bench import (
@@ -99,22 +106,7 @@ def _gpu_context(run: BenchRun) -> dict[str, Any]:
     return out
 
 
-@dataclass(frozen=True)
-class LinkDuring:
-    """One GPU's PCIe link over the samples taken while llama-bench ran."""
-
-    typical: str  # the median link, "gen5 x16"
-    lowest: str
-    samples: int
-    changes: int  # between consecutive samples
-
-    def line(self, index: str) -> str:
-        moved = (f"; lowest {self.lowest}, {self.changes} change(s) between samples"
-                 if self.changes else "")
-        return f"GPU{index} PCIe link during the run: {self.typical} ({self.samples} samples){moved}"
-
-
-def links_during(samples: list[list[list[str]]]) -> dict[str, LinkDuring]:
+def links_during(samples: list[list[list[str]]]) -> dict[str, LinkUnderLoad]:
     """index -> its PCIe link while llama-bench ran, from the samples that carry it (the
     generation and width last). A link that trains down under load (left at Gen2) moves the
     median; one that flaps shows in the changes (evidence, never compared: a host whose link
@@ -129,8 +121,8 @@ def links_during(samples: list[list[list[str]]]) -> dict[str, LinkDuring]:
     for i, links in per.items():
         speeds = sorted(links, key=lambda gw: gw[0] * gw[1])
         (g, w), (lg, lw) = speeds[len(speeds) // 2], speeds[0]
-        out[i] = LinkDuring(f"gen{g} x{w}", f"gen{lg} x{lw}", len(links),
-                            sum(a != b for a, b in zip(links, links[1:], strict=False)))
+        out[i] = LinkUnderLoad(i, f"gen{g} x{w}", f"gen{lg} x{lw}", len(links),
+                               sum(a != b for a, b in zip(links, links[1:], strict=False)))
     return out
 
 
@@ -429,7 +421,7 @@ def _evidence(run: BenchRun) -> tuple[Evidence, ...]:
              f"robust spread of {t.estimate.used} of {len(t.samples_ts)} repetitions: "
              f"{', '.join(f'{s:.2f}' for s in t.samples_ts)})" for t in run.result.tests] \
         if run.result else []
-    lines += [link.line(i) for i, link in links_during((run.during or {}).get("samples") or []).items()]
+    lines += [link.line() for link in links_during((run.during or {}).get("samples") or []).values()]
     if run.error:  # what it said when it failed (after the tests it finished, if any)
         lines += [*run.stderr_tail[-5:]]
     return (Evidence("bench.llama", " ".join(run.argv) or "llama-bench", tuple(lines)),)
@@ -660,7 +652,10 @@ def judge(meta: CheckMeta, spec: BenchSpec, run: BenchRun, context: dict[str, An
         "cpu_rates": {n: c["cpu_effective_gbs"] for n, c in limits.items()
                       if c.get("cpu_effective_gbs")},
         "recorded_baseline": False, "forced": bool(run.gate.get("forced")),
-        "fit": not unfit, "unfit": unfit, "disturbances": disturbances(spec, run)}
+        "fit": not unfit, "unfit": unfit, "disturbances": disturbances(spec, run),
+        # each GPU's PCIe link while it ran: the audit's gpu.pcie-link reads it from here
+        "links": [dataclasses.asdict(link) for link in
+                  links_during((run.during or {}).get("samples") or []).values()]}
     ceiling_note = "; ".join(
         f"{n} at {c['fraction']:.0%} of " + (f"its {c['ceiling_ts']:g} t/s ceiling"
                                              if c.get("basis", "theoretical") == "theoretical"

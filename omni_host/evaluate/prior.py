@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from omni_host.model import Baseline, CheckResult, InferenceServer
+from omni_host.model import Baseline, CheckResult, InferenceServer, LastBench
 
 
 @dataclass(frozen=True)
@@ -25,6 +25,7 @@ class Prior:
     ledger: Mapping[str, tuple[str, str]] = field(default_factory=dict)
     # the newest stored placement plan: (its audit, the plan's details, the proof's or None)
     plan: tuple[str, dict[str, Any], dict[str, Any] | None] | None = None
+    last_bench: LastBench | None = None  # its newest stored bench (the PCIe links under load)
 
     def with_ledger(self, result: CheckResult) -> CheckResult:
         """A knob check's verdict with what the knob measured here (``bench --knob``), where

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from omni_host.codec import FormatError
+from omni_host.codec import FormatError, from_dict
 from omni_host.model import (
     BLOCKED_ENGINE,
     REPORT_SCHEMA,
@@ -24,6 +24,7 @@ from omni_host.model import (
     ColdCaseItem,
     HostDiff,
     LastBench,
+    LinkUnderLoad,
     Report,
     Source,
     Status,
@@ -286,8 +287,21 @@ def last_bench(entries: HostEntries) -> LastBench | None:
             if perf is not None:
                 of_baseline, of_ceiling = bench_figures(perf.get("details") or {})
                 return LastBench(audit.id, audit.started_at, Status(perf["status"]),
-                                 perf["summary"], of_baseline, of_ceiling)
+                                 perf["summary"], of_baseline, of_ceiling,
+                                 _links((perf.get("details") or {}).get("links")))
     return None
+
+
+def _links(stored: Any) -> tuple[LinkUnderLoad, ...]:
+    """A stored bench's PCIe links under load; () for a bench stored before they were
+    sampled, and for entries that do not read as one (a hand-edited report)."""
+    found = []
+    for doc in stored if isinstance(stored, list) else ():
+        try:
+            found.append(from_dict(LinkUnderLoad, doc))
+        except FormatError:
+            continue
+    return tuple(found)
 
 
 def cold_case(entries: HostEntries, current: dict[str, Any]) -> ColdCase:

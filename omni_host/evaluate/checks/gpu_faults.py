@@ -11,7 +11,8 @@ from collections.abc import Callable
 from dataclasses import replace
 
 from omni_host.evaluate.facts import HostFacts
-from omni_host.evaluate.meta import CheckMeta, check
+from omni_host.evaluate.meta import CheckMeta, check, check_with_past
+from omni_host.evaluate.prior import Prior
 from omni_host.model import CheckResult, Evidence, Remediation, Status
 from omni_host.plan.policy import Policy
 from omni_host.probes.parsers.nvidia import Gpu, GpuFaults
@@ -125,11 +126,33 @@ def power_limit(facts: HostFacts, policy: Policy, meta: CheckMeta) -> CheckResul
     return replace(result, remediation=Remediation("manual", None, steps))
 
 
-@check("gpu.pcie-link")
-def pcie_link(facts: HostFacts, policy: Policy, meta: CheckMeta) -> CheckResult:
+@check_with_past("gpu.pcie-link")
+def pcie_link(facts: HostFacts, policy: Policy, meta: CheckMeta, prior: Prior) -> CheckResult:
     """The link's maximum generation (what it trained to, which does not depend on load)
     against the GPU's own and the slot's; the current generation drops at idle and is not
-    judged."""
+    judged here. Under load it is, from the host's newest bench (its samples while
+    llama-bench ran): a link whose median generation there was below what it trained to ran
+    slower than it can when it mattered (left at a low generation, or flapping)."""
+    result = _trained(facts, meta)
+    bench, probe = prior.last_bench, facts.get("gpu.nvidia-smi")
+    if bench is None or not bench.links or not probe.ok or result.status is Status.SKIP:
+        return result
+    trained = {str(g.index): g.pcie_gen_max for g in probe.fact.gpus}
+    slow = [link for link in bench.links
+            if link.generation is not None and (trained.get(link.index) or 0) > link.generation]
+    words = (f"under load (bench {bench.audit}): " + "; ".join(link.line() for link in bench.links))
+    if slow:
+        result = replace(result, status=Status.WARN if result.status is Status.PASS
+                         else result.status)
+        words += "; " + "; ".join(
+            f"GPU{link.index} ran below the gen{trained[link.index]} it trained to while "
+            "llama-bench ran: its link trains down under load (ASPM, a riser, the slot)"
+            for link in slow)
+    return result.noted(words, "under_load", {"bench": bench.audit,
+                                              "links": [link.line() for link in bench.links]})
+
+
+def _trained(facts: HostFacts, meta: CheckMeta) -> CheckResult:
     def judge(g: Gpu, f: GpuFaults) -> tuple[Status, str]:
         trained, device, host = g.pcie_gen_max, f.link_gen_device_max, f.link_gen_host_max
         if trained is None or device is None:
