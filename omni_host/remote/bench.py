@@ -286,7 +286,10 @@ class _Sampler(object):
     def loop(self):
         every = NVML_EVERY_S if self.nvml is not None else SAMPLE_EVERY_S
         while not self.stop.wait(every):
-            taken = self.take()
+            try:
+                taken = self.take()
+            except Exception:  # noqa: BLE001 - a driver that breaks mid-run: the samples so far
+                taken = None
             if taken is None:
                 return
             rows, reasons, apps = taken
