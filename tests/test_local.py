@@ -317,3 +317,14 @@ def test_the_collector_runs_apart_from_the_host_pythons_start_up(tmp_path: Path,
         "ran", 0, "helper_mod from site-packages\n")
     # (site may read a venv's site-packages twice, through lib and its lib64 link)
     assert set(marks.read_text().splitlines()) == {"hook in -c"}  # the helper's; "-": collector's
+
+
+@pytest.mark.parametrize("helper", sorted(
+    (Path(__file__).parent.parent / "omni_host" / "remote").glob("*.py")), ids=lambda p: p.name)
+def test_the_host_side_programs_are_python_3_6(helper: Path) -> None:
+    """What runs on the audited host (the collector and its helpers) says "Python 3.6" (an
+    EL8 host's /usr/bin/python3): its grammar is checked as 3.6's (no walrus, no positional-only
+    parameters, no f-string '=')."""
+    import ast
+
+    ast.parse(helper.read_text(), str(helper), feature_version=(3, 6))

@@ -79,6 +79,24 @@ def test_thirty_unchanged_h100_runs_are_quiet(tmp_path: Path) -> None:
     assert all("judged at its resolution" in v.summary for v in verdicts[-10:])
 
 
+def test_thirty_unchanged_h100_runs_watched_through_nvml_are_quiet(tmp_path: Path) -> None:
+    """The same 30 unchanged runs on another lent H100 a day later, each run watched through
+    the helper's NVML session (every 0.25 s, the PCIe link sampled): live, every one passed.
+    Replayed, they stay quiet: the link the samples saw is the same in every run (no change to
+    name), and tg128's two clusters are judged as modes."""
+    bundles = _bundles("unchanged-nvml", tmp_path)
+    assert len(bundles) == 31
+    docs = [json.loads(b.results["bench.llama"].stdout) for b in bundles]
+    assert {d["during"]["sampled_with"] for d in docs} == {"NVML"}
+    verdicts, seconds = _replay(bundles, tmp_path / "store")
+    tally = _tally(verdicts)
+    assert tally["fail"] == 0 and tally["warn"] <= 1, [v.summary for v in verdicts]
+    assert seconds <= 4
+    assert {v.details["context"]["GPU0 PCIe link during the run (median)"]
+            for v in verdicts} == {"gen5 x16"}
+    assert all(v.details["changed"] == [] for v in verdicts if v.status is Status.PASS)
+
+
 def test_partial_offload_runs_are_quiet(tmp_path: Path) -> None:
     verdicts, _ = _replay(_bundles("offload", tmp_path), tmp_path / "store")
     tally = _tally(verdicts)

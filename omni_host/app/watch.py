@@ -8,6 +8,7 @@ from __future__ import annotations
 import dataclasses
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 from omni_host import interrupts
@@ -40,21 +41,34 @@ def sample(plan: HostPlan, transport: Transport) -> Sample:
     return Sample(at, found.fact)
 
 
-def watch(plan: HostPlan, ssh: SshOptions, *, duration_s: float,
-          every_s: float, store_root: Path | None, inventory: str | None,
-          hint_args: tuple[str, ...] = (), store: bool = True,
-          on_sample: Callable[[int, int, Sample], None] = lambda i, n, s: None) -> Audited:
-    """Sample, judge, store (in ``store_root``, None: the default store; not where ``store``
-    is off); ``on_sample`` is told of each round (progress)."""
+@dataclass(frozen=True)
+class WatchRequest:
+    """``omni-host serve watch``, parsed: one host, the window and its interval."""
+
+    plan: HostPlan
+    ssh: SshOptions
+    duration_s: float
+    every_s: float
+    store_root: Path | None = None  # None: the default store
+    store: bool = True
+    inventory: str | None = None
+    hint_args: tuple[str, ...] = ()
+
+
+def run(req: WatchRequest,
+        on_sample: Callable[[int, int, Sample], None] = lambda i, n, s: None) -> Audited:
+    """Sample, judge, store (in the request's store, unless it says not to); ``on_sample``
+    is told of each round (progress)."""
     from omni_host.app.stored import store_at
 
-    store_root = store_at(store_root) if store else None
+    plan = req.plan
+    store_root = store_at(req.store_root) if req.store else None
     started, samples, interrupted, terminated = time.time(), [], False, False
-    rounds = max(2, int(duration_s // every_s) + 1)
-    transport = open_transport(plan, ssh)
+    rounds = max(2, int(req.duration_s // req.every_s) + 1)
+    transport = open_transport(plan, req.ssh)
     try:
         for i in range(rounds):
-            due = started + i * every_s
+            due = started + i * req.every_s
             while (left := due - time.time()) > 0:
                 interrupts.check()
                 time.sleep(min(0.2, left))
@@ -70,8 +84,9 @@ def watch(plan: HostPlan, ssh: SshOptions, *, duration_s: float,
         report = unreachable(plan, "interrupted before the first sample", elapsed)
     else:
         result = judge_watch(catalog()[CHECK_ID], samples, interrupted=interrupted,
-                             asked_s=duration_s)
+                             asked_s=req.duration_s)
         report = HostReport(plan.name, plan.address, plan.transport, True, None, elapsed,
                             (result,))
-    return conclude(Hosts([report], Source.WATCH, started, interrupted, terminated), inventory=inventory,
-                    waivers=(), history=None, store_root=store_root, hint_args=hint_args)
+    return conclude(Hosts([report], Source.WATCH, started, interrupted, terminated),
+                    inventory=req.inventory, waivers=(), history=None, store_root=store_root,
+                    hint_args=req.hint_args)

@@ -102,7 +102,7 @@ class _Progress:
 
 def cmd_serve(args: argparse.Namespace) -> int:
     from omni_host.app.stored import history_at
-    from omni_host.app.watch import watch
+    from omni_host.app.watch import WatchRequest, run
 
     if args.every < 1 or args.every > args.duration:
         err("--every must be at least 1s and at most --for")
@@ -111,10 +111,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
     if len(host_plans) != 1:
         err(f"serve watch watches one host; the pattern selects {len(host_plans)}")
         return EXIT_USAGE
-    done = watch(host_plans[0], ssh_options(args), duration_s=args.duration, every_s=args.every,
-                 store_root=args.report_dir, store=not args.no_store,
-                 inventory=str(args.inventory) if args.inventory else None,
-                 hint_args=hint_args(args), on_sample=_Progress())
+    done = run(WatchRequest(host_plans[0], ssh_options(args), args.duration, args.every,
+                            args.report_dir, not args.no_store,
+                            str(args.inventory) if args.inventory else None, hint_args(args)),
+               _Progress())
     emit(done.run.doc, args.format, args.output, lambda: history_at(args.report_dir),
          args.verbosity)
     if done.stored is not None:
