@@ -51,3 +51,16 @@ random_moe() {  # random_moe OUT.gguf LOG: the plan's random mixture of experts 
   python3 tests/random_llama.py .devcarry/vocab.gguf "$1" --embd 2048 --layers 28 --ff 2048 \
     --heads 16 --experts 32 --experts-used 4 > "$2" 2>&1
 }
+
+gpu_dense_bench() {  # gpu_dense_bench OUTDIR: sets $bin (llama-bench, CUDA) and $model (the 1.7 GB
+  # random F16 llama), built once per machine (a warm one keeps them), and $t0; exits where the
+  # build failed, its log's tail printed
+  bin=$LLAMA_BIN/llama-bench model=/tmp/model.gguf
+  t0=$(date +%s)
+  if [ ! -x "$bin" ]; then
+    gpu_build_start "$1" llama-bench
+    random_dense "$model" "$1/model.log"
+    wait $build; echo "build exit $? after $(( $(date +%s) - t0 )) s"
+  fi
+  [ -x "$bin" ] || { tail -20 "$1/build.log"; exit 1; }
+}

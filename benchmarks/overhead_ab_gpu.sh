@@ -10,14 +10,7 @@ final=$1 pairs=${2:-5} out=/tmp/overhead-ab
 mkdir -p "$out" "$final"
 . benchmarks/gpu_lib.sh
 gpu_python "$out"
-bin=$LLAMA_BIN/llama-bench model=/tmp/model.gguf
-t0=$(date +%s)
-if [ ! -x "$bin" ]; then
-  gpu_build_start "$out" llama-bench
-  random_dense "$model" "$out/model.log"
-  wait $build; echo "build exit $? after $(( $(date +%s) - t0 )) s"
-fi
-[ -x "$bin" ] || { tail -20 "$out/build.log"; exit 1; }
+gpu_dense_bench "$out"
 nvidia-smi --query-gpu=index,name,driver_version --format=csv,noheader
 bench_inventory /tmp/inv.yml "$bin" "$model" '["-p", "512", "-n", "128", "-ngl", "99", "-fa", "1"]'
 new=$PWD old=$PWD/.devcarry/old

@@ -24,14 +24,7 @@ phase=$1 final=$2 out=/tmp/quiet-$1
 mkdir -p "$out" "$final"
 . benchmarks/gpu_lib.sh
 gpu_python "$out"
-bin=$LLAMA_BIN/llama-bench model=/tmp/model.gguf
-t0=$(date +%s)
-if [ ! -x "$bin" ]; then
-  gpu_build_start "$out" llama-bench
-  random_dense "$model" "$out/model.log"
-  wait $build; echo "build exit $? after $(( $(date +%s) - t0 )) s"
-fi
-[ -x "$bin" ] || { tail -20 "$out/build.log"; exit 1; }
+gpu_dense_bench "$out"
 nvidia-smi --query-gpu=index,name,uuid,driver_version --format=csv,noheader
 
 DOC='["-p", "512", "-n", "128", "-ngl", "99", "-fa", "1"]'
