@@ -382,6 +382,9 @@ def test_a_link_that_trains_down_or_flaps_under_load() -> None:
     generation, width), its link moved as the public reports describe: left at Gen2, and
     flapping between Gen1 and Gen5."""
     from omni_host.evaluate.bench import links_during
+    from omni_host.remote.bench import SAMPLE_FIELDS
+
+    assert SAMPLE_FIELDS.endswith(",pcie.link.gen.current,pcie.link.width.current")
 
     def samples(links: list[tuple[str, str]]) -> list[list[list[str]]]:
         return [[["0", "1980", "3201", "132.35", "40", "99", g, w]] for g, w in links]
@@ -421,3 +424,54 @@ def test_a_gpu_cotenant_seen_only_by_the_nvml_sampler_is_named_first(tmp_path: P
     assert perf.details["changed"][0] == f"other processes on the GPUs: none -> {other}"
     assert perf.summary.startswith(f"since the baseline: other processes on the GPUs: none -> {other}")
     assert "no change in the recorded host state" not in perf.summary
+
+
+FAKE_SAMPLED_SMI = """#!/bin/sh
+# nvidia-smi where there is no driver (this VM): the three calls the bench helper's sampler
+# makes without NVML, answered with the lent H100's own output (see the test)
+case "$*" in
+  "--query-gpu={fields} --format=csv,noheader,nounits") echo "{row}" ;;
+  "--query-gpu=clocks_event_reasons.active --format=csv,noheader") echo "{reasons}" ;;
+  "--query-compute-apps=pid,process_name,used_memory --format=csv") cat {apps} ;;
+  *) echo "fake nvidia-smi: unexpected arguments: $*" >&2; exit 9 ;;
+esac
+"""
+
+
+def test_without_nvml_the_run_is_sampled_through_nvidia_smi(tmp_path: Path) -> None:
+    """Where libnvidia-ml cannot be opened (here: no driver at all), the helper samples every
+    second through nvidia-smi, the link included. Its answers are the lent H100's: a sample
+    row and event mask of its bench under load (load-after-gate), its link (gen5 x16, as its
+    nvidia-smi -q -x says), and its --query-compute-apps under that load."""
+    from omni_host.evaluate.bench import links_during
+    from omni_host.remote.bench import SAMPLE_FIELDS
+
+    assert SAMPLE_FIELDS.endswith(",pcie.link.gen.current,pcie.link.width.current")
+
+    doc = json.loads(_bundle("load-after-gate", TRUST).results["bench.llama"].stdout)
+    row = doc["during"]["samples"][0][0]  # index, SM, memory clock, power, temperature, util
+    xml = _bundle("load-after-gate", TRUST).results["gpu.nvidia-smi"].stdout
+    assert "<max_link_gen>5</max_link_gen>" in xml and "<current_link_width>16x" in xml
+    apps = Path(__file__).parent / "fixtures" / "captures" / "bench-h100" / \
+        "nvidia-smi-query-compute-apps_busy.csv"
+    fake = tmp_path / "bin" / "nvidia-smi"
+    fake.parent.mkdir()
+    fake.write_text(FAKE_SAMPLED_SMI.format(fields=SAMPLE_FIELDS, row=", ".join([*row, "5", "16"]),
+                                            reasons=doc["during"]["event_reasons"][-1],
+                                            apps=apps))
+    fake.chmod(0o755)
+    code = ("import json, os, sys\nfrom omni_host.remote import bench as helper\n"
+            "assert helper.open_nvml() is None\n"
+            "run, during = helper.run_bench(['sleep', '2.6'], 30, True, dict(os.environ))\n"
+            "print(json.dumps(during))")
+    env = {**os.environ, "PATH": f"{fake.parent}:{os.environ['PATH']}"}
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=60, check=True, env=env)
+    during = json.loads(done.stdout)
+    assert during["sampled_with"] == "nvidia-smi" and done.stderr == ""
+    assert len(during["samples"]) >= 1
+    assert all(r == [*row, "5", "16"] for sample in during["samples"] for r in sample)
+    assert during["event_reasons"] == [doc["during"]["event_reasons"][-1]]
+    assert during["other_gpu_processes"] == ["5632 python3"]  # the capture's own line
+    link = links_during(during["samples"])["0"]
+    assert (link.typical, link.changes) == ("gen5 x16", 0)
