@@ -79,7 +79,7 @@ def run(req: LiveAudit, observe: Callable[[list[HostPlan]], Observer]) -> Audite
             raise UsageError(f"audit refused: {history.unreadable}; its report would be kept "
                              "where another account can change it (--report-dir names another "
                              "store, --no-store keeps none)")
-        from omni_host.app.past import past_of
+        from omni_host.app.past import past_of, priors
 
         pasts = {p.name: past_of(history, p.name) for p in plans}  # the store scanned once
     except BaseException:
@@ -92,7 +92,7 @@ def run(req: LiveAudit, observe: Callable[[list[HostPlan]], Observer]) -> Audite
                                  probe_timeout_s=req.probe_timeout_s,
                                  host_timeout_s=req.host_timeout_s, on_start=observer.start,
                                  on_done=observer.done, ahead=ahead, processes=req.processes,
-                                 priors={name: past.prior() for name, past in pasts.items()})
+                                 priors=priors(pasts))
     finally:
         observer.close()
     return audit.conclude(hosts, inventory=req.inventory_name, waivers=waivers, history=history,

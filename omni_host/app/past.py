@@ -61,3 +61,9 @@ def past_of(history: History, host: str) -> Past:
     warnings: list[str] = []
     return Past(host, entries, baseline_in(entries, warnings.append), last_bench(entries),
                 knob_ledger(entries), last_plan(entries), tuple(warnings))
+
+
+def priors(pasts: dict[str, Past]) -> dict[str, Prior]:
+    """Host name -> what its checks may know of its past (the audit's and the remediation's
+    re-audit hand these to the checks)."""
+    return {name: past.prior() for name, past in pasts.items()}

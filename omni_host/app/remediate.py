@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from omni_host.app.audit import AuditRun, Hosts, finish, keep
-from omni_host.app.past import past_of
+from omni_host.app.past import past_of, priors
 from omni_host.collect.runner import TaskOutcome
 from omni_host.collect.transport.base import SshOptions
 from omni_host.errors import UsageError
@@ -71,7 +71,7 @@ def _audited(settings: Settings, plans: list[HostPlan], ssh: SshOptions, *, fork
     history = load_history(settings.store_root)
     pasts = {p.name: past_of(history, p.name) for p in plans}
     hosts = list(audit_many(plans, ssh, forks=forks,
-                            priors={name: past.prior() for name, past in pasts.items()}).results)
+                            priors=priors(pasts)).results)
     return hosts, finish(Hosts(hosts, source, started), inventory=settings.reported_inventory,
                          waivers=settings.waivers, history=history,
                          hint_args=settings.hint_args, pasts=pasts)
