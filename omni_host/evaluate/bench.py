@@ -416,12 +416,12 @@ def judge_test(name: str, base: list[float], now: list[float], tolerance_pct: fl
                        len(values) == 1 and drift is None and reference != b.center_ts)
 
 
-def _evidence(run: BenchRun) -> tuple[Evidence, ...]:
+def _evidence(run: BenchRun, links: list[LinkUnderLoad]) -> tuple[Evidence, ...]:
     lines = [f"{t.name}: {t.estimate.center_ts:.2f} t/s ±{t.estimate.spread:.1%} (median and "
              f"robust spread of {t.estimate.used} of {len(t.samples_ts)} repetitions: "
              f"{', '.join(f'{s:.2f}' for s in t.samples_ts)})" for t in run.result.tests] \
         if run.result else []
-    lines += [link.line() for link in links_during((run.during or {}).get("samples") or []).values()]
+    lines += [link.line() for link in links]
     if run.error:  # what it said when it failed (after the tests it finished, if any)
         lines += [*run.stderr_tail[-5:]]
     return (Evidence("bench.llama", " ".join(run.argv) or "llama-bench", tuple(lines)),)
@@ -637,8 +637,10 @@ def judge(meta: CheckMeta, spec: BenchSpec, run: BenchRun, context: dict[str, An
     """The verdict on one run. ``record``: this run is asked to become the baseline
     (--baseline); with no baseline the run becomes one if fit. A run that is not fit is never
     a baseline: it is judged (when there is a baseline) and kept as evidence, and says why."""
+    links = list(links_during((run.during or {}).get("samples") or []).values())
+    evidence = _evidence(run, links)
     if run.error or run.result is None:
-        return meta.result(Status.ERROR, f"llama-bench failed: {run.error}", evidence=_evidence(run),
+        return meta.result(Status.ERROR, f"llama-bench failed: {run.error}", evidence=evidence,
                            details={"error": run.error, "stderr_tail": list(run.stderr_tail)})
     tests = {t.name: t for t in run.result.tests}
     limits = run_ceilings(run, context)
@@ -654,8 +656,7 @@ def judge(meta: CheckMeta, spec: BenchSpec, run: BenchRun, context: dict[str, An
         "recorded_baseline": False, "forced": bool(run.gate.get("forced")),
         "fit": not unfit, "unfit": unfit, "disturbances": disturbances(spec, run),
         # each GPU's PCIe link while it ran: the audit's gpu.pcie-link reads it from here
-        "links": [dataclasses.asdict(link) for link in
-                  links_during((run.during or {}).get("samples") or []).values()]}
+        "links": [dataclasses.asdict(link) for link in links]}
     ceiling_note = "; ".join(
         f"{n} at {c['fraction']:.0%} of " + (f"its {c['ceiling_ts']:g} t/s ceiling"
                                              if c.get("basis", "theoretical") == "theoretical"
@@ -669,7 +670,7 @@ def judge(meta: CheckMeta, spec: BenchSpec, run: BenchRun, context: dict[str, An
             ask = "--baseline refused" if record else "no baseline yet"
             return meta.result(Status.WARN, f"{ask}: this run is not fit to be one ("
                                f"{'; '.join(unfit)}); run omni-host bench again when the host is "
-                               f"idle: {measured}", actual=measured, evidence=_evidence(run),
+                               f"idle: {measured}", actual=measured, evidence=evidence,
                                details=details)
         why = "recorded on purpose (--baseline)" if record else "the host's first bench"
         summary = f"baseline recorded ({why}): {measured}"
@@ -683,7 +684,7 @@ def judge(meta: CheckMeta, spec: BenchSpec, run: BenchRun, context: dict[str, An
         details["resolution"] = {n: round(r, 4) for n, r in resolution.items()}
         details["recorded_baseline"] = True
         return meta.result(Status.PASS, summary + (f"; {ceiling_note}" if ceiling_note else ""),
-                           actual=measured, evidence=_evidence(run), details=details)
+                           actual=measured, evidence=evidence, details=details)
     details["baseline"] = {"audit": baseline.audit, "recorded_at": baseline.recorded_at}
     other = [f"model fingerprint {baseline.context['model fingerprint']} -> "
              f"{context.get('model fingerprint')} (another file at {spec.model})"] \
@@ -704,7 +705,7 @@ def judge(meta: CheckMeta, spec: BenchSpec, run: BenchRun, context: dict[str, An
         return meta.result(Status.WARN, f"not comparable with baseline {baseline.audit}: {why}"
                            f"{moved}{'; ' + trap if trap else ''}; record a new baseline: "
                            "omni-host bench --baseline",
-                           actual=measured, evidence=_evidence(run), details=details)
+                           actual=measured, evidence=evidence, details=details)
     verdicts = [judge_test(n, baseline.tests[n], list(tests[n].samples_ts),
                            spec.tolerance_for(tests[n].kind), baseline.run_centers.get(n, ()))
                 for n in comparable]
@@ -749,4 +750,4 @@ def judge(meta: CheckMeta, spec: BenchSpec, run: BenchRun, context: dict[str, An
         status = Status.WARN
         text += f"; the first of two runs was disturbed ({first['disturbed']})"
     return meta.result(status, text, expected=f"within the noise of baseline {baseline.audit}",
-                       actual=measured, evidence=_evidence(run), details=details)
+                       actual=measured, evidence=evidence, details=details)

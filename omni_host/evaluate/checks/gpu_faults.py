@@ -140,7 +140,8 @@ def pcie_link(facts: HostFacts, policy: Policy, meta: CheckMeta, prior: Prior) -
     trained = {str(g.index): g.pcie_gen_max for g in probe.fact.gpus}
     slow = [link for link in bench.links
             if link.generation is not None and (trained.get(link.index) or 0) > link.generation]
-    words = (f"under load (bench {bench.audit}): " + "; ".join(link.line() for link in bench.links))
+    lines = [link.line() for link in bench.links]
+    words = f"under load (bench {bench.audit}): " + "; ".join(lines)
     if slow:
         result = replace(result, status=Status.WARN if result.status is Status.PASS
                          else result.status)
@@ -148,8 +149,7 @@ def pcie_link(facts: HostFacts, policy: Policy, meta: CheckMeta, prior: Prior) -
             f"GPU{link.index} ran below the gen{trained[link.index]} it trained to while "
             "llama-bench ran: its link trains down under load (ASPM, a riser, the slot)"
             for link in slow)
-    return result.noted(words, "under_load", {"bench": bench.audit,
-                                              "links": [link.line() for link in bench.links]})
+    return result.noted(words, "under_load", {"bench": bench.audit, "links": lines})
 
 
 def _trained(facts: HostFacts, meta: CheckMeta) -> CheckResult:
