@@ -39,15 +39,18 @@ def payload(probes: tuple[Probe, ...], probe_timeout_s: float | None = None) -> 
 
 
 def deadline_s(probes: tuple[Probe, ...], probe_timeout_s: float | None = None) -> float:
-    """The host's whole deadline: the slowest primary, then the slowest fallback, then the
-    probes that run last (a benchmark's budget), plus slack."""
+    """The host's whole deadline: the slowest chain of a primary and its fallbacks (a
+    fallback runs after the probe it stands in for; the fallbacks of one probe side by side),
+    then the probes that run last (a benchmark's budget), plus slack."""
     def limit(p: Probe) -> float:
         return probe_timeout_s or p.timeout_s
 
-    longest = max(limit(p) for p in probes if not p.fallback_for and not p.last)
-    longest_fallback = max((limit(p) for p in probes if p.fallback_for), default=0.0)
+    def chain(p: Probe) -> float:
+        return limit(p) + max((chain(f) for f in probes if f.fallback_for == p.id), default=0.0)
+
+    longest = max(chain(p) for p in probes if not p.fallback_for and not p.last)
     after = sum(p.timeout_s for p in probes if p.last)  # its own budget, never the override
-    return longest + longest_fallback + after + _SLACK_S
+    return longest + after + _SLACK_S
 
 
 def collect(

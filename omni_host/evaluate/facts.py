@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from omni_host.model import Bundle, CommandResult, Outcome, ProbeResult
 from omni_host.plan.policy import Policy
-from omni_host.probes.catalog import DYNAMIC, PROBES_BY_ID, Probe, evaluate, probes_for
+from omni_host.probes.catalog import DYNAMIC, NVML_READS, PROBES_BY_ID, Probe, evaluate, probes_for
 
 
 @dataclass(frozen=True)
@@ -27,7 +27,7 @@ class HostFacts:
         return self.first_observed("cpu.cpuinfo", "cpu.pycpuinfo")
 
     def gpus(self) -> ProbeResult:
-        """The GPU inventory: nvidia-smi -q -x, else pynvml."""
+        """The GPU inventory: nvidia-smi -q -x (or its fields through NVML), else pynvml."""
         return self.first_observed("gpu.nvidia-smi", "gpu.pynvml")
 
     def memory(self) -> ProbeResult:
@@ -65,6 +65,28 @@ def _uncovered(probe: Probe, result: CommandResult | None,
     return ProbeResult(probe.id, probe.command, Outcome.UNAVAILABLE, reason=why)
 
 
+# The section of the NVML reader's document that stands in for each nvidia-smi run.
+_SECTIONS = dict(zip(NVML_READS, ("q", "query", "topo", "p2p"), strict=True))
+
+
+def _through_nvml(probe: Probe, nvml: ProbeResult, result: CommandResult | None) -> ProbeResult | None:
+    """An nvidia-smi probe that did not run because the NVML reader answered: its section of
+    the reader's document judged by that probe's own parser, its command saying where the
+    fields came from. None where nvidia-smi itself ran (or the bundle predates the reader)."""
+    if result is None or result.status != "skipped" or nvml.outcome is Outcome.UNAVAILABLE:
+        return None
+    command = f"{probe.command} (its fields, read through NVML)"
+    if not nvml.ok:  # the reader exited 0 with output that is not its document
+        return ProbeResult(probe.id, command, Outcome.UNPARSEABLE,
+                           reason=f"the NVML reader's output: {nvml.reason}", excerpt=nvml.excerpt)
+    text = nvml.fact[_SECTIONS[probe.id]]
+    if text is None:
+        return ProbeResult(probe.id, command, Outcome.UNAVAILABLE,
+                           reason="fewer than two GPUs: no GPU topology to read (NVML)")
+    derived = CommandResult(probe.id, probe.argv, "ran", 0, text, "", 0.0)
+    return replace(evaluate(probe, derived), command=command)
+
+
 def facts_from_bundle(bundle: Bundle, policy: Policy | None = None) -> HostFacts:
     """Every probe's outcome. With ``policy``, a probe whose arguments come from the policy
     counts only when it was collected with exactly the policy's arguments: evidence that was
@@ -77,4 +99,7 @@ def facts_from_bundle(bundle: Bundle, policy: Policy | None = None) -> HostFacts
     for p in PROBES_BY_ID.values():
         result = bundle.results.get(p.id)
         probes[p.id] = _uncovered(p, result, wanted.get(p.id)) or evaluate(p, result)
+    for probe_id in NVML_READS:
+        p = PROBES_BY_ID[probe_id]
+        probes[p.id] = _through_nvml(p, probes["gpu.nvml"], bundle.results.get(p.id)) or probes[p.id]
     return HostFacts(bundle.host, probes)

@@ -169,6 +169,13 @@ _DOCKER_API = resources_text("remote/docker_api.py")
 def helper_code(name: str, shared: tuple[str, ...] = ("procfacts",)) -> str:
     """A helper's program as the host runs it: the shared modules it uses, then the helper."""
     return "\n\n".join(resources_text(f"remote/{part}.py") for part in (*shared, name))
+# The GPUs through one NVML session, in nvidia-smi's forms (remote/nvml.py): where it answers,
+# the four nvidia-smi runs below are not needed (each starts NVML again: 0.07 CPU-s for -q -x
+# on an H100). A subprocess, not inline: a driver library that crashes takes only this reader,
+# and nvidia-smi then runs in its place.
+_NVML_HELPER = helper_code("nvml", ("nvml_session",))
+NVML_LABEL = "NVML (libnvidia-ml): what nvidia-smi -q -x, --query-gpu and topo read"
+NVML_READS = ("gpu.nvidia-smi", "gpu.query", "gpu.topo", "gpu.p2p")  # its sections' probes
 # NVML answers nothing without the kernel driver: then the fallback costs a Python start for
 # nothing (nvidia-smi itself still runs: its "couldn't communicate" message is evidence).
 NVIDIA_DRIVER = ("/proc/driver/nvidia/version", "no NVIDIA kernel driver loaded")
@@ -180,11 +187,14 @@ PROBES: tuple[Probe, ...] = (
     Probe("numa.numactl", ("numactl", "--hardware"), numa.parse_numactl_hardware),
     Probe("numa.sysfs", ("sh", "-c", SYSFS_NODES), numa.parse_sysfs_nodes,
           fallback_for="numa.numactl"),
-    Probe("gpu.nvidia-smi", ("nvidia-smi", "-q", "-x"), nvidia.parse_nvidia_smi_xml, timeout_s=30),
+    Probe("gpu.nvml", ("{python}", "-I", "-S", "-c", _NVML_HELPER), nvidia.parse_nvml,
+          timeout_s=30, requires=NVIDIA_DRIVER, label=NVML_LABEL),
+    Probe("gpu.nvidia-smi", ("nvidia-smi", "-q", "-x"), nvidia.parse_nvidia_smi_xml, timeout_s=30,
+          fallback_for="gpu.nvml"),
     Probe("gpu.topo", ("nvidia-smi", "topo", "-m"), nvidia.parse_topo_matrix, timeout_s=30,
-          requires=TWO_GPUS, requires_entries=2),
+          requires=TWO_GPUS, requires_entries=2, fallback_for="gpu.nvml"),
     Probe("gpu.p2p", ("nvidia-smi", "topo", "-p2p", "r"), nvidia.parse_topo_matrix, timeout_s=30,
-          requires=TWO_GPUS, requires_entries=2),
+          requires=TWO_GPUS, requires_entries=2, fallback_for="gpu.nvml"),
     Probe("gpu.pynvml", ("{python}", "-c", PYNVML_CODE), nvidia.parse_pynvml, timeout_s=30,
           fallback_for="gpu.nvidia-smi", requires=NVIDIA_DRIVER),
     Probe("cpu.cpuinfo", ("cat", "/proc/cpuinfo"), cpu.parse_cpuinfo, inline=True),
@@ -204,7 +214,7 @@ PROBES: tuple[Probe, ...] = (
           label="docker inspect $(docker ps -q) (Docker API on its socket)"),
     Probe("system.kernel", ("uname", "-r"), system.parse_uname_r),
     Probe("gpu.query", ("nvidia-smi", f"--query-gpu={GPU_QUERY_FIELDS}", "--format=csv,noheader"),
-          build.parse_gpu_query, timeout_s=30,
+          build.parse_gpu_query, timeout_s=30, fallback_for="gpu.nvml",
           label="nvidia-smi --query-gpu=compute_cap,pcie.link.*,persistence_mode,ecc.*"),
     Probe("gpu.xid", ("sh", "-c", XID), host.parse_xid, label="dmesg | grep 'NVRM: Xid'"),
     Probe("cuda.nvcc", ("sh", "-c", NVCC), build.parse_nvcc_version, label="nvcc --version"),
@@ -255,7 +265,8 @@ def bench_probe(spec: BenchSpec, *, force: bool = False) -> Probe:
             "--max-busy-pct", f"{spec.max_busy_pct:g}", "--env-json", json.dumps(dict(spec.env)),
             *(("--force",) if force else ()), "--wait-go",
             "--", *spec.args)
-    return dataclasses.replace(BENCH, argv=(*BENCH.argv, helper_code("bench", ("procfacts", "gguf")), *argv),
+    code = helper_code("bench", ("procfacts", "gguf", "nvml_session"))
+    return dataclasses.replace(BENCH, argv=(*BENCH.argv, code, *argv),
                                timeout_s=spec.budget_s + 60)
 
 

@@ -51,6 +51,8 @@ MAX_SAMPLES = 1200
 # first). Every user's helper takes this lock; the one that finds it held names its holder.
 LOCK_PATH = "/tmp/omni-host-bench.lock"
 
+if "Session" not in globals():  # imported as a module; on the host nvml_session.py comes first
+    from omni_host.remote.nvml_session import Session
 if "cpu_quota" not in globals():  # imported as a module; on the host procfacts.py comes first
     from omni_host.remote.procfacts import (  # noqa: F401 (tests reach _sha256 here)
         _read,
@@ -125,26 +127,16 @@ def compute_apps():
     return _csv_rows(out) if code == 0 else None
 
 
-class Nvml(object):
-    """One NVML session (libnvidia-ml, the library nvidia-smi itself reads), opened once for
-    the helper's life: the run is sampled through it at the cost of a library call, where each
-    nvidia-smi is a process that initialises NVML again (0.02-0.07 CPU-s on an H100). Raises
-    OSError where NVML cannot be opened."""
+class Nvml(Session):
+    """The run's sampler on one NVML session, opened once for the helper's life: the run is
+    sampled at the cost of a library call, where each nvidia-smi is a process that initialises
+    NVML again (0.02-0.07 CPU-s on an H100). Raises OSError where NVML cannot be opened."""
 
     def __init__(self):
         import ctypes
 
+        Session.__init__(self)
         self.ct = ctypes
-        self.lib = ctypes.CDLL("libnvidia-ml.so.1")
-        if self.lib.nvmlInit_v2() != 0:
-            raise OSError("nvmlInit_v2 failed")
-        self.handles = []
-        count = ctypes.c_uint()
-        if self.lib.nvmlDeviceGetCount_v2(ctypes.byref(count)) == 0:
-            for i in range(count.value):
-                handle = ctypes.c_void_p()
-                if self.lib.nvmlDeviceGetHandleByIndex_v2(i, ctypes.byref(handle)) == 0:
-                    self.handles.append((i, handle))
         # renamed in driver 535 (clocks_event_reasons); the old name stays for older drivers
         self.reasons = self._first("nvmlDeviceGetCurrentClocksEventReasons",
                                    "nvmlDeviceGetCurrentClocksThrottleReasons")
@@ -158,20 +150,15 @@ class Nvml(object):
                 return fn
         return None
 
-    def uint(self, fn, handle, *args):
-        """An unsigned value NVML writes through its last argument, or None."""
-        value = self.ct.c_uint()
-        return value.value if fn(handle, *(args + (self.ct.byref(value),))) == 0 else None
-
     def memory(self):
         """Per GPU: memory bus width (bits) and maximum memory clock (MHz) (nvidia-smi does
         not print the bus width), and its memory free and total (llama.cpp's default -ts
         weighs what is free)."""
         found = []
-        for i, handle in self.handles:
+        for i, handle in enumerate(self.handles):
             entry = {"index": i}
-            width = self.uint(self.lib.nvmlDeviceGetMemoryBusWidth, handle)
-            clock = self.uint(self.lib.nvmlDeviceGetMaxClockInfo, handle, 2)  # MEM
+            width = self.uint("nvmlDeviceGetMemoryBusWidth", handle)
+            clock = self.uint("nvmlDeviceGetMaxClockInfo", handle, 2)  # MEM
             if width is not None:
                 entry["bus_width_bits"] = width
             if clock is not None:
@@ -188,17 +175,17 @@ class Nvml(object):
         event reasons as a hex mask, the compute processes as {pid: name}); None for what
         this driver's NVML cannot say (the processes: the caller asks nvidia-smi)."""
         lib, rows, masks = self.lib, [], []
-        for i, h in self.handles:
-            power = self.uint(lib.nvmlDeviceGetPowerUsage, h)  # mW
+        for i, h in enumerate(self.handles):
+            power = self.uint("nvmlDeviceGetPowerUsage", h)  # mW
             util = (self.ct.c_uint * 2)()  # nvmlUtilization_t: gpu, memory
-            values = [self.uint(lib.nvmlDeviceGetClockInfo, h, 1),  # SM
-                      self.uint(lib.nvmlDeviceGetClockInfo, h, 2),  # MEM
+            values = [self.uint("nvmlDeviceGetClockInfo", h, 1),  # SM
+                      self.uint("nvmlDeviceGetClockInfo", h, 2),  # MEM
                       None if power is None else "%.2f" % (power / 1000.0),
-                      self.uint(lib.nvmlDeviceGetTemperature, h, 0),  # the GPU's own sensor
+                      self.uint("nvmlDeviceGetTemperature", h, 0),  # the GPU's own sensor
                       util[0] if lib.nvmlDeviceGetUtilizationRates(h, self.ct.byref(util)) == 0
                       else None,
-                      self.uint(lib.nvmlDeviceGetCurrPcieLinkGeneration, h),
-                      self.uint(lib.nvmlDeviceGetCurrPcieLinkWidth, h)]
+                      self.uint("nvmlDeviceGetCurrPcieLinkGeneration", h),
+                      self.uint("nvmlDeviceGetCurrPcieLinkWidth", h)]
             rows.append([str(i)] + ["[N/A]" if v is None else str(v) for v in values])
             mask = self.ct.c_ulonglong()
             if self.reasons is not None and self.reasons(h, self.ct.byref(mask)) == 0:
@@ -214,7 +201,7 @@ class Nvml(object):
             _fields_ = [("pid", ct.c_uint), ("usedGpuMemory", ct.c_ulonglong),
                         ("gpuInstanceId", ct.c_uint), ("computeInstanceId", ct.c_uint)]
 
-        for _, handle in self.handles:
+        for handle in self.handles:
             count = ct.c_uint(32)
             infos = (Info * 32)()
             if self.procs(handle, ct.byref(count), infos) != 0:
@@ -224,10 +211,6 @@ class Nvml(object):
                 got = self.lib.nvmlSystemGetProcessName(info.pid, name, 256) == 0
                 found[str(info.pid)] = name.value.decode("utf-8", "replace") if got else "?"
         return found
-
-    def close(self):
-        self.lib.nvmlShutdown()
-
 
 def open_nvml():
     try:

@@ -282,3 +282,21 @@ def parse_pynvml(text: str) -> GpuInventory:
         return GpuInventory(doc["driver_version"], cuda_text, gpus, "pynvml")
     except (ValueError, KeyError, TypeError) as exc:
         raise ParseError(f"pynvml output is not the expected JSON: {exc}") from exc
+
+
+NVML_SECTIONS = ("q", "query", "topo", "p2p")
+
+
+def parse_nvml(text: str) -> dict[str, str | None]:
+    """The NVML reader's document (``remote/nvml.py``): nvidia-smi's forms by section, each
+    read by the parser of the nvidia-smi run it stands in for (a section is None where there
+    is nothing to read: the topology of one GPU)."""
+    try:
+        doc = json.loads(text)
+    except ValueError as exc:
+        raise ParseError(f"NVML reader output is not JSON ({exc}): {excerpt(text, 80)!r}") from exc
+    if not isinstance(doc, dict) or not all(
+            isinstance(doc.get(k), str) or (k in ("topo", "p2p") and doc.get(k) is None)
+            for k in NVML_SECTIONS):
+        raise ParseError(f"NVML reader output lacks its sections: {excerpt(text, 80)!r}")
+    return {k: doc[k] for k in NVML_SECTIONS}

@@ -1,0 +1,191 @@
+"""The collector reads the GPUs through one NVML session (remote/nvml.py) in nvidia-smi's own
+forms (issue 44: four nvidia-smi runs cost a two-GPU host 0.39 CPU-s an audit). Held to
+nvidia-smi's outputs captured on the same lent machine (two H200s on NVSwitch) a moment apart:
+the same facts, the same verdicts; where the reader cannot answer, nvidia-smi runs instead."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from omni_host.collect.bundle import bundle_from_output
+from omni_host.collect.run import deadline_s
+from omni_host.evaluate.audit import evaluate_bundle
+from omni_host.evaluate.facts import facts_from_bundle
+from omni_host.model import CommandResult, Outcome, Status
+from omni_host.plan.policy import policy_from_vars
+from omni_host.probes.catalog import PROBES, PROBES_BY_ID
+from omni_host.probes.parsers.build import parse_gpu_query
+from omni_host.probes.parsers.nvidia import parse_nvidia_smi_xml, parse_nvml, parse_topo_matrix
+from omni_host.remote import collector
+
+HERE = Path(__file__).parent / "fixtures" / "captures" / "nvml-h200x2"
+VOLATILE = ("utilization_pct", "sm_clock_mhz")  # sampled a moment apart: may differ
+
+
+def text(name: str) -> str:
+    return (HERE / name).read_text()
+
+
+def test_the_readers_forms_parse_to_nvidia_smis_facts() -> None:
+    doc = parse_nvml(text("nvml.json"))
+    ours, theirs = parse_nvidia_smi_xml(doc["q"]), parse_nvidia_smi_xml(text("nvidia-smi-q-x.xml"))
+    assert (ours.driver_version, ours.cuda_version) == ("580.159.04", "13.0")
+    assert (theirs.driver_version, theirs.cuda_version) == ("580.159.04", "13.0")
+    assert [g.name for g in ours.gpus] == ["NVIDIA H200", "NVIDIA H200"]
+    for mine, smi in zip(ours.gpus, theirs.gpus, strict=True):
+        assert mine.faults is not None and smi.faults is not None
+        faults = {k: v for k, v in dataclasses.asdict(mine.faults).items() if k not in VOLATILE}
+        assert faults == {k: v for k, v in dataclasses.asdict(smi.faults).items()
+                          if k not in VOLATILE}
+        assert dataclasses.replace(mine, faults=None) == dataclasses.replace(smi, faults=None)
+        # the fields that move no verdict by chance are all there, not N/A on both sides
+        assert (mine.memory_total_mib, mine.pcie_gen_max, mine.faults.bar1_total_mib,
+                mine.faults.power_limit_w, mine.faults.app_clocks_mhz) == \
+            (143771, 5, 262144, 700.0, (1980, 3201))
+    assert parse_gpu_query(doc["query"]) == parse_gpu_query(text("query-gpu.csv"))
+    for section, capture in (("topo", "topo-m.txt"), ("p2p", "topo-p2p-r.txt")):
+        mine_m, smi_m = parse_topo_matrix(doc[section] or ""), parse_topo_matrix(text(capture))
+        assert mine_m.links() == smi_m.links()
+        assert mine_m.cpu_affinity == smi_m.cpu_affinity
+    assert parse_topo_matrix(doc["topo"] or "").links() == [("GPU0", "GPU1", "NV18")]
+
+
+def judged(name: str) -> tuple[dict[str, tuple[Status, str]], dict]:
+    bundle = bundle_from_output("h200x2", "local", stdout=text(name), stderr="", exit_code=0,
+                                duration_s=0.1, started=0.0, python="python3")
+    policy = policy_from_vars({"omni_gpus": [{"model": "H200", "vram_gib": 141}] * 2,
+                               "omni_swap_size_mib": 0, "omni_build_packages": []}, "t")
+    report = evaluate_bundle(bundle, policy)
+    return {r.id: (r.status, r.summary) for r in report.results}, bundle.results
+
+
+def test_the_collector_through_nvml_gives_the_same_verdicts() -> None:
+    """The same host's collector output with nvidia-smi (the tree before) and through NVML:
+    every check's status and summary alike."""
+    before, smi_results = judged("collector-nvidia-smi.out")
+    after, nvml_results = judged("collector-nvml.out")
+    assert before == after
+    assert after["gpu.topology"][0] is Status.PASS and "2 GPU(s) as planned" in after["gpu.topology"][1]
+    assert smi_results["gpu.nvidia-smi"].status == "ran" and "gpu.nvml" not in smi_results
+    assert nvml_results["gpu.nvml"].status == "ran"
+    for probe_id in ("gpu.nvidia-smi", "gpu.query", "gpu.topo", "gpu.p2p"):
+        assert (nvml_results[probe_id].status, nvml_results[probe_id].reason) == \
+            ("skipped", "not needed: gpu.nvml succeeded")
+
+
+def nvml_bundle(stdout: str, exit_code: int = 0):
+    """The NVML H200 bundle with the reader's output replaced."""
+    bundle = bundle_from_output("h200x2", "local", stdout=text("collector-nvml.out"), stderr="",
+                                exit_code=0, duration_s=0.1, started=0.0, python="python3")
+    reader = bundle.results["gpu.nvml"]
+    results = {**bundle.results, "gpu.nvml": dataclasses.replace(reader, stdout=stdout,
+                                                                 exit_code=exit_code)}
+    return dataclasses.replace(bundle, results=results)
+
+
+def test_the_evidence_says_the_fields_came_through_nvml() -> None:
+    facts = facts_from_bundle(nvml_bundle(text("nvml.json")))
+    smi = facts.get("gpu.nvidia-smi")
+    assert smi.ok and smi.command == "nvidia-smi -q -x (its fields, read through NVML)"
+    assert facts.gpus() is smi
+
+
+def test_one_gpu_has_no_topology_to_read() -> None:
+    doc = json.loads(text("nvml.json"))
+    facts = facts_from_bundle(nvml_bundle(json.dumps({**doc, "topo": None, "p2p": None})))
+    topo = facts.get("gpu.topo")
+    assert (topo.outcome, topo.reason) == (Outcome.UNAVAILABLE, "fewer than two GPUs: no GPU "
+                                                                "topology to read (NVML)")
+    assert facts.get("gpu.nvidia-smi").ok
+
+
+@pytest.mark.parametrize("garbage", ["NVML: segfault\x00", json.dumps({"q": 3})])
+def test_a_reader_that_answers_garbage_leaves_the_gpus_unparseable_not_absent(garbage: str) -> None:
+    facts = facts_from_bundle(nvml_bundle(garbage))
+    assert facts.get("gpu.nvml").outcome is Outcome.UNPARSEABLE
+    for probe_id in ("gpu.nvidia-smi", "gpu.query", "gpu.topo", "gpu.p2p"):
+        got = facts.get(probe_id)
+        assert got.outcome is Outcome.UNPARSEABLE, probe_id
+        assert got.reason.startswith("the NVML reader's output: NVML reader output")
+    policy = policy_from_vars({"omni_gpus": [{"model": "H200", "vram_gib": 141}] * 2}, "t")
+    summaries = {r.id: (r.status, r.summary) for r in evaluate_bundle(
+        nvml_bundle(garbage), policy).results}
+    assert summaries["gpu.topology"][0] is Status.ERROR, summaries["gpu.topology"]
+    assert "read through NVML): unparseable output" in summaries["gpu.topology"][1]
+
+
+def test_a_bundle_from_before_the_reader_is_judged_from_nvidia_smi() -> None:
+    bundle = bundle_from_output("h200x2", "local", stdout=text("collector-nvidia-smi.out"),
+                                stderr="", exit_code=0, duration_s=0.1, started=0.0)
+    facts = facts_from_bundle(bundle)
+    assert facts.get("gpu.nvml").reason == "not collected in this bundle"
+    assert facts.gpus().command == "nvidia-smi -q -x"
+
+
+def test_without_nvml_the_reader_exits_4_and_the_collector_runs_nvidia_smi(tmp_path: Path) -> None:
+    """This machine has no NVIDIA library: the reader says so (exit 4) and every nvidia-smi
+    run it stands in for runs (here: a stand-in printing the H200's own output), side by
+    side. The pynvml fallback behind nvidia-smi stays skipped: nvidia-smi answered."""
+    reader = PROBES_BY_ID["gpu.nvml"]
+    fake = tmp_path / "nvidia-smi"
+    fake.write_text(f"#!/bin/sh\nsleep 0.5\ncat {HERE / 'nvidia-smi-q-x.xml'}\n")
+    fake.chmod(0o755)
+    plan = [dict(reader.plan_entry(), requires=None,
+                 argv=[sys.executable, *reader.argv[1:]])]
+    plan += [{"id": i, "argv": [str(fake)], "timeout_s": 10, "fallback_for": "gpu.nvml"}
+             for i in ("gpu.nvidia-smi", "gpu.query", "gpu.topo", "gpu.p2p")]
+    plan += [{"id": "gpu.pynvml", "argv": ["false"], "timeout_s": 10,
+              "fallback_for": "gpu.nvidia-smi"}]
+    records = {r["id"]: r for r in collector.collect(plan)}
+    assert (records["gpu.nvml"]["exit_code"], records["gpu.nvml"]["stderr"].split(":")[0]) == \
+        (4, "NVML")
+    durations = []
+    for probe_id in ("gpu.nvidia-smi", "gpu.query", "gpu.topo", "gpu.p2p"):
+        assert records[probe_id]["status"] == "ran" and records[probe_id]["exit_code"] == 0
+        durations.append(records[probe_id]["duration_s"])
+    assert records["gpu.pynvml"]["reason"] == "not needed: gpu.nvidia-smi succeeded"
+    assert sum(durations) > 1.9  # four half-second runs...
+    assert all(d < 1.5 for d in durations)  # ...side by side, not one after another
+    judged_smi = facts_from_bundle(dataclasses.replace(
+        nvml_bundle(""), results={i: CommandResult(i, tuple(r["argv"]), r["status"],
+                                                   r["exit_code"], r["stdout"], r["stderr"],
+                                                   r["duration_s"], r["reason"])
+                                  for i, r in records.items()})).gpus()
+    assert judged_smi.ok and judged_smi.command == "nvidia-smi -q -x"
+
+
+def test_a_reader_that_succeeds_skips_its_fallbacks_and_theirs() -> None:
+    """The chain nvml -> nvidia-smi -> pynvml: every link recorded once, none run."""
+    plan = [{"id": "a", "argv": ["true"], "timeout_s": 5},
+            {"id": "b", "argv": ["false"], "timeout_s": 5, "fallback_for": "a"},
+            {"id": "c", "argv": ["false"], "timeout_s": 5, "fallback_for": "b"}]
+    records = collector.collect(plan)
+    assert [(r["id"], r["status"], r["reason"]) for r in records] == [
+        ("a", "ran", ""), ("b", "skipped", "not needed: a succeeded"),
+        ("c", "skipped", "not needed: a succeeded")]
+
+
+def test_the_hosts_deadline_covers_the_longest_chain_of_fallbacks() -> None:
+    """nvml (30 s) -> nvidia-smi (30 s) -> pynvml (30 s) may each run to its limit: the host's
+    deadline is never shorter than that chain, and the fallbacks of one probe run side by side
+    (their times are not added)."""
+    assert deadline_s(PROBES) >= 90 + 15
+    assert deadline_s(PROBES, probe_timeout_s=2) == 3 * 2 + 15
+
+
+def test_the_audits_of_two_h100s_by_each_tree_agree() -> None:
+    """`omni-host audit` of a lent two-H100 machine by the tree before (nvidia-smi) and this
+    one (NVML), a moment apart: every check's status and summary the same."""
+    folder = HERE.parent / "nvml-h100x2"
+    hosts = [json.loads((folder / f"audit-{tree}.json").read_text())["hosts"][0]
+             for tree in ("old", "new")]
+    old, new = ({r["id"]: (r["status"], r["summary"]) for r in h["results"]} for h in hosts)
+    assert len(old) == 36 and old == new
+    assert "gpu.nvml" not in hosts[0]["probes"]
+    assert hosts[1]["probes"]["gpu.nvml"]["outcome"] == "observed"
+    assert hosts[1]["probes"]["gpu.topo"]["outcome"] == "observed"
