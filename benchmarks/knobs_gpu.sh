@@ -3,7 +3,9 @@
 # config (-p 512 -n 128 -ngl 99 -fa 1), as an operator runs it: THP never against the host's,
 # 4 threads against llama-bench's default, then 10 A/Bs whose arms are the same value (THP at
 # its own value): how many recommend (goal: 0). Each JSON report in OUTDIR. PHASE (default all):
-# ab (build, then THP and threads) or same (the 10 same-value A/Bs), for calls of 10 minutes.
+# ab (build, then THP and threads) or same (the 10 same-value A/Bs), for calls of 10 minutes;
+# memlock (build, then a container's ulimit -l: 8M and unlimited against the session's own) or
+# memlock-same (10 A/Bs of memlock at the session's own limit).
 # Usage: bash benchmarks/knobs_gpu.sh OUTDIR [PAIRS] [PHASE]
 set -u
 final=$1 pairs=${2:-6} phase=${3:-all} out=/tmp/knobs-gpu
@@ -26,6 +28,19 @@ except Exception as exc:
     print(sys.argv[2], "no report:", exc)
 PY
 }
+case $phase in
+  memlock)
+    echo "ulimit -l now: $(ulimit -l)"
+    knob memlock-8M memlock=8M
+    knob memlock-unlimited memlock=unlimited
+    cp "$out"/*.json "$final"/
+    exit 0 ;;
+  memlock-same)
+    own=$(ulimit -l); [ "$own" = unlimited ] || own="${own}K"
+    for i in $(seq -w 1 10); do knob "memlock-same-$i" "memlock=$own"; done
+    cp "$out"/memlock-same-*.json "$final"/
+    exit 0 ;;
+esac
 if [ "$phase" != same ]; then
   knob thp-never thp=never
   echo "THP after: $(cat /sys/kernel/mm/transparent_hugepage/enabled)"

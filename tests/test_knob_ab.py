@@ -144,3 +144,69 @@ def test_a_killed_connection_leaves_the_knob_restored(sshd: Sshd, loop) -> None:
     # and the next bench is not refused by a stale lock or a helper left running
     result = _knob(sshd, inv, store, "threads=1", pairs=1)
     assert result["status"] == "pass", result["summary"]
+
+
+# -- a container's locked-memory limit (ulimit -l): set on llama-bench as the container sets it
+def test_memlock_sizes_and_arms() -> None:
+    from omni_host.errors import UsageError
+    from omni_host.plan.knobs import arms, limit_bytes, parse_knob
+
+    assert [limit_bytes(v) for v in ("8M", "64k", "unlimited", "4096", "8X", "")] == \
+        [8 << 20, 64 << 10, -1, 4096, None, None]
+    knob, value = parse_knob("memlock=8M")
+    now, limited = arms(knob, value, ("-p", "16", "-lm", "mmap", "-t", "1"))
+    assert now.args == limited.args == ("-p", "16", "-t", "1", "-lm", "mlock")
+    assert (now.limits, limited.limits, now.writes, limited.writes) == ((), (("memlock", 8 << 20),),
+                                                                         (), ())
+    with pytest.raises(UsageError, match="not a size"):
+        parse_knob("memlock=lots")
+
+
+def test_a_containers_memlock_is_measured_on_llama_bench(sshd: Sshd, loop) -> None:
+    """memlock=64K against the session's own limit, the model loaded as --mlock does: the
+    kernel held 64 KiB for each of the knob's runs (/proc/PID/limits), none for the others;
+    nothing on the host to restore."""
+    inv, store = loop
+    result = _knob(sshd, inv, store, "memlock=64K")
+    details = result["details"]
+    assert set(details["before"]) == {"memlock"} and details["restored"] == {}
+    assert result["summary"].startswith(f"memlock=64K against memlock {details['before']['memlock']}: ")
+    lines = result["evidence"][0]["lines"]
+    assert result["evidence"][0]["command"].startswith("llama-bench, A/B: memlock ")
+    assert sum("(memlock held at 65536)" in line for line in lines) == 4
+    assert all(("held at" in line) == line.startswith("64K") for line in lines)
+    assert details["tests"]["tg8"]["pairs"] == 4
+
+
+def test_the_same_memlock_twice_never_recommends(sshd: Sshd, loop) -> None:
+    """10 A/Bs whose arms hold the same limit (the session's own, set again on the knob's
+    arm): 0 recommendations."""
+    inv, store = loop
+    same = _knob(sshd, inv, store, "memlock=64K", pairs=1)["details"]["before"]["memlock"]
+    found = [_knob(sshd, inv, store, f"memlock={same}") for _ in range(10)]
+    recommended = [r["summary"] for r in found if r["details"].get("recommend")]
+    assert recommended == [], recommended
+    assert all(r["status"] == "pass" for r in found), [r["summary"] for r in found]
+
+
+def test_memlock_on_the_lent_h100() -> None:
+    """The lent H100's reports (fixtures): 8 MiB held for each of the knob's runs and no
+    measurable difference with the model on the GPU; 10 A/Bs of the same limit in both arms:
+    0 recommendations."""
+    import tarfile
+
+    folder = Path(__file__).parent / "fixtures" / "captures" / "knobs" / "memlock-h100"
+
+    def knob_result(doc: dict) -> dict:
+        return next(r for r in doc["hosts"][0]["results"] if r["id"] == "perf.knob")
+
+    eight = knob_result(json.loads((folder / "memlock-8M.json").read_text()))
+    assert eight["summary"].startswith("memlock=8M against memlock unlimited: pp512 no measurable")
+    lines = eight["evidence"][0]["lines"]
+    assert sum(line.endswith("(memlock held at 8388608)") for line in lines) == 6
+    with tarfile.open(folder / "memlock-same.tar.gz") as tar:
+        same = [knob_result(json.load(tar.extractfile(m)))  # type: ignore[arg-type]
+                for m in tar.getmembers() if m.name.endswith(".json")]
+    assert len(same) == 10
+    assert [r["details"].get("recommend") for r in same] == [None] * 10
+    assert {r["status"] for r in same} == {"pass"}

@@ -507,3 +507,18 @@ def test_the_rule_on_the_h100s_ab_runs() -> None:
     assert tests["pp512"]["measurable"] and -0.8 < tests["pp512"]["effect"] < -0.65
     assert not tests["tg128"]["measurable"]
     assert "pp512 -72.6% \u00b18.8% (6 pairs)" in result["summary"], result["summary"]
+
+
+def test_an_ab_whose_knob_runs_all_failed_is_an_error_not_a_pass() -> None:
+    """A limit the host refused (memlock above the session's hard limit: the helper's child
+    exits 126 and says why) failed every run of the knob's arm: the A/B measured nothing, and
+    says why (it read "pass: no complete pair")."""
+    doc = json.loads(AB_SAME.read_text())
+    refusal = ("cannot set RLIMIT_MEMLOCK to unlimited: not allowed to raise maximum limit "
+               "(above this session's hard limit, and no CAP_SYS_RESOURCE)")
+    for entry in doc["ab"]["runs"]:
+        if entry["arm"] == "1":
+            entry["run"].update(exit_code=126, stdout="", stderr_tail=[refusal])
+    _, details = _judged(doc)
+    assert details["status"] is Status.ERROR
+    assert details["summary"] == f"A/B of threads=1: its runs failed: exit 126: {refusal}"

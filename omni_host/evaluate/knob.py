@@ -197,6 +197,7 @@ def judge_knob(meta: CheckMeta, knob: Knob, value: str, ab: KnobAB,
     lines = [f"{r.arm} (pair {r.pair}): " + (", ".join(f"{t.name} {t.estimate.center_ts:.1f} t/s"
                                                      for t in r.result.tests)
                                              if r.result else f"failed: {r.error}")
+             + "".join(f" ({name} held at {held})" for name, held in r.limits)
              for r in ab.runs]
     restored = {p: s for p, s in ab.restored.items() if s != "ok"}
     evidence = (Evidence("bench.llama", f"llama-bench, A/B: {now} against {knob.name}={value}",
@@ -235,6 +236,10 @@ def judge_knob(meta: CheckMeta, knob: Knob, value: str, ab: KnobAB,
         else:
             said.append(f"{test} no measurable difference (\u00b1{found['uncertainty']:.1%}, "
                         f"{found['pairs']} pairs)")
+    failed = [r.error for r in ab.runs if r.arm == value and r.error]
+    if failed and not any(found["pairs"] for found in details["tests"].values()):
+        return meta.result(Status.ERROR, f"A/B of {knob.name}={value}: its runs failed: "
+                           f"{failed[0]}", evidence=evidence, details=details)
     if left_out:
         said.append(left_out_words(left_out, "pair"))
     if not centres:

@@ -19,6 +19,10 @@ class Knob:
     option: tuple[str, ...] = ()  # llama-bench's spellings of the option the arm sets
     values: tuple[str, ...] = ()  # the values it takes (empty: a positive integer)
     check: str | None = None  # the audit check whose knob it is
+    # A resource limit the helper sets on its llama-bench for the arm (``memlock``: what a
+    # container's ``ulimit -l`` is), with the args both arms run it under; values are sizes.
+    limit: str | None = None
+    adds: tuple[str, ...] = ()
 
 
 KNOBS = {k.name: k for k in (
@@ -35,7 +39,13 @@ KNOBS = {k.name: k for k in (
     Knob("numa", "llama-bench --numa", option=("--numa",),
          values=("distribute", "isolate", "numactl")),
     Knob("ubatch", "the physical batch size", option=("-ub", "--ubatch-size")),
+    # A container's locked-memory limit (Docker's --ulimit memlock; its default is 8 MiB, and
+    # a server's --mlock then fails with a warning only): set on llama-bench as the container
+    # sets it on its processes, both arms loading the model as --mlock does (-lm mlock).
+    Knob("memlock", "the locked-memory limit (ulimit -l, a container's --ulimit memlock)",
+         limit="memlock", adds=("-lm", "mlock"), check="serve.memory"),
 )}
+_UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
 
 
 @dataclass(frozen=True)
@@ -43,6 +53,17 @@ class Arm:
     name: str  # "now" (the host as it is) or the knob's value
     writes: tuple[tuple[str, str], ...]
     args: tuple[str, ...]
+    limits: tuple[tuple[str, int], ...] = ()  # (rlimit, bytes; -1 unlimited) for its llama-bench
+
+
+def limit_bytes(value: str) -> int | None:
+    """A limit as ulimit and Docker write it: ``unlimited`` (-1), or bytes with an optional
+    K, M or G (``8M``); None where it is neither."""
+    text = value.strip().upper()
+    if text == "UNLIMITED":
+        return -1
+    number, unit = (text[:-1], text[-1]) if text and text[-1] in "KMG" else (text, "")
+    return int(number) * _UNITS[unit] if number.isdigit() and int(number) < 1 << 40 else None
 
 
 def parse_knob(text: str) -> tuple[Knob, str]:
@@ -55,6 +76,10 @@ def parse_knob(text: str) -> tuple[Knob, str]:
     value = value.strip()
     if knob.values and value not in knob.values:
         raise UsageError(f"--knob {knob.name}: {value!r} is not one of {', '.join(knob.values)}")
+    if knob.limit is not None:
+        if limit_bytes(value) is None:
+            raise UsageError(f"--knob {knob.name}: {value!r} is not a size (8M, 64K, unlimited)")
+        return knob, value
     if not knob.values and not (value.isdigit() and 0 < int(value) < 100_000):
         raise UsageError(f"--knob {knob.name}: {value!r} is not a positive integer")
     return knob, value
@@ -88,6 +113,11 @@ def current(knob: Knob, args: tuple[str, ...]) -> str | None:
 
 def arms(knob: Knob, value: str, args: tuple[str, ...]) -> tuple[Arm, Arm]:
     """The two arms of an A/B: the host as it is, and the knob at ``value``."""
+    if knob.limit is not None:
+        both = (*without_options(args, ("-lm", "--load-mode")), *knob.adds)
+        limit = limit_bytes(value)
+        assert limit is not None  # parse_knob took only sizes
+        return Arm("now", (), both), Arm(value, (), both, ((knob.limit, limit),))
     now = Arm("now", (), args)
     if knob.path is not None:
         return now, Arm(value, ((knob.path, value),), args)

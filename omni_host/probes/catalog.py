@@ -275,7 +275,8 @@ def knob_probe(spec: BenchSpec, arms: tuple[Any, ...], pairs: int, *,
     """The bench probe of an A/B (``bench --knob``): each arm's writes and args travel as one
     JSON argument; the budget is every run's."""
     ab = {"pairs": pairs, "arms": [{"name": a.name, "writes": [list(w) for w in a.writes],
-                                    "args": list(a.args)} for a in arms]}
+                                    "args": list(a.args), "limits": dict(a.limits)}
+                                   for a in arms]}
     probe = bench_probe(spec, force=force)
     at = probe.argv.index("--")
     return dataclasses.replace(probe, argv=(*probe.argv[:at], "--ab-json", json.dumps(ab),

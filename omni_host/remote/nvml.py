@@ -68,6 +68,11 @@ def _el(tag, children):
     return "<%s>%s</%s>" % (tag, escape(str(children)), tag)
 
 
+def _pci(s, h):
+    """The GPU's PCI identity (the _v2 call of drivers before _v3 fills the same structure)."""
+    return s.pci("nvmlDeviceGetPciInfo_v3", h) or s.pci("nvmlDeviceGetPciInfo_v2", h)
+
+
 def _link(s, h):
     gen_max = s.uint("nvmlDeviceGetMaxPcieLinkGeneration", h)  # the device's and the slot's
     device = s.uint("nvmlDeviceGetGpuMaxPcieLinkGeneration", h)
@@ -106,7 +111,7 @@ def _clocks(s, h, name):
 
 def gpu_element(s, h):
     """One ``<gpu>`` of ``nvidia-smi -q -x``: the elements the parser reads."""
-    pci = s.pci("nvmlDeviceGetPciInfo_v3", h)
+    pci = _pci(s, h)
     bus_id = pci.busId.decode("ascii", "replace") if pci is not None else NA
     memory = s.ulongs("nvmlDeviceGetMemoryInfo", h, 3)  # total, free, used
     bar1 = s.ulongs("nvmlDeviceGetBAR1MemoryInfo", h, 3)
@@ -236,7 +241,7 @@ def matrices(s):
     """``topo -m`` and ``topo -p2p r`` as nvidia-smi prints them (GPUs only: NVML sees no NIC)."""
     names = ["GPU%d" % i for i in range(len(s.handles))]
     buses = [(p.busId.decode("ascii", "replace").lower() if p is not None else "") for p in
-             (s.pci("nvmlDeviceGetPciInfo_v3", h) for h in s.handles)]
+             (_pci(s, h) for h in s.handles)]
     topo = ["\t" + "\t".join(names + ["CPU Affinity", "NUMA Affinity"])]
     p2p = ["\t" + "\t".join(names)]
     ends = [_nvlinks(s, h) for h in s.handles]  # once a GPU, not once a pair

@@ -322,6 +322,8 @@ class ArmRun:
     error: str | None
     result: LlamaBench | None
     other_cpu_load: float | None = None  # CPUs other processes used during it (on average)
+    # the resource limits the kernel held for it, by knob (/proc/PID/limits: "8388608")
+    limits: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -506,9 +508,10 @@ def _arm_run(entry: dict[str, Any]) -> ArmRun:
             error = f"llama-bench exited 0 but {exc}"
     during = _object(entry.get("during"))
     load = during.get("other_cpu_load")
+    limits = tuple((str(k), str(v)[:40]) for k, v in sorted(_object(run.get("limits")).items()))
     return ArmRun(str(entry.get("arm")), int(entry.get("pair") or 0), error, result,
                   float(load) if isinstance(load, (int, float)) and not isinstance(load, bool)
-                  and math.isfinite(load) and load >= 0 else None)
+                  and math.isfinite(load) and load >= 0 else None, limits)
 
 
 def _knob_ab(ab: dict[str, Any]) -> KnobAB:
