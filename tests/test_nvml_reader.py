@@ -189,3 +189,40 @@ def test_the_audits_of_two_h100s_by_each_tree_agree() -> None:
     assert "gpu.nvml" not in hosts[0]["probes"]
     assert hosts[1]["probes"]["gpu.nvml"]["outcome"] == "observed"
     assert hosts[1]["probes"]["gpu.topo"]["outcome"] == "observed"
+
+
+# A stand-in for the driver's NVML library (the one thing that cannot exist on this machine):
+# two GPUs counted, the second lost (NVML_ERROR_GPU_IS_LOST, as after an Xid 79).
+LOST_GPU_NVML = """
+typedef void *nvmlDevice_t;
+static int first;
+int nvmlInit_v2(void) { return 0; }
+int nvmlShutdown(void) { return 0; }
+int nvmlDeviceGetCount_v2(unsigned int *count) { *count = 2; return 0; }
+int nvmlDeviceGetHandleByIndex_v2(unsigned int i, nvmlDevice_t *handle) {
+    if (i == 0) { *handle = &first; return 0; }
+    return 15;
+}
+"""
+
+
+def test_a_gpu_fallen_off_the_bus_sends_the_audit_to_nvidia_smi(tmp_path: Path) -> None:
+    """NVML counts two GPUs and gives a handle for one: the reader does not report a one-GPU
+    host (nvidia-smi names the lost GPU in its own words); it exits 5, naming the GPU, and
+    its fallbacks run."""
+    import shutil
+    import subprocess
+
+    gcc = shutil.which("gcc")
+    assert gcc, "this test builds a stand-in NVML library: apt-get install gcc"
+    source = tmp_path / "nvml.c"
+    source.write_text(LOST_GPU_NVML)
+    subprocess.run([gcc, "-shared", "-fPIC", "-o", str(tmp_path / "libnvidia-ml.so.1"),
+                    str(source)], check=True)
+    reader = PROBES_BY_ID["gpu.nvml"]
+    done = subprocess.run([sys.executable, *reader.argv[1:]], capture_output=True, text=True,
+                          env={"LD_LIBRARY_PATH": str(tmp_path), "PATH": "/usr/bin:/bin"},
+                          timeout=30)
+    assert (done.returncode, done.stdout) == (5, "")
+    assert done.stderr == ("NVML: GPU 1 gave no handle (NVML error 15): nvidia-smi reads the "
+                           "GPUs instead\n")

@@ -7,7 +7,8 @@ knows (``-q -x`` alone: 0.07 CPU-s a GPU on an H100).
 
 Run as ``python3 -I -S -c <nvml_session.py, then this file>``. Prints one JSON document:
 ``{"q", "query", "topo", "p2p"}`` (the last two null on one GPU). Exit 4 where NVML cannot be
-opened (no library, no driver): the collector then runs nvidia-smi itself. Standard library only, Python 3.6.
+opened (no library, no driver), 5 where a GPU it counts gives no handle (fallen off the bus):
+the collector then runs nvidia-smi itself. Standard library only, Python 3.6.
 """
 
 import ctypes
@@ -270,6 +271,12 @@ def main():
     except (OSError, AttributeError) as exc:
         sys.stderr.write("NVML: %s\n" % exc)
         sys.exit(4)
+    if s.count is None or s.lost:  # nvidia-smi says what is wrong with a GPU in its own words
+        s.close()
+        sys.stderr.write("NVML: %s: nvidia-smi reads the GPUs instead\n" % (
+            "no GPU count" if s.count is None else "; ".join(
+                "GPU %d gave no handle (NVML error %d)" % lost for lost in s.lost)))
+        sys.exit(5)
     try:
         doc = {"q": smi_log(s),
                "query": "".join(query_line(s, i, h) + "\n" for i, h in enumerate(s.handles)),

@@ -22,12 +22,17 @@ class Session(object):
         if code != 0:
             raise OSError("nvmlInit_v2: NVML error %d" % code)
         self.handles = []
+        self.lost = []  # (index, NVML error) of each GPU counted that gave no handle
         count = ctypes.c_uint()
-        if self.lib.nvmlDeviceGetCount_v2(ctypes.byref(count)) == 0:
-            for i in range(count.value):
-                handle = ctypes.c_void_p()
-                if self.lib.nvmlDeviceGetHandleByIndex_v2(i, ctypes.byref(handle)) == 0:
-                    self.handles.append(handle)
+        self.count = count.value if self.lib.nvmlDeviceGetCount_v2(ctypes.byref(count)) == 0 \
+            else None
+        for i in range(self.count or 0):
+            handle = ctypes.c_void_p()
+            code = self.lib.nvmlDeviceGetHandleByIndex_v2(i, ctypes.byref(handle))
+            if code == 0:
+                self.handles.append(handle)
+            else:  # a GPU fallen off the bus answers so (NVML_ERROR_GPU_IS_LOST, 15)
+                self.lost.append((i, code))
 
     def ok(self, name, *args):
         fn = getattr(self.lib, name, None)  # an older driver lacks newer calls
