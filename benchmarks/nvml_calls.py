@@ -23,9 +23,12 @@ def ok(name, *args):
 
 
 s.ok = ok
+t0 = time.process_time()
+reads = [g["shared_reads"](s, h) for h in s.handles]
+print("shared_reads", round(time.process_time() - t0, 4))
 for name in ("smi_log", "matrices"):
     t0 = time.process_time()
-    g[name](s)
+    g[name](s, reads)
     print(name, round(time.process_time() - t0, 4))
 for name, ts in sorted(per.items(), key=lambda kv: -sum(kv[1])):
     print(f"{name:45s} {len(ts):3d} calls {sum(ts):.4f} s")

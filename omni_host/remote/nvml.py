@@ -74,18 +74,33 @@ def _pci(s, h):
     return s.pci("nvmlDeviceGetPciInfo_v3", h) or s.pci("nvmlDeviceGetPciInfo_v2", h)
 
 
-def _link(s, h):
-    gen_max = s.uint("nvmlDeviceGetMaxPcieLinkGeneration", h)  # the device's and the slot's
-    device = s.uint("nvmlDeviceGetGpuMaxPcieLinkGeneration", h)
+def shared_reads(s, h):
+    """What both forms print of a GPU (the XML and the --query-gpu line) and the topology
+    needs, each read once: a driver call costs the host (most first calls take milliseconds)."""
+    pci = _pci(s, h)
+    return {"handle": h, "name": s.text("nvmlDeviceGetName", h),
+            "bus_id": pci.busId.decode("ascii", "replace") if pci is not None else None,
+            "subsystem": pci.pciSubSystemId if pci is not None else None,
+            "persistence": s.uint("nvmlDeviceGetPersistenceMode", h),
+            "gen_now": s.uint("nvmlDeviceGetCurrPcieLinkGeneration", h),
+            "gen_max": s.uint("nvmlDeviceGetMaxPcieLinkGeneration", h),  # the GPU's and slot's
+            "gen_device": s.uint("nvmlDeviceGetGpuMaxPcieLinkGeneration", h),
+            "width_now": s.uint("nvmlDeviceGetCurrPcieLinkWidth", h),
+            "width_max": s.uint("nvmlDeviceGetMaxPcieLinkWidth", h),
+            # uncorrected, volatile
+            "ecc": s.value(ctypes.c_ulonglong, "nvmlDeviceGetTotalEccErrors", h, 1, 0)}
+
+
+def _link(r):
+    gen_max, device = r["gen_max"], r["gen_device"]
     # NVML names no slot maximum; where the link's maximum is below the GPU's, the slot is it
     host = gen_max if gen_max is not None and device is not None and gen_max < device else None
     return [("pcie_gen", [("max_link_gen", _na(gen_max)),
-                          ("current_link_gen", _na(s.uint("nvmlDeviceGetCurrPcieLinkGeneration", h))),
+                          ("current_link_gen", _na(r["gen_now"])),
                           ("max_device_link_gen", _na(device)),
                           ("max_host_link_gen", _na(host))]),
-            ("link_widths", [("max_link_width", _na(s.uint("nvmlDeviceGetMaxPcieLinkWidth", h), "x")),
-                             ("current_link_width",
-                              _na(s.uint("nvmlDeviceGetCurrPcieLinkWidth", h), "x"))])]
+            ("link_widths", [("max_link_width", _na(r["width_max"], "x")),
+                             ("current_link_width", _na(r["width_now"], "x"))])]
 
 
 def _pages(s, h, cause):
@@ -110,28 +125,26 @@ def _clocks(s, h, name):
             ("mem_clock", _na(s.uint(name, h, CLOCK_MEM), " MHz"))]
 
 
-def gpu_element(s, h):
-    """One ``<gpu>`` of ``nvidia-smi -q -x``: the elements the parser reads."""
-    pci = _pci(s, h)
-    bus_id = pci.busId.decode("ascii", "replace") if pci is not None else NA
+def gpu_element(s, r):
+    """One ``<gpu>`` of ``nvidia-smi -q -x``: the elements the parser reads (``r``: its
+    ``shared_reads``)."""
+    h, bus_id = r["handle"], _na(r["bus_id"])
     memory = s.ulongs("nvmlDeviceGetMemoryInfo", h, 3)  # total, free, used
     bar1 = s.ulongs("nvmlDeviceGetBAR1MemoryInfo", h, 3)
     util = (ctypes.c_uint * 2)()
     mask = s.value(ctypes.c_ulonglong, "nvmlDeviceGetCurrentClocksEventReasons", h)
     if mask is None:  # its name before driver 535
         mask = s.value(ctypes.c_ulonglong, "nvmlDeviceGetCurrentClocksThrottleReasons", h)
-    persistence = s.uint("nvmlDeviceGetPersistenceMode", h)
     pending = s.uint("nvmlDeviceGetRetiredPagesPendingStatus", h)
-    ecc = s.value(ctypes.c_ulonglong, "nvmlDeviceGetTotalEccErrors", h, 1, 0)  # uncorrected, volatile
     children = [
-        ("product_name", _na(s.text("nvmlDeviceGetName", h))),
+        ("product_name", _na(r["name"])),
         ("product_architecture", ARCHITECTURES.get(s.uint("nvmlDeviceGetArchitecture", h), NA)),
-        ("persistence_mode", _enabled(persistence)),
+        ("persistence_mode", _enabled(r["persistence"])),
         ("uuid", _na(s.text("nvmlDeviceGetUUID", h))),
         ("vbios_version", _na(s.text("nvmlDeviceGetVbiosVersion", h))),
         ("pci", [("pci_bus_id", bus_id),
-                 ("pci_sub_system_id", "%08X" % pci.pciSubSystemId if pci is not None else NA),
-                 ("pci_gpu_link_info", _link(s, h))]),
+                 ("pci_sub_system_id", NA if r["subsystem"] is None else "%08X" % r["subsystem"]),
+                 ("pci_gpu_link_info", _link(r))]),
         ("clocks_event_reasons", [("clocks_event_reason_" + name, NA if mask is None else
                                    ("Active" if mask & bit else "Not Active"))
                                   for bit, name in EVENT_REASONS]),
@@ -139,7 +152,7 @@ def gpu_element(s, h):
         ("bar1_memory_usage", [("total", _na(_mib(bar1[0]) if bar1 else None, " MiB"))]),
         ("utilization", [("gpu_util", "%d %%" % util[0] if s.ok(
             "nvmlDeviceGetUtilizationRates", h, ctypes.byref(util)) else NA)]),
-        ("ecc_errors", [("volatile", [("total_uncorrectable", _na(ecc))])]),
+        ("ecc_errors", [("volatile", [("total_uncorrectable", _na(r["ecc"]))])]),
         ("retired_pages", [
             ("multiple_single_bit_retirement", [("retired_count", _na(_pages(s, h, 0)))]),
             ("double_bit_retirement", [("retired_count", _na(_pages(s, h, 1)))]),
@@ -159,33 +172,29 @@ def gpu_element(s, h):
     return '<gpu id="%s">%s</gpu>' % (escape(bus_id), "".join(_el(t, c) for t, c in children))
 
 
-def smi_log(s):
-    """The ``nvidia-smi -q -x`` document of every GPU."""
+def smi_log(s, reads):
+    """The ``nvidia-smi -q -x`` document of every GPU (``reads``: each one's ``shared_reads``)."""
     cuda = s.value(ctypes.c_int, "nvmlSystemGetCudaDriverVersion_v2")
     head = [("driver_version", _na(s.text("nvmlSystemGetDriverVersion"))),
             ("cuda_version", NA if not cuda else "%d.%d" % (cuda // 1000, cuda % 1000 // 10)),
             ("attached_gpus", len(s.handles))]
     return "<nvidia_smi_log>%s%s</nvidia_smi_log>\n" % (
-        "".join(_el(t, c) for t, c in head), "".join(gpu_element(s, h) for h in s.handles))
+        "".join(_el(t, c) for t, c in head),
+        "".join(gpu_element(s, r) for r in reads))
 
 
-def query_line(s, i, h):
+def query_line(s, i, r):
     """One line of ``--query-gpu=index,name,compute_cap,pcie.link.gen.current,
     pcie.link.gen.max,pcie.link.width.current,pcie.link.width.max,persistence_mode,
     ecc.errors.uncorrected.volatile.total --format=csv,noheader``."""
     major, minor = ctypes.c_int(), ctypes.c_int()
     cap = "%d.%d" % (major.value, minor.value) if s.ok(
-        "nvmlDeviceGetCudaComputeCapability", h, ctypes.byref(major), ctypes.byref(minor)) \
-        else "[N/A]"
-    cells = [str(i), s.text("nvmlDeviceGetName", h) or "[N/A]", cap]
-    for name in ("nvmlDeviceGetCurrPcieLinkGeneration", "nvmlDeviceGetMaxPcieLinkGeneration",
-                 "nvmlDeviceGetCurrPcieLinkWidth", "nvmlDeviceGetMaxPcieLinkWidth"):
-        value = s.uint(name, h)
-        cells.append("[N/A]" if value is None else str(value))
-    cells.append(_enabled(s.uint("nvmlDeviceGetPersistenceMode", h)).replace(NA, "[N/A]"))
-    ecc = s.value(ctypes.c_ulonglong, "nvmlDeviceGetTotalEccErrors", h, 1, 0)
-    cells.append("[N/A]" if ecc is None else str(ecc))
-    return ", ".join(cells)
+        "nvmlDeviceGetCudaComputeCapability", r["handle"], ctypes.byref(major),
+        ctypes.byref(minor)) \
+        else None
+    values = [i, r["name"] or None, cap, r["gen_now"], r["gen_max"], r["width_now"], r["width_max"],
+              None if r["persistence"] is None else _enabled(r["persistence"]), r["ecc"]]
+    return ", ".join("[N/A]" if v is None else str(v) for v in values)
 
 
 def _nvlinks(s, h):
@@ -238,11 +247,10 @@ def _numa(bus_id):
     return node if node and node.lstrip("-").isdigit() and not node.startswith("-") else NA
 
 
-def matrices(s):
+def matrices(s, reads):
     """``topo -m`` and ``topo -p2p r`` as nvidia-smi prints them (GPUs only: NVML sees no NIC)."""
     names = ["GPU%d" % i for i in range(len(s.handles))]
-    buses = [(p.busId.decode("ascii", "replace").lower() if p is not None else "") for p in
-             (_pci(s, h) for h in s.handles)]
+    buses = [(r["bus_id"] or "").lower() for r in reads]
     topo = ["\t" + "\t".join(names + ["CPU Affinity", "NUMA Affinity"])]
     p2p = ["\t" + "\t".join(names)]
     ends = [_nvlinks(s, h) for h in s.handles]  # once a GPU, not once a pair
@@ -278,11 +286,12 @@ def main():
                 "GPU %d gave no handle (NVML error %d)" % lost for lost in s.lost)))
         sys.exit(5)
     try:
-        doc = {"q": smi_log(s),
-               "query": "".join(query_line(s, i, h) + "\n" for i, h in enumerate(s.handles)),
+        reads = [shared_reads(s, h) for h in s.handles]
+        doc = {"q": smi_log(s, reads),
+               "query": "".join(query_line(s, i, r) + "\n" for i, r in enumerate(reads)),
                "topo": None, "p2p": None}
         if len(s.handles) > 1:
-            doc["topo"], doc["p2p"] = matrices(s)
+            doc["topo"], doc["p2p"] = matrices(s, reads)
     finally:
         s.close()
     sys.stdout.write(json.dumps(doc) + "\n")
