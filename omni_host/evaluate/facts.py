@@ -7,6 +7,7 @@ from dataclasses import dataclass, replace
 from omni_host.model import Bundle, CommandResult, Outcome, ProbeResult
 from omni_host.plan.policy import Policy
 from omni_host.probes.catalog import DYNAMIC, NVML_READS, PROBES_BY_ID, Probe, evaluate, probes_for
+from omni_host.probes.parsers.nvidia import NVML_SECTIONS
 
 
 @dataclass(frozen=True)
@@ -66,7 +67,7 @@ def _uncovered(probe: Probe, result: CommandResult | None,
 
 
 # The section of the NVML reader's document that stands in for each nvidia-smi run.
-_SECTIONS = dict(zip(NVML_READS, ("q", "query", "topo", "p2p"), strict=True))
+_SECTIONS = dict(zip(NVML_READS, NVML_SECTIONS, strict=True))
 
 
 def _through_nvml(probe: Probe, nvml: ProbeResult, result: CommandResult | None) -> ProbeResult | None:
