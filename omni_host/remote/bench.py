@@ -460,9 +460,8 @@ def run_bench(argv, budget_s, gpus, env, limits=None):
     try:
         proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, env=env, preexec_fn=_limited(limits))
-    except (OSError, ValueError) as exc:  # a limit above the hard limit: ValueError
-        return {"argv": argv, "exit_code": None,
-                "error": "%s: %s" % (argv[0], getattr(exc, "strerror", None) or exc)}, None
+    except OSError as exc:  # (a limit the host refuses is the child's exit 126: _limited)
+        return {"argv": argv, "exit_code": None, "error": "%s: %s" % (argv[0], exc.strerror or exc)}, None
     held = _proc_limits(proc.pid, limits) if limits else None
     children0 = os.times()
     sampler = _Sampler(proc.pid, gpus if isinstance(gpus, Nvml) else None) if gpus else None
