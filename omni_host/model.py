@@ -489,6 +489,10 @@ class HostReport:
         "counts": dict[str, int], "no_expected_state": dict[str, str], "unconfigured": bool,
         "reference": bool}
 
+    def result(self, check_id: str) -> CheckResult | None:
+        """This host's result of one check, None where it has none."""
+        return next((r for r in self.results if r.id == check_id), None)
+
     def no_expected_state(self) -> dict[str, str]:
         """Check id -> the unset variable, for checks skipped for want of expected state."""
         return {r.id: r.details["no_expected_state"] for r in self.results

@@ -7,6 +7,8 @@ character makes the whole JUnit file invalid (CI then loses every host).
 
 from __future__ import annotations
 
+import dataclasses
+import enum
 import re
 from typing import Any
 
@@ -33,11 +35,21 @@ def xml_safe(text: str) -> str:
 
 
 def each_string(value: Any, fix: Any) -> Any:
-    """``value`` (a report's JSON form) with ``fix`` applied to every string in it, keys too."""
+    """``value`` (a report, any of its parts, or their JSON form) with ``fix`` applied to every
+    string in it, dict keys too; enum members (statuses, outcomes) are words of ours, kept, and a
+    field that is never stored (a host report's raw bundle) is no view's to show: kept as it is."""
+    if isinstance(value, enum.Enum):
+        return value
     if isinstance(value, str):
         return fix(value)
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return dataclasses.replace(value, **{
+            f.name: each_string(getattr(value, f.name), fix) for f in dataclasses.fields(value)
+            if f.init and f.metadata.get("stored", True)})
     if isinstance(value, dict):
         return {fix(k) if isinstance(k, str) else k: each_string(v, fix) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
+    if isinstance(value, tuple):
+        return tuple(each_string(v, fix) for v in value)
+    if isinstance(value, list):
         return [each_string(v, fix) for v in value]
     return value

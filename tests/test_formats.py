@@ -3,6 +3,7 @@ through junitparser, the Prometheus textfile through prometheus_client's parser.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import json
 import re
@@ -130,13 +131,13 @@ def test_html_fleet_report_matrix_filters_and_evidence_in_chromium(tmp_path: Pat
 
     from omni_host.report.views import render
 
-    doc, ctx = fixed_report()
+    report, ctx = fixed_report()
     html = tmp_path / "fleet.html"
-    html.write_text(render("html", doc, ctx), encoding="utf-8")
+    html.write_text(render("html", report, ctx), encoding="utf-8")
     dom = chromium("--dump-dom", html.as_uri(), user_dir=tmp_path / "ud1").stdout
     matrix = dom[dom.index('<table class="matrix"'):dom.index("</table>")]
     assert dom.index('class="matrix"') < dom.index('class="finding')  # the overview first
-    assert matrix.count("<tr>") == 1 + len(doc["hosts"])
+    assert matrix.count("<tr>") == 1 + len(report.hosts)
     assert 'title="swap.capacity on h200-x2: waived"' in matrix
     assert "unreachable: cannot connect to gone.lab:22" in matrix
     everything = _findings(dom)
@@ -210,15 +211,17 @@ def test_the_tokens_plots_render_in_chromium(tmp_path: Path) -> None:
     from omni_host.report.history import load_history
     from omni_host.report.views import context, render
 
-    doc = load_history(store).audits[0].doc
-    perf = next(r for r in doc["hosts"][0]["results"] if r["id"] == "perf.tokens-per-s")
-    tg = perf["details"]["verdicts"]["tg128"]
-    of_base = perf["details"]["tests"]["tg128"]["center_ts"] / tg["reference_ts"]
-    fleet = {**doc, "hosts": [doc["hosts"][0], {**doc["hosts"][0], "host": "gpu-2"}]}
+    stored = load_history(store).audits[0].report
+    perf = stored.hosts[0].result("perf.tokens-per-s")
+    assert perf is not None
+    tg = perf.details["verdicts"]["tg128"]
+    of_base = perf.details["tests"]["tg128"]["center_ts"] / tg["reference_ts"]
+    fleet = dataclasses.replace(stored, hosts=(
+        stored.hosts[0], dataclasses.replace(stored.hosts[0], host="gpu-2")))
     page = render("html", fleet, context("html", fleet, lambda: load_history(store)))
     matrix = page[page.index('<table class="matrix"'):page.index("</table>")]
     assert '<th scope="col">tokens/s</th>' in matrix
-    assert matrix.count(f'<td class="small s-{perf["status"]}" title="latest bench of ') == 2
+    assert matrix.count(f'<td class="small s-{perf.status.value}" title="latest bench of ') == 2
     assert f"{of_base:.0%} of baseline" in matrix, matrix[:2000]
     ARTIFACTS.mkdir(exist_ok=True)
     shot = ARTIFACTS / "tokens-plots.png"

@@ -9,23 +9,30 @@ from typing import Any
 
 from omni_host import codec
 from omni_host.cli.report import _diff_text
+from omni_host.model import CheckResult, HostReport, PolicyRecord, Severity, Status
 from omni_host.report.history import diff_hosts
 
 
+def _result(check: str, status: str, details: dict[str, Any] | None = None) -> CheckResult:
+    return CheckResult(check, check, Status(status), Severity.HIGH, (), status,
+                       details=details or {})
+
+
 def _entry(*, swap: str = "pass", served: float | None = None, bench: dict | None = None,
-           tolerance: Any = None) -> dict[str, Any]:
-    results = [{"id": "swap.capacity", "status": swap}]
+           tolerance: Any = None) -> HostReport:
+    results = [_result("swap.capacity", swap)]
     if served is not None:
-        results.append({"id": "serve.tokens-per-s", "status": "pass", "details": {
-            "servers": [{"server": "llama-server pid 41", "served_ts": served}]}})
+        results.append(_result("serve.tokens-per-s", "pass", {
+            "servers": [{"server": "llama-server pid 41", "served_ts": served}]}))
     if bench is not None:
-        results.append({"id": "perf.tokens-per-s", "status": bench["status"],
-                        "details": {"changed": bench["changed"], "tests": {}}})
+        results.append(_result("perf.tokens-per-s", bench["status"],
+                               {"changed": bench["changed"], "tests": {}}))
     values = {"omni_bench": {"tolerance_pct": tolerance}} if tolerance is not None else {}
-    return {"host": "box", "results": results, "policy": {"values": values}}
+    return HostReport("box", None, "local", True, None, 1.0, tuple(results),
+                      policy=PolicyRecord(values, {}))
 
 
-def _text(old: dict[str, Any], new: dict[str, Any]) -> str:
+def _text(old: HostReport, new: HostReport) -> str:
     d = {"host": "box", "previous": "A", "latest": "B", **codec.to_dict(diff_hosts(old, new))}
     return _diff_text([d])
 

@@ -45,7 +45,7 @@ def test_the_cli_publishes_the_schema() -> None:
 
 
 def test_a_fleet_report_with_waivers_history_and_an_unreachable_host_fits() -> None:
-    doc, _ = fixed_report()
+    doc = fixed_report()[0].to_dict()
     assert_valid_report(doc)
     report = Report.from_dict(doc)
     (waived,) = [r for h in report.hosts for r in h.results if r.waiver is not None]
@@ -72,7 +72,7 @@ def test_stored_live_audits_fit(two_audits: Path) -> None:
 ])
 def test_a_document_that_does_not_fit_is_refused_by_both(path: tuple, value: object,
                                                          where: str) -> None:
-    doc, _ = fixed_report()
+    doc = fixed_report()[0].to_dict()
     bad = copy.deepcopy(doc)
     node = bad
     for key in path[:-1]:
@@ -108,5 +108,5 @@ def test_every_view_knows_every_verdict() -> None:
     assert verdicts == {"pass", "fail", "warn", "skip", "error", "waived"}
     for table in (STYLES, GLYPHS, ORDER, COLORS, HTML_ORDER, STATUS_CODES):
         assert set(table) == verdicts, table
-    summary = fixed_report()[0]["summary"]
+    summary = fixed_report()[0].summary()
     assert verdicts <= set(summary) and summary["waived"] >= 1  # the fixed report waives one

@@ -245,7 +245,7 @@ def test_cold_case_is_empty_when_nothing_changed() -> None:
     host = evaluate_bundle(gpu_bundle("h200-x2"), policy_from_vars(reference_vars(), "ref"))
     assert any(e.blocked for e in host.strategic)  # blocked both times: not a change
     assert any(r.status is Status.FAIL for r in host.results)  # failing both times: not a change
-    cold = cold_case(_stored(host).for_host(host.host), host.to_dict())
+    cold = cold_case(_stored(host).for_host(host.host), host)
     assert cold == ColdCase("20261122T000000000Z-aaaaaa")
 
 
@@ -254,11 +254,11 @@ def test_cold_case_lists_only_state_changes() -> None:
     assert {r.id: r.status for r in host.results}["numa.nps1"] is Status.PASS
     before = _with(host, {"numa.nps1": "fail"}, {"vLLM": "blocked"})
     now = _with(host, {"cpu.avx512": "fail"}, {"NVIDIA Dynamo": "blocked"})
-    cold = cold_case(_stored(before).for_host(now.host), now.to_dict())
+    cold = cold_case(_stored(before).for_host(now.host), now)
     assert [(i.item, i.was, i.now, i.change) for i in cold.items] == [
         ("numa.nps1", "fail", "pass", "resolved"),
         ("cpu.avx512", "pass", "fail", "newly failing"),
         ("vLLM", "blocked", "re-evaluate", "resurrected"),
         ("NVIDIA Dynamo", "re-evaluate", "blocked", "newly blocked")]
     assert cold.resurrected == ("numa.nps1",) and cold.resurrected_engines == ("vLLM",)
-    assert cold_case(History([]).for_host(now.host), now.to_dict()) == ColdCase(None)
+    assert cold_case(History([]).for_host(now.host), now) == ColdCase(None)

@@ -75,8 +75,10 @@ def shared_failure_fleet(n: int = 6) -> dict:
 
 
 def terminal(doc: dict, verbosity: int = 0) -> str:
-    return render("table", doc, context("table", doc, lambda: History([]), width=80,
-                                        verbosity=verbosity))
+    """The table view of a report in its stored form (read back as a stored one is)."""
+    report = Report.from_dict(doc)
+    return render("table", report, context("table", report, lambda: History([]), width=80,
+                                           verbosity=verbosity))
 
 
 def golden(name: str, text: str) -> None:

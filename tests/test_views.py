@@ -27,7 +27,7 @@ STARTED = 1795300000.0  # 2026-11-22 19:46:40 UTC, fixed
 H200_POLICY = {"omni_gpus": [{"model": "H200", "vram_gib": 140}] * 2, "omni_swap_size_mib": 1024}
 
 
-def fixed_report() -> tuple[dict, ViewContext]:
+def fixed_report() -> tuple[Report, ViewContext]:
     h100 = evaluate_bundle(gpu_bundle("h100-x1"), policy_from_vars(reference_vars(), "ref"),
                            address="ops@h100.lab:22")
     h200 = evaluate_bundle(gpu_bundle("h200-x2"), policy_from_vars(H200_POLICY, "h200"),
@@ -43,12 +43,11 @@ def fixed_report() -> tuple[dict, ViewContext]:
                          if r.id == "numa.nps1" else r for r in h100.results)),))
     history = History([StoredAudit("20260824T194640000Z-aaaaaa", Path("/nonexistent"),
                                    earlier.to_dict())])
-    hosts = [dataclasses.replace(h, cold_case=cold_case(history.for_host(h.host), h.to_dict()),
+    hosts = [dataclasses.replace(h, cold_case=cold_case(history.for_host(h.host), h),
                                  duration_s=1.5) if h.reachable else h for h in hosts]
     report = Report(STARTED, STARTED + 3, Source.LIVE, "inventory/", tuple(hosts),
                     waiver_notes=tuple(notes))
-    doc = report.to_dict()
-    return doc, context("html", doc, lambda: history)
+    return report, context("html", report, lambda: history)
 
 
 EXTENSIONS = {"table": "txt", "json": "json", "markdown": "md", "html": "html",
@@ -61,8 +60,8 @@ def test_every_view_has_a_golden_file() -> None:
 
 @pytest.mark.parametrize("fmt", sorted(EXTENSIONS))
 def test_view_matches_its_golden_file(fmt: str) -> None:
-    doc, ctx = fixed_report()
-    text = render(fmt, doc, ctx)
+    report, ctx = fixed_report()
+    text = render(fmt, report, ctx)
     path = GOLDEN / f"report.{EXTENSIONS[fmt]}"
     if os.environ.get("OMNI_UPDATE_GOLDEN"):
         path.write_text(text, encoding="utf-8")
@@ -73,9 +72,10 @@ def test_view_matches_its_golden_file(fmt: str) -> None:
 def test_the_fixed_report_holds_what_the_goldens_must_show() -> None:
     """The golden files pin a report with failures, a waiver, an unreachable host and history:
     if the fixture lost one of them, the goldens would silently test less."""
-    doc, _ = fixed_report()
+    report, _ = fixed_report()
+    doc = report.to_dict()
     statuses = [r["effective_status"] for h in doc["hosts"] for r in h["results"]]
     assert {"fail", "pass", "skip", "waived"} <= set(statuses)
     assert [h["reachable"] for h in doc["hosts"]] == [True, True, False]
     assert doc["hosts"][0]["cold_case"]["previous"] == "20260824T194640000Z-aaaaaa"
-    assert json.loads(render("json", doc, ViewContext()))["summary"]["unreachable"] == 1
+    assert json.loads(render("json", report, ViewContext()))["summary"]["unreachable"] == 1

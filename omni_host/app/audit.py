@@ -12,7 +12,6 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from omni_host.app.past import Past, past_of
 from omni_host.app.spread import audit_spread, cpus, processes_for
@@ -54,11 +53,6 @@ class Hosts:
 class AuditRun:
     report: Report  # with the waiver notes
     history: History | None  # loaded for live audits (Cold Case), else None
-
-    @property
-    def doc(self) -> dict[str, Any]:
-        """The report's JSON form, as it is stored."""
-        return self.report.to_dict()
 
     @property
     def waiver_notes(self) -> tuple[str, ...]:
@@ -149,7 +143,7 @@ def finish(hosts: Hosts, *, inventory: str | None, waivers: tuple[Waiver, ...],
              for h in hosts.reports if history is not None and h.reachable}
     reports, notes = apply_waivers(hosts.reports, waivers, dt.date.today()) if waivers \
         else (hosts.reports, [])
-    reports = [dataclasses.replace(h, cold_case=cold_case(pasts[h.host].entries, h.to_dict()),
+    reports = [dataclasses.replace(h, cold_case=cold_case(pasts[h.host].entries, h),
                                    last_bench=pasts[h.host].last_bench
                                    if hosts.source is not Source.BENCH else None)
                if h.host in pasts else h for h in reports]

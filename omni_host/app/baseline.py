@@ -8,7 +8,7 @@ from collections.abc import Callable
 from omni_host.evaluate.bench import StoredRun, read_stored
 from omni_host.model import Baseline, Source, Status
 from omni_host.report.history import History, HostEntries
-from omni_host.report.text import perf_result
+from omni_host.report.results import perf_result
 
 
 def find_baseline(history: History, host: str, warn: Callable[[str], None] = lambda _: None
@@ -25,15 +25,15 @@ def baseline_in(entries: HostEntries, warn: Callable[[str], None] = lambda _: No
     stored bench whose details do not read is skipped with one warning."""
     later: list[StoredRun] = []
     for audit, entry in entries:
-        if audit.doc.get("source") != Source.BENCH.value:
+        if audit.report.source is not Source.BENCH:
             continue
         perf = perf_result(entry)
-        if perf is None or perf.get("status") == Status.ERROR.value:
+        if perf is None or perf.status is Status.ERROR:
             continue
         try:
-            stored = read_stored(perf.get("details"))
+            stored = read_stored(perf.details)
         except (ValueError, TypeError, AttributeError) as exc:
-            warn(f"{audit.path / 'report.json'}: {entry.get('host')}'s stored bench is malformed "
+            warn(f"{audit.path / 'report.json'}: {entry.host}'s stored bench is malformed "
                  f"({exc}): skipped")
             continue
         if not stored.recorded_baseline:

@@ -9,7 +9,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from omni_host import codec
 from omni_host.app.baseline import baseline_in
 from omni_host.evaluate.prior import Prior
 from omni_host.model import Baseline, InferenceServer, LastBench
@@ -37,17 +36,9 @@ class Past:
         return self.entries[0][0].id if self.entries else None
 
     def previous_servers(self) -> dict[int, InferenceServer]:
-        """The servers the host's previous audit saw, by pid (a hand-edited entry's are
-        left out: their window starts at their start)."""
-        found: dict[int, InferenceServer] = {}
-        if self.entries:
-            for doc in (self.entries[0][1].get("facts") or {}).get("servers") or []:
-                try:
-                    server = codec.from_dict(InferenceServer, doc)
-                except codec.FormatError:
-                    continue
-                found[server.pid] = server
-        return found
+        """The servers the host's previous audit saw, by pid."""
+        facts = self.entries[0][1].facts if self.entries else None
+        return {s.pid: s for s in (facts.servers if facts is not None else None) or ()}
 
     def prior(self) -> Prior:
         """What the checks may know of this past (``evaluate.prior``)."""

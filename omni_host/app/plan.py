@@ -47,7 +47,7 @@ from omni_host.plan.waivers import Waiver
 from omni_host.probes.catalog import BENCH, evaluate, knob_probe, plan_probe
 from omni_host.probes.parsers.bench import BenchRun, PlanFacts, TensorMap
 from omni_host.report.history import History, HostEntries
-from omni_host.report.text import perf_result
+from omni_host.report.results import PERF, details_of
 
 
 @dataclass(frozen=True)
@@ -66,9 +66,9 @@ def measured_rates(entries: HostEntries) -> dict[str, Any]:
     all-CPU or hybrid test)."""
     found: dict[str, Any] = {}
     for audit, entry in entries:
-        if audit.doc.get("source") != Source.BENCH.value:
+        if audit.report.source is not Source.BENCH:
             continue
-        details = (perf_result(entry) or {}).get("details") or {}
+        details = details_of(entry, PERF)
         ceilings = details.get("ceiling")
         ceilings = ceilings if isinstance(ceilings, dict) else {}
         for name, c in ceilings.items():

@@ -163,10 +163,10 @@ def _told(args: argparse.Namespace, done: Audited) -> int:
     for host in run.report.hosts:
         if host.unconfigured:
             err(f"{host.host}: no expected state: the inventory sets no omni_* variable for it "
-                f"(record one with {init_command(host.host, target(run.doc))})")
+                f"(record one with {init_command(host.host, target(run.report))})")
     for note in run.waiver_notes:
         err(f"waiver: {note}")
-    emit(run.doc, args.format, args.output,
+    emit(run.report, args.format, args.output,
          lambda: run.history or history_at(args.report_dir),
          args.verbosity)
     if done.stored is not None:

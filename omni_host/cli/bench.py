@@ -115,9 +115,9 @@ def cmd_plan(args: argparse.Namespace) -> int:
         err(f"{host.host}: unreachable: {host.error}")
     history = done.run.history
     assert history is not None  # a plan reads the store: its run keeps what it read
-    emit(done.run.doc, args.format, args.output, lambda: history, args.verbosity)
+    emit(done.run.report, args.format, args.output, lambda: history, args.verbosity)
     if args.format == "table" and args.output is None:
-        for line in plan_lines(done.run.doc):
+        for line in plan_lines(done.run.report):
             out(line)
     if done.stored is not None:
         err(f"plan stored in {done.stored}")
@@ -160,7 +160,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
         err(f"{host.host}: unreachable: {host.error}")
     history = done.run.history
     assert history is not None  # a bench reads the store: its run keeps what it read
-    emit(done.run.doc, args.format, args.output, lambda: history, args.verbosity)
+    emit(done.run.report, args.format, args.output, lambda: history, args.verbosity)
     for one in done.hosts:
         for line in one.warnings:
             err(line)

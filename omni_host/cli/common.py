@@ -220,15 +220,15 @@ def terminal_console(*, stderr: bool = False) -> Console:
     return Console(stderr=stderr, color_system=None) if plain else Console(stderr=stderr)
 
 
-def emit(doc: dict[str, Any], fmt: str, output: Path | None,
+def emit(report: Report, fmt: str, output: Path | None,
          history: Callable[[], History], verbosity: int = 0) -> None:
-    """Render a report (its JSON form) through the view registry. ``history`` is read only by
+    """Render a report through the view registry. ``history`` is read only by
     views that need it (the HTML timelines), so other formats never read the report store."""
     from omni_host.report.views import context, render, show_table
 
     if fmt == "table" and output is None:
         console = terminal_console()
-        show_table(doc, context(fmt, doc, history, width=console.width, verbosity=verbosity),
-                   console)
+        show_table(report, context(fmt, report, history, width=console.width,
+                                   verbosity=verbosity), console)
         return
-    write_output(render(fmt, doc, context(fmt, doc, history, verbosity=verbosity)), output)
+    write_output(render(fmt, report, context(fmt, report, history, verbosity=verbosity)), output)

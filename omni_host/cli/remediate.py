@@ -318,6 +318,6 @@ def cmd_bootstrap(args: argparse.Namespace) -> int:
         return code
     report, path = remediate.baseline(runs, host_plans, ssh_options(args), forks=args.forks,
                                       started=started)
-    emit(report.to_dict(), "table", None, lambda: history_at(store_root))
+    emit(report, "table", None, lambda: history_at(store_root))
     err(f"baseline audit stored in {path}")
     return exit_code(report)

@@ -92,15 +92,15 @@ def cmd_report(args: argparse.Namespace) -> int:
         if not history.audits:
             out("no stored audit")
         for audit in history.audits:
-            s = audit.doc.get("summary", {})
-            hosts = ", ".join(str(h.get("host", "?")) for h in audit.doc.get("hosts", []))
-            out(f"{audit.id}  {audit.doc.get('source', '?'):11} {hosts:30} "
-                f"{s.get('pass', 0)} pass {s.get('fail', 0)} fail "
-                f"{s.get('warn', 0)} warn {s.get('unreachable', 0)} unreachable"
-                f"{' INTERRUPTED' if audit.doc.get('interrupted') else ''}")
+            report = audit.report
+            s = report.summary()
+            hosts = ", ".join(h.host for h in report.hosts)
+            out(f"{audit.id}  {report.source.value:11} {hosts:30} "
+                f"{s['pass']} pass {s['fail']} fail {s['warn']} warn {s['unreachable']} "
+                f"unreachable{' INTERRUPTED' if report.interrupted else ''}")
         return EXIT_OK
     if args.report_command == "show":
-        emit(history.resolve(args.ref).doc, args.format, args.output, lambda: history,
+        emit(history.resolve(args.ref).report, args.format, args.output, lambda: history,
              args.verbosity)
         return EXIT_OK
     if args.report_command == "diff":
@@ -171,7 +171,7 @@ def _recheck(args: argparse.Namespace, history: History) -> int:
                           None if args.no_store else store_at(args.report_dir))
     for note in done.run.waiver_notes:
         err(f"waiver: {note}")
-    emit(done.run.doc, args.format, args.output, lambda: history, args.verbosity)
+    emit(done.run.report, args.format, args.output, lambda: history, args.verbosity)
     if done.stored is not None:
         err(f"recheck stored in {done.stored}")
     return exit_code(done.run.report)
@@ -223,9 +223,9 @@ def _schedule_status(target: ScheduleTarget, kind: str) -> None:
         sys.stdout.write(f"last run: journalctl{user} -u {schedule.NAME}.service\n")
     last = newest()
     if last is not None:
-        summary = last.doc.get("summary") or {}
-        verdict = ", ".join(f"{summary.get(k, 0)} {k}" for k in ("fail", "warn", "error")) \
-            + f", {summary.get('unreachable', 0)} unreachable"
+        summary = last.report.summary()
+        verdict = ", ".join(f"{summary[k]} {k}" for k in ("fail", "warn", "error")) \
+            + f", {summary['unreachable']} unreachable"
         sys.stdout.write(f"last stored audit: {last.id} ({verdict})\n")
     upcoming = schedule.next_run(dt.datetime.now())
     delay = "" if kind == "cron" else " (plus up to 1 h of random delay)"

@@ -115,7 +115,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
                             args.report_dir, not args.no_store,
                             str(args.inventory) if args.inventory else None, hint_args(args)),
                _Progress())
-    emit(done.run.doc, args.format, args.output, lambda: history_at(args.report_dir),
+    emit(done.run.report, args.format, args.output, lambda: history_at(args.report_dir),
          args.verbosity)
     if done.stored is not None:
         err(f"{'partial (interrupted) ' if done.hosts.interrupted else ''}watch stored in "

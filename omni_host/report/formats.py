@@ -1,6 +1,6 @@
 """Report formats for people and machines beyond the terminal: a self-contained HTML Sentinel
 report (layers, history timelines, no external asset), JUnit XML (for CI) and a Prometheus
-textfile (for node_exporter's textfile collector). Pure: report dict (+ history) -> text."""
+textfile (for node_exporter's textfile collector). Pure: a typed report (+ history) -> text."""
 
 from __future__ import annotations
 
@@ -8,25 +8,31 @@ import datetime as dt
 from typing import Any
 from xml.etree import ElementTree as ET
 
+from omni_host.model import CheckResult, HostReport, Report, Status
 from omni_host.report.plots import Point, Series, svg
+from omni_host.report.results import (
+    PERF,
+    STABILITY,
+    bench_figures,
+    bench_tests,
+    details_of,
+    perf_result,
+    served_rates,
+    test_rate,
+)
 from omni_host.report.text import (
     ENGINE_WORDS,
     GLYPHS,
     ORDER,
-    bench_figures,
-    bench_tests,
     check_ids,
     cold_case_lines,
     engine_why,
     expected_state_line,
     fix_steps,
-    perf_result,
     reference_line,
-    served_rates,
     status_of,
     summary_line,
     target,
-    test_rate,
 )
 from omni_host.safe_text import each_string, xml_safe
 
@@ -43,13 +49,11 @@ Trends = dict[str, list[Series]]  # host -> tokens/s series (history.tokens_seri
 HTML_ORDER = ("fail", "error", "warn", "waived", "pass", "skip")
 
 
-def _watch_series(host: dict[str, Any]) -> list[Series]:
+def _watch_series(host: HostReport) -> list[Series]:
     """A watch report's own samples, per server: its rate over each interval, and its resident
     and GPU memory at each sample."""
-    watch = next((r for r in host.get("results") or [] if r.get("id") == "serve.stability"),
-                 None)
     out = []
-    for part in ((watch or {}).get("details") or {}).get("servers") or []:
+    for part in details_of(host, STABILITY).get("servers") or []:
         name = str(part.get("server"))
         rates = tuple(Point(float(at), float(r)) for at, r, *_ in part.get("rates") or [])
         if rates:
@@ -66,17 +70,17 @@ def _watch_series(host: dict[str, Any]) -> list[Series]:
     return out
 
 
-def _bench_cell(host: dict[str, Any]) -> dict[str, str] | None:
+def _bench_cell(host: HostReport) -> dict[str, str] | None:
     """The fleet matrix's tokens/s cell: the latest bench verdict, its generation test against
     the baseline and against the ceiling, where known."""
     perf = perf_result(host)
     if perf is not None:
-        status, details = status_of(perf), perf.get("details") or {}
-    elif host.get("last_bench"):
-        status, details = str(host["last_bench"]["status"]), host["last_bench"]
+        status, figures = status_of(perf), bench_figures(perf.details)
+    elif host.last_bench:
+        last = host.last_bench
+        status, figures = last.status.value, (last.of_baseline, last.of_ceiling)
     else:
         return None
-    figures = bench_figures(details)
     words = [f"{figures[0]:.0%} of baseline" if figures[0] else "",
              f"{figures[1]:.0%} of ceiling" if figures[1] else ""]
     return {"status": status, "text": ", ".join(w for w in words if w) or status}
@@ -101,41 +105,41 @@ def _junit_time(ts: float | None) -> str:
     return (_utc(ts) or _utc(0)).strftime("%Y-%m-%dT%H:%M:%S")  # type: ignore[union-attr]
 
 
-def _finding(r: dict[str, Any], layer: str, timeline: list[tuple[str, str]],
+def _finding(r: CheckResult, layer: str, timeline: list[tuple[str, str]],
              fix: list[str]) -> dict[str, Any]:
-    return {"id": r["id"], "title": r["title"], "status": status_of(r),
-            "severity": r["severity"], "layer": layer, "lessons": ", ".join(r["lessons"]),
-            "summary": r["summary"], "waiver": r.get("waiver"), "fix": fix,
-            "evidence": r["evidence"], "timeline": timeline}
+    return {"id": r.id, "title": r.title, "status": status_of(r), "severity": r.severity.value,
+            "layer": layer, "lessons": ", ".join(r.lessons), "summary": r.summary,
+            "waiver": r.waiver, "fix": fix, "evidence": r.evidence, "timeline": timeline}
 
 
-def _host_view(host: dict[str, Any], inventory: str | None, layers: dict[str, str],
+def _host_view(host: HostReport, inventory: str | None, layers: dict[str, str],
                timelines: Timelines, trends: Trends) -> dict[str, Any]:
-    if not host["reachable"]:
-        return {"name": host["host"], "address": host.get("address") or host["transport"],
-                "reachable": False, "error": host["error"]}
+    where = host.address or host.transport
+    if not host.reachable:
+        return {"name": host.host, "address": where, "reachable": False, "error": host.error}
     import markupsafe  # the plots are SVG drawn by plots.svg, every text in it escaped there
 
-    timeline = timelines.get(host["host"], {})
-    results = sorted(host["results"], key=lambda r: (
-        HTML_ORDER.index(status_of(r)), SEVERITIES.index(r["severity"]), r["id"]))
+    timeline = timelines.get(host.host, {})
+    results = sorted(host.results, key=lambda r: (
+        HTML_ORDER.index(status_of(r)), SEVERITIES.index(r.severity.value), r.id))
     return {
-        "name": host["host"], "address": host.get("address") or host["transport"],
+        "name": host.host, "address": where,
         "reachable": True, "expected_state": (reference_line(host, inventory)
                                                   or expected_state_line(host, inventory)),
-        "previous": (host.get("cold_case") or {}).get("previous"),
-        "status_by_check": {r["id"]: status_of(r) for r in host["results"]},
-        "findings": [_finding(r, layers.get(r["id"], "system"), timeline.get(r["id"], []),
-                              fix_steps(r, inventory, host["host"])) for r in results],
-        "engines": [{**e, "color": ENGINE_COLORS.get(e["status"], "skip"),
-                     "word": ENGINE_WORDS[e["status"]], "why": engine_why(e)}
-                    for e in host.get("strategic") or []],
+        "previous": host.cold_case.previous if host.cold_case else None,
+        "status_by_check": {r.id: status_of(r) for r in host.results},
+        "findings": [_finding(r, layers.get(r.id, "system"), timeline.get(r.id, []),
+                              fix_steps(r, inventory, host.host)) for r in results],
+        "engines": [{"engine": e.engine, "lessons": e.lessons,
+                     "color": ENGINE_COLORS.get(e.status.value, "skip"),
+                     "word": ENGINE_WORDS[e.status.value], "why": engine_why(e)}
+                    for e in host.strategic],
         "cold_case": cold_case_lines(host),
-        "plots": [markupsafe.Markup(svg(s)) for s in [*trends.get(host["host"], []), *_watch_series(host)]],
+        "plots": [markupsafe.Markup(svg(s)) for s in [*trends.get(host.host, []), *_watch_series(host)]],
         "bench": _bench_cell(host)}
 
 
-def render_html(doc: dict[str, Any], layers: dict[str, str], timelines: Timelines,
+def render_html(report: Report, layers: dict[str, str], timelines: Timelines,
                 trends: Trends | None = None) -> str:
     """The Sentinel report (templates/report.html.j2, autoescaped): for a fleet, a matrix of
     hosts by checks first; then per host its findings, failures first, each expandable to its
@@ -145,48 +149,48 @@ def render_html(doc: dict[str, Any], layers: dict[str, str], timelines: Timeline
     env = jinja2.Environment(loader=jinja2.PackageLoader("omni_host.report", "templates"),
                              autoescape=True, undefined=jinja2.StrictUndefined,
                              trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True)
-    checks = check_ids(doc)
-    hosts = [_host_view(h, target(doc), layers, timelines, trends or {})
-             for h in doc["hosts"]]
+    checks = check_ids(report)
+    hosts = [_host_view(h, target(report), layers, timelines, trends or {})
+             for h in report.hosts]
     return env.get_template("report.html.j2").render(
-        when=_when(doc.get("started_at")), summary=summary_line(doc),
-        interrupted=doc.get("interrupted"), waiver_notes=doc.get("waiver_notes") or [],
+        when=_when(report.started_at), summary=summary_line(report),
+        interrupted=report.interrupted, waiver_notes=report.waiver_notes,
         hosts=hosts, checks=checks, colors=COLORS, glyphs=GLYPHS, statuses=ORDER,
         severities=SEVERITIES)
 
 
-def render_junit(doc: dict[str, Any]) -> str:
+def render_junit(report: Report) -> str:
     """One testsuite per host, one testcase per check: fail -> failure, error -> error,
     skip and waived -> skipped; an unreachable host is one errored testcase. Every string is
     made XML-safe first: a control character in a host name made the whole file invalid."""
-    doc = each_string(doc, xml_safe)
+    report = each_string(report, xml_safe)
     root = ET.Element("testsuites", name="omni-host")
-    for host in doc["hosts"]:
-        suite = ET.SubElement(root, "testsuite", name=host["host"],
-                              timestamp=_junit_time(host.get("collected_at") or doc.get("started_at")),
-                              time=f"{host.get('duration_s', 0):.3f}")
+    for host in report.hosts:
+        suite = ET.SubElement(root, "testsuite", name=host.host,
+                              timestamp=_junit_time(host.collected_at or report.started_at),
+                              time=f"{host.duration_s:.3f}")
         counts = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0}
-        if not host["reachable"]:
-            case = ET.SubElement(suite, "testcase", classname=host["host"], name="reachability")
-            ET.SubElement(case, "error", message=str(host["error"]), type="unreachable")
+        if not host.reachable:
+            case = ET.SubElement(suite, "testcase", classname=host.host, name="reachability")
+            ET.SubElement(case, "error", message=str(host.error), type="unreachable")
             counts.update(tests=1, errors=1)
-        for r in host["results"]:
+        for r in host.results:
             counts["tests"] += 1
-            case = ET.SubElement(suite, "testcase", classname=host["host"], name=r["id"], time="0")
+            case = ET.SubElement(suite, "testcase", classname=host.host, name=r.id, time="0")
             status = status_of(r)
-            evidence = "\n".join(f"$ {ev['command']}\n" + "\n".join(ev["lines"])
-                                 for ev in r["evidence"])
-            if status == "fail":
+            evidence = "\n".join(f"$ {ev.command}\n" + "\n".join(ev.lines) for ev in r.evidence)
+            if status == Status.FAIL.value:
                 counts["failures"] += 1
-                ET.SubElement(case, "failure", message=r["summary"], type=r["severity"]).text = evidence
-            elif status == "error":
+                ET.SubElement(case, "failure", message=r.summary,
+                              type=r.severity.value).text = evidence
+            elif status == Status.ERROR.value:
                 counts["errors"] += 1
-                ET.SubElement(case, "error", message=r["summary"], type="error").text = evidence
+                ET.SubElement(case, "error", message=r.summary, type="error").text = evidence
             elif status in ("skip", "waived"):
                 counts["skipped"] += 1
-                ET.SubElement(case, "skipped", message=f"{status}: {r['summary']}")
-            elif status == "warn":
-                ET.SubElement(case, "system-out").text = f"warning: {r['summary']}"
+                ET.SubElement(case, "skipped", message=f"{status}: {r.summary}")
+            elif status == Status.WARN.value:
+                ET.SubElement(case, "system-out").text = f"warning: {r.summary}"
         for key, value in counts.items():
             suite.set(key, str(value))
     ET.indent(root)
@@ -200,57 +204,56 @@ def _label(value: Any) -> str:
 STATUS_CODES = {"pass": 0, "warn": 1, "fail": 2, "error": 3, "skip": -1, "waived": 4}
 
 
-def render_prometheus(doc: dict[str, Any]) -> str:
+def render_prometheus(report: Report) -> str:
     """The text exposition format for node_exporter's textfile collector."""
     out = [
         "# HELP omni_host_reachable Whether the host could be audited (1) or not (0).",
         "# TYPE omni_host_reachable gauge",
     ]
-    out += [f'omni_host_reachable{{host="{_label(h["host"])}"}} {int(h["reachable"])}'
-            for h in doc["hosts"]]
+    out += [f'omni_host_reachable{{host="{_label(h.host)}"}} {int(h.reachable)}'
+            for h in report.hosts]
     out += ["# HELP omni_host_audit_timestamp_seconds When the host's audit started.",
             "# TYPE omni_host_audit_timestamp_seconds gauge"]
-    out += [f'omni_host_audit_timestamp_seconds{{host="{_label(h["host"])}"}} '
-            f'{h.get("collected_at") or doc.get("started_at") or 0}' for h in doc["hosts"]]
+    out += [f'omni_host_audit_timestamp_seconds{{host="{_label(h.host)}"}} '
+            f'{h.collected_at or report.started_at or 0}' for h in report.hosts]
     out += ["# HELP omni_host_check_status Verdict of a check: 0 pass, 1 warn, 2 fail, "
             "3 error, 4 waived, -1 skip.",
             "# TYPE omni_host_check_status gauge"]
     failing = []
-    for h in doc["hosts"]:
-        for r in h["results"]:
+    for h in report.hosts:
+        for r in h.results:
             status = status_of(r)
-            labels = (f'host="{_label(h["host"])}",check="{_label(r["id"])}",'
-                      f'severity="{_label(r["severity"])}"')
+            labels = (f'host="{_label(h.host)}",check="{_label(r.id)}",'
+                      f'severity="{_label(r.severity.value)}"')
             out.append(f"omni_host_check_status{{{labels}}} {STATUS_CODES[status]}")
             failing.append(f"omni_host_check_failing{{{labels}}} "
                            f"{int(status in ('fail', 'error'))}")
     out += ["# HELP omni_host_check_failing 1 while a check fails or errors (not waived).",
             "# TYPE omni_host_check_failing gauge", *failing]
-    return "\n".join(out + _tokens_gauges(doc)) + "\n"
+    return "\n".join(out + _tokens_gauges(report)) + "\n"
 
 
-def _tokens_gauges(doc: dict[str, Any]) -> list[str]:
+def _tokens_gauges(report: Report) -> list[str]:
     """A bench's tokens/s per test (as judged: the median after the warm-up repetition; the
     relative spread of all its repetitions) and,
     for generation, the fraction of the bandwidth ceiling reached."""
     rows: dict[str, list[str]] = {"tokens_per_second": [], "tokens_per_second_cv": [],
                                   "tokens_per_second_ceiling_ratio": [],
                                   "served_tokens_per_second": [], "served_fraction_of_bench": []}
-    for h in doc["hosts"]:
-        perf = perf_result(h)
-        ceilings = ((perf or {}).get("details") or {}).get("ceiling") or {}
+    for h in report.hosts:
+        ceilings = details_of(h, PERF).get("ceiling") or {}
         for name, t in bench_tests(h).items():
             if (rate := test_rate(t)) is None:
                 continue
-            labels = f'host="{_label(h["host"])}",test="{_label(name)}",kind="{_label(t["kind"])}"'
+            labels = f'host="{_label(h.host)}",test="{_label(name)}",kind="{_label(t["kind"])}"'
             rows["tokens_per_second"].append(f"omni_host_tokens_per_second{{{labels}}} {rate}")
             rows["tokens_per_second_cv"].append(f"omni_host_tokens_per_second_cv{{{labels}}} {t['cv']}")
             if name in ceilings:
                 rows["tokens_per_second_ceiling_ratio"].append(
                     f"omni_host_tokens_per_second_ceiling_ratio{{{labels}}} {ceilings[name]['fraction']}")
-    for h in doc["hosts"]:
+    for h in report.hosts:
         for name, s in served_rates(h).items():
-            labels = f'host="{_label(h["host"])}",server="{_label(name)}"'
+            labels = f'host="{_label(h.host)}",server="{_label(name)}"'
             rows["served_tokens_per_second"].append(
                 f"omni_host_served_tokens_per_second{{{labels}}} {s['served_ts']}")
             if isinstance(s.get("fraction"), (int, float)):

@@ -1,9 +1,10 @@
 """The report store read back: stored audits, what changed between two of them, and the
 cold cases (what changed state since a host's previous audit).
 
-Stored reports are checked against the typed report (``Report.from_dict``) and then read as
-the JSON they are: one of a newer schema, a corrupt or truncated one, or one whose fields do
-not fit is skipped with a warning naming the file and the field.
+Stored reports are read back as the typed report (``Report.from_dict``): one of a newer
+schema, a corrupt or truncated one, or one whose fields do not fit is skipped with a warning
+naming the file and the field. Every judgement here reads the typed reports; only the listing
+of the store reads their JSON.
 """
 
 from __future__ import annotations
@@ -12,10 +13,12 @@ import contextlib
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-from omni_host.codec import FormatError, from_dict
+from omni_host import __version__
+from omni_host.codec import FormatError, from_dict, to_dict
 from omni_host.model import (
     BLOCKED_ENGINE,
     REPORT_SCHEMA,
@@ -23,6 +26,7 @@ from omni_host.model import (
     ColdCase,
     ColdCaseItem,
     HostDiff,
+    HostReport,
     LastBench,
     LinkUnderLoad,
     Report,
@@ -32,15 +36,19 @@ from omni_host.model import (
 from omni_host.plan.policy import check_readers
 from omni_host.probes.parsers.bench import rate
 from omni_host.report.plots import Point, Series
-from omni_host.report.store import audit_dirs
-from omni_host.report.text import (
+from omni_host.report.results import (
+    KNOB,
+    PERF,
+    PLACEMENT,
+    PROOF,
     bench_figures,
     bench_tests,
+    details_of,
     perf_result,
-    result_of,
     served_rates,
     test_rate,
 )
+from omni_host.report.store import audit_dirs
 from omni_host.resources import TooLarge, atomic_write, not_own, read_bounded
 
 BAD = ("fail", "error")
@@ -50,19 +58,26 @@ COMPARED_FACTS = ("numa_nodes", "sockets", "driver_version", "cuda_version", "gp
 
 @dataclass(frozen=True)
 class StoredAudit:
+    """One stored audit: its id, its directory, and the typed report it holds (decoded from
+    its JSON once, when first read: listing a store never decodes it)."""
+
     id: str
     path: Path
-    doc: dict[str, Any]
+    stored: dict[str, Any] = field(repr=False, compare=False)  # report.json as read
+
+    @cached_property
+    def report(self) -> Report:
+        return Report.from_dict(self.stored)
 
     @property
     def started_at(self) -> float:
-        return float(self.doc.get("started_at", 0))
+        return self.report.started_at
 
-    def host(self, name: str) -> dict[str, Any] | None:
-        return next((h for h in self.doc.get("hosts", []) if h.get("host") == name), None)
+    def host(self, name: str) -> HostReport | None:
+        return next((h for h in self.report.hosts if h.host == name), None)
 
     def host_names(self) -> list[str]:
-        return [h["host"] for h in self.doc.get("hosts", []) if h.get("reachable")]
+        return [h.host for h in self.report.hosts if h.reachable]
 
 
 @dataclass(frozen=True)
@@ -84,22 +99,23 @@ class History:
                              (f" ({len(found)} do)" if found else ""))
         return found[0]
 
-    def for_host(self, host: str) -> list[tuple[StoredAudit, dict[str, Any]]]:
+    def for_host(self, host: str) -> list[tuple[StoredAudit, HostReport]]:
         """(audit, host entry) newest first, reachable entries only, and never a stability
         watch's report (one check, no facts): the Cold Case, the served window and the
         timelines compare audits."""
-        return [(a, h) for a in self.audits if (h := a.host(host)) and h.get("reachable")
-                and a.doc.get("source") != WATCH_SOURCE]
+        return [(a, h) for a in self.audits if a.report.source is not Source.WATCH
+                and (h := a.host(host)) is not None and h.reachable]
 
 
-WATCH_SOURCE = Source.WATCH.value  # app.watch's reports
 MAX_REPORT_BYTES = 512 * 1024 * 1024  # a stored report: its results, never its bundles
 
 
 def load_history(root: Path) -> History:
     """The stored audits, read only from directories this user owns: a store (or an audit in
     it) that another account owns or could write is not trusted (a planted audit would become
-    the "latest" that diffs, baselines and the Cold Case compare with)."""
+    the "latest" that diffs, baselines and the Cold Case compare with). Each report is checked
+    against the typed report once per change of its file (and of omni-host); one checked before
+    is decoded when it is first read."""
     audits, warnings = [], []
     foreign = not_own(root)
     if foreign:
@@ -130,14 +146,15 @@ def load_history(root: Path) -> History:
                             f"reads ({REPORT_SCHEMA}): skipped; upgrade omni-host to read it")
             continue
         stamp = _stamp(path)
+        audit = StoredAudit(str(doc.get("id") or directory.name), directory, doc)
         if checked.get(directory.name) != stamp:
             try:
-                Report.from_dict(doc)  # the stored form, checked field by field
+                audit.report  # noqa: B018  the stored form, checked field by field, and kept
             except FormatError as exc:
                 warnings.append(f"{path}: not a report omni-host wrote, skipped ({exc})")
                 continue
             checked[directory.name] = stamp
-        audits.append(StoredAudit(doc.get("id") or directory.name, directory, doc))
+        audits.append(audit)
     if checked != known:
         _keep_checked(root, checked)
     return History(audits, warnings)
@@ -150,7 +167,8 @@ def _checked_path(root: Path) -> Path:
     import os
 
     cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    key = hashlib.sha256(str(root.resolve()).encode()).hexdigest()[:16]
+    # another omni-host may read the stored form otherwise: it checks the store again
+    key = hashlib.sha256(f"{root.resolve()}\0{__version__}".encode()).hexdigest()[:16]
     return cache / "omni-host" / f"checked-{key}.json"
 
 
@@ -186,12 +204,17 @@ def _keep_checked(root: Path, checked: dict[str, list[int]]) -> None:
         atomic_write(path, json.dumps(checked), mode=0o600)
 
 
-def _statuses(host: dict[str, Any]) -> dict[str, str]:
-    return {r["id"]: r.get("effective_status", r["status"]) for r in host.get("results", [])}
+def _statuses(host: HostReport) -> dict[str, str]:
+    return {r.id: r.effective_status.value for r in host.results}
 
 
-def diff_hosts(old: dict[str, Any], new: dict[str, Any],
-               earlier: list[dict[str, Any]] = ()) -> HostDiff:  # type: ignore[assignment]
+def _facts(host: HostReport) -> dict[str, Any]:
+    """The host's summary of facts in its stored form (the values a diff shows)."""
+    return to_dict(host.facts) if host.facts is not None else {}
+
+
+def diff_hosts(old: HostReport, new: HostReport,
+               earlier: Sequence[HostReport] = ()) -> HostDiff:
     """What changed for one host between two audits, and only between them: a check that
     failed then and passes now is fixed (and resurrected, unless its verdict moved with the
     expected state); ``earlier`` (older host entries) is kept for callers and not read."""
@@ -201,7 +224,7 @@ def diff_hosts(old: dict[str, Any], new: dict[str, Any],
     still = sorted(c for c, s in after.items() if s in BAD and before.get(c) in BAD)
     warned = sorted(c for c, s in after.items() if s == "warn" and before.get(c) not in
                     ("warn", *BAD))
-    old_facts, new_facts = old.get("facts") or {}, new.get("facts") or {}
+    old_facts, new_facts = _facts(old), _facts(new)
     facts = {k: Change(old_facts.get(k), new_facts.get(k)) for k in COMPARED_FACTS
              if old_facts.get(k) != new_facts.get(k) and (k in old_facts or k in new_facts)}
     policy = policy_changes(old, new)
@@ -209,12 +232,10 @@ def diff_hosts(old: dict[str, Any], new: dict[str, Any],
     moved = sorted(c for c, s in after.items() if c in before and before[c] != s
                    and c in moved_by_policy)
     resurrected = [c for c in fixed if c not in moved_by_policy]
-    blocked_then = {e["engine"] for e in old.get("strategic", [])
-                    if e.get("status") in BLOCKED_ENGINE}
-    unblocked = sorted(e["engine"] for e in new.get("strategic", [])
-                       if e.get("status") == "re-evaluate" and e["engine"] in blocked_then)
-    perf = perf_result(new) or {}
-    changed = (perf.get("details") or {}).get("changed") or []
+    blocked_then = {e.engine for e in old.strategic if e.blocked}
+    unblocked = sorted(e.engine for e in new.strategic
+                       if e.status.value == "re-evaluate" and e.engine in blocked_then)
+    changed = details_of(new, PERF).get("changed") or []
     return HostDiff(tuple(new_failures), tuple(fixed), tuple(still), policy, facts,
                     tuple(resurrected), tuple(unblocked), tokens_changes(old, new), tuple(moved),
                     tuple(warned), tuple(str(c) for c in changed if isinstance(c, str)))
@@ -226,7 +247,7 @@ def moved_with(policy: dict[str, Change]) -> frozenset[str]:
     return frozenset(c for var in policy for c in readers.get(var, ()))
 
 
-def tokens_changes(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Change]:
+def tokens_changes(old: HostReport, new: HostReport) -> dict[str, Change]:
     """Each test both entries measured (two benches), and each server whose served rate both
     read (``served by <server>``): its tokens/s then and now, where it moved (the same
     stored counters judged twice, a recheck, are no change)."""
@@ -241,26 +262,26 @@ def tokens_changes(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Change
             and not (name in served and abs(now / was - 1) < tolerance if was else False)}
 
 
-def served_tolerance(host: dict[str, Any]) -> float:
+def served_tolerance(host: HostReport) -> float:
     """How far a served rate may move between two audits and be no change: the generation
     tolerance of the host's bench (omni_bench.tolerance_pct, a number or by kind; 5%), the
     noise the bench itself is judged within (an idle server read 80.6 -> 80.6, "+0%")."""
-    bench = ((host.get("policy") or {}).get("values") or {}).get("omni_bench") or {}
+    bench = (host.policy.values if host.policy else {}).get("omni_bench") or {}
     given = bench.get("tolerance_pct", 5) if isinstance(bench, dict) else 5
     pct = given.get("tg", 5) if isinstance(given, dict) else given
     return float(pct) / 100 if isinstance(pct, (int, float)) and pct > 0 else 0.05
 
 
-def policy_changes(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Change]:
+def policy_changes(old: HostReport, new: HostReport) -> dict[str, Change]:
     """The expected-state values that differ between two audits of a host: a verdict that
     changed with them says the policy changed, not that the host drifted."""
-    before = ((old.get("policy") or {}).get("values")) or {}
-    after = ((new.get("policy") or {}).get("values")) or {}
+    before = old.policy.values if old.policy else {}
+    after = new.policy.values if new.policy else {}
     return {k: Change(before.get(k), after.get(k))
             for k in sorted(set(before) | set(after)) if before.get(k) != after.get(k)}
 
 
-HostEntries = Sequence[tuple[StoredAudit, dict[str, Any]]]  # History.for_host: newest first
+HostEntries = Sequence[tuple[StoredAudit, HostReport]]  # History.for_host: newest first
 
 
 def knob_ledger(entries: HostEntries) -> dict[str, tuple[str, str]]:
@@ -270,25 +291,24 @@ def knob_ledger(entries: HostEntries) -> dict[str, tuple[str, str]]:
 
     found: dict[str, tuple[str, str]] = {}
     for audit, entry in entries:
-        knob = result_of(entry, "perf.knob")
-        if knob is None or knob.get("status") not in ("pass", "warn"):
+        knob = entry.result(KNOB)
+        if knob is None or knob.status not in (Status.PASS, Status.WARN):
             continue
-        check = getattr(KNOBS.get(str((knob.get("details") or {}).get("knob"))), "check", None)
+        check = getattr(KNOBS.get(str(knob.details.get("knob"))), "check", None)
         if check and check not in found:
-            found[check] = (audit.id, str(knob.get("summary")))
+            found[check] = (audit.id, knob.summary)
     return found
 
 
 def last_bench(entries: HostEntries) -> LastBench | None:
     """The host's newest stored bench and its tokens/s verdict."""
     for audit, entry in entries:
-        if audit.doc.get("source") == Source.BENCH.value:
+        if audit.report.source is Source.BENCH:
             perf = perf_result(entry)
             if perf is not None:
-                of_baseline, of_ceiling = bench_figures(perf.get("details") or {})
-                return LastBench(audit.id, audit.started_at, Status(perf["status"]),
-                                 perf["summary"], of_baseline, of_ceiling,
-                                 _links((perf.get("details") or {}).get("links")))
+                of_baseline, of_ceiling = bench_figures(perf.details)
+                return LastBench(audit.id, audit.started_at, perf.status, perf.summary,
+                                 of_baseline, of_ceiling, _links(perf.details.get("links")))
     return None
 
 
@@ -304,7 +324,7 @@ def _links(stored: Any) -> tuple[LinkUnderLoad, ...]:
     return tuple(found)
 
 
-def cold_case(entries: HostEntries, current: dict[str, Any]) -> ColdCase:
+def cold_case(entries: HostEntries, current: HostReport) -> ColdCase:
     """The Cold Case layer of a host's audit newer than everything in ``history``: only what
     changed state since the host's previous audit. A check that failed then and passes now
     (resolved), one that did not fail then and fails now (newly failing), an engine blocked
@@ -316,8 +336,8 @@ def cold_case(entries: HostEntries, current: dict[str, Any]) -> ColdCase:
     before, now = _statuses(old), _statuses(current)
     resolved = sorted(c for c, s in now.items() if s == "pass" and before.get(c) in BAD)
     failing = sorted(c for c, s in now.items() if s in BAD and c in before and before[c] not in BAD)
-    engines_then = {e["engine"]: e["status"] for e in old.get("strategic") or []}
-    engines_now = {e["engine"]: e["status"] for e in current.get("strategic") or []}
+    engines_then = {e.engine: e.status.value for e in old.strategic}
+    engines_now = {e.engine: e.status.value for e in current.strategic}
     resurrected = sorted(e for e, s in engines_now.items()
                          if s == "re-evaluate" and engines_then.get(e) in BLOCKED_ENGINE)
     newly_blocked = sorted(e for e, s in engines_now.items() if s in BLOCKED_ENGINE
@@ -341,23 +361,23 @@ def _when(ts: Any) -> str:
     return dt.datetime.fromtimestamp(float(ts or 0), dt.timezone.utc).strftime("%Y-%m-%d %H:%M")
 
 
-def _entries(history: History, doc: dict[str, Any], host: dict[str, Any]) -> list[tuple[Any, dict[str, Any]]]:
-    """(started, host entry) of the host's stored audits older than ``doc``, oldest first,
-    then ``doc``'s own: a stored audit's timeline ends with itself."""
-    past = [(a.started_at, h) for a, h in reversed(history.for_host(host["host"]))
-            if a.started_at < float(doc.get("started_at") or 0)]
-    return [*past, (doc.get("started_at"), host)]
+def _entries(history: History, report: Report, host: HostReport) -> list[tuple[float, HostReport]]:
+    """(started, host entry) of the host's stored audits older than ``report``, oldest first,
+    then ``report``'s own: a stored audit's timeline ends with itself."""
+    past = [(a.started_at, h) for a, h in reversed(history.for_host(host.host))
+            if a.started_at < report.started_at]
+    return [*past, (report.started_at, host)]
 
 
-def timelines(history: History, doc: dict[str, Any]) -> dict[str, dict[str, list[tuple[str, str]]]]:
-    """host -> check -> [(when, status)], oldest first, ending with ``doc`` itself."""
+def timelines(history: History, report: Report) -> dict[str, dict[str, list[tuple[str, str]]]]:
+    """host -> check -> [(when, status)], oldest first, ending with ``report`` itself."""
     out: dict[str, dict[str, list[tuple[str, str]]]] = {}
-    for host in doc["hosts"]:
+    for host in report.hosts:
         per_check: dict[str, list[tuple[str, str]]] = {}
-        for started, entry in _entries(history, doc, host):
+        for started, entry in _entries(history, report, host):
             for check_id, status in _statuses(entry).items():
                 per_check.setdefault(check_id, []).append((_when(started), status))
-        out[host["host"]] = per_check
+        out[host.host] = per_check
     return out
 
 
@@ -373,24 +393,22 @@ def _mark(details: dict[str, Any], name: str) -> str:
     return "failing" if verdict.get("status") == "fail" else "judged"
 
 
-def tokens_series(history: History, doc: dict[str, Any]) -> dict[str, list[Series]]:
+def tokens_series(history: History, report: Report) -> dict[str, list[Series]]:
     """host -> each bench test's tokens/s over its stored benches, oldest first, with the
     baseline and the band its newest verdict judged within, each point marked (baseline run,
     judged, not comparable, disturbed, failing); the served rate of each server the host runs
     now is drawn beside the generation test where it serves the benched model (compared with
     the bench), else in a plot of its own; a server gone is no plot."""
     out: dict[str, list[Series]] = {}
-    for host in doc["hosts"]:
+    for host in report.hosts:
         points: dict[str, list[Point]] = {}
         kinds: dict[str, str] = {}
         judged: dict[str, dict[str, Any]] = {}
         now = served_rates(host)
         served: dict[str, list[Point]] = {n: [] for n in now}
         benched = {n for n, s in now.items() if rate(s.get("fraction")) is not None}
-        for started, entry in _entries(history, doc, host):
-            at = float(started or 0)
-            perf = perf_result(entry) or {}
-            details = perf.get("details") or {}
+        for at, entry in _entries(history, report, host):
+            details = details_of(entry, PERF)
             for name, test in bench_tests(entry).items():
                 if (measured := test_rate(test)) is None:
                     continue
@@ -414,7 +432,7 @@ def tokens_series(history: History, doc: dict[str, Any]) -> dict[str, list[Serie
         series += [Series(f"served by {n}", tuple(p)) for n, p in served.items()
                    if p and f"served by {n}" not in drawn]
         if series:
-            out[host["host"]] = series
+            out[host.host] = series
     return out
 
 
@@ -422,10 +440,8 @@ def last_plan(entries: HostEntries) -> tuple[str, dict[str, Any], dict[str, Any]
     """The host's newest stored placement plan (``omni-host plan``): (its id, perf.placement's
     details, perf.placement-proof's details where it was proved)."""
     for audit, entry in entries:
-        planned = result_of(entry, "perf.placement")
-        if planned is not None and isinstance(planned.get("details"), dict) \
-                and planned["details"].get("plan"):
-            proof = result_of(entry, "perf.placement-proof")
-            proved = proof.get("details") if proof is not None else None
-            return audit.id, planned["details"], proved if isinstance(proved, dict) else None
+        planned = entry.result(PLACEMENT)
+        if planned is not None and planned.details.get("plan"):
+            proof = entry.result(PROOF)
+            return audit.id, planned.details, proof.details if proof is not None else None
     return None

@@ -6,7 +6,7 @@ decided it, its lesson and the whole fix; passes, waivers and skips as one count
 the Strategic layer as the engines blocked here; the Cold Case as what changed. ``verbosity``
 -1 (``--quiet``) keeps only failures and the summary line; 1 (``-v``) expands everything.
 
-Pure: a report's JSON form in, styled lines out (``Line``: segments of text and a rich style);
+Pure: a typed report in, styled lines out (``Line``: segments of text and a rich style);
 the lines are wrapped here, so the printer never wraps them again.
 """
 
@@ -17,7 +17,8 @@ import textwrap
 from collections import Counter
 from typing import TYPE_CHECKING, Any
 
-from omni_host.model import BLOCKED_ENGINE
+from omni_host.model import BLOCKED_ENGINE, CheckResult, HostReport, Report
+from omni_host.report.results import KNOB, SERVED, perf_result, served_rates
 from omni_host.report.text import (
     ENGINE_WORDS,
     GLYPHS,
@@ -29,12 +30,8 @@ from omni_host.report.text import (
     fix_steps,
     init_command,
     last_bench_line,
-    perf_result,
     recordable,
     reference_line,
-    result_of,
-    served_rates,
-    served_result,
     status_of,
     summary_line,
     target,
@@ -119,23 +116,23 @@ class _Page:
 
 # -- the fleet matrix ------------------------------------------------------------------------
 
-def _matrix(doc: dict[str, Any], page: _Page) -> None:
-    every = check_ids(doc)
+def _matrix(report: Report, page: _Page) -> None:
+    every = check_ids(report)
     legend = "  ".join(f"{GLYPHS[s]} {s}" for s in ORDER)
-    page.text(f"Fleet: {len(doc['hosts'])} hosts x {len(every)} checks   {legend}", "bold")
+    page.text(f"Fleet: {len(report.hosts)} hosts x {len(every)} checks   {legend}", "bold")
     # a column of skips on every host says nothing a line cannot: the matrix keeps its width
-    judged = {r["id"] for h in doc["hosts"] if h["reachable"] for r in h["results"]
+    judged = {r.id for h in report.hosts if h.reachable for r in h.results
               if status_of(r) != "skip"}
     checks = [c for c in every if c in judged] or every
-    name_w = max(8, min(max(len(h["host"]) for h in doc["hosts"]), page.width - 3 * len(checks)))
+    name_w = max(8, min(max(len(h.host) for h in report.hosts), page.width - 3 * len(checks)))
     page.add(_plain(" " * name_w + "".join(f"{i:>3}" for i in range(1, len(checks) + 1)), "dim"))
-    for host in doc["hosts"]:
-        name = _fit(host["host"], name_w).ljust(name_w)
-        if not host["reachable"]:
-            gone = _fit(f"  UNREACHABLE: {host['error']}", page.width - name_w)
+    for host in report.hosts:
+        name = _fit(host.host, name_w).ljust(name_w)
+        if not host.reachable:
+            gone = _fit(f"  UNREACHABLE: {host.error}", page.width - name_w)
             page.add(_line((name, "bold"), (gone, "bold red")))
             continue
-        status = {r["id"]: status_of(r) for r in host["results"]}
+        status = {r.id: status_of(r) for r in host.results}
         cells = [("  " + GLYPHS[status[c]] if c in status else "   ", STYLES.get(status.get(c, ""), ""))
                  for c in checks]
         page.add(_line((name, "bold"), *cells))
@@ -147,77 +144,78 @@ def _matrix(doc: dict[str, Any], page: _Page) -> None:
 
 # -- one host --------------------------------------------------------------------------------
 
-def _counts(host: dict[str, Any]) -> str:
-    return ", ".join(f"{host['counts'][s]} {s}" for s in ORDER if host["counts"].get(s))
+def _counts(host: HostReport) -> str:
+    counts = host.counts()
+    return ", ".join(f"{counts[s]} {s}" for s in ORDER if counts.get(s))
 
 
-def _evidence(result: dict[str, Any], verbose: bool) -> list[str]:
+def _evidence(result: CheckResult, verbose: bool) -> list[str]:
     """The evidence that decided it: the first probe's command and lines (every probe and
     every line with -v)."""
     out: list[str] = []
-    shown = result["evidence"] if verbose else result["evidence"][:1]
+    shown = result.evidence if verbose else result.evidence[:1]
     for ev in shown:
-        lines = ev["lines"] if verbose else ev["lines"][:2]
-        out += [f"$ {ev['command']}", *lines]
-        if len(lines) < len(ev["lines"]):
-            out.append(f"(+{len(ev['lines']) - len(lines)} more lines: -v)")
-    if len(shown) < len(result["evidence"]):
-        out.append(f"(+{len(result['evidence']) - len(shown)} more probes: -v)")
+        lines = ev.lines if verbose else ev.lines[:2]
+        out += [f"$ {ev.command}", *lines]
+        if len(lines) < len(ev.lines):
+            out.append(f"(+{len(ev.lines) - len(lines)} more lines: -v)")
+    if len(shown) < len(result.evidence):
+        out.append(f"(+{len(result.evidence) - len(shown)} more probes: -v)")
     return out
 
 
-def _one_liner(page: _Page, r: dict[str, Any], hosts: str = "") -> bool:
+def _one_liner(page: _Page, r: CheckResult, hosts: str = "") -> bool:
     """An info-severity warning is one line (all of it with -v); True when it was."""
-    if page.verbose or r["severity"] != "info" or status_of(r) != "warn":
+    if page.verbose or r.severity.value != "info" or status_of(r) != "warn":
         return False
-    label = f"{'WARN':<6}{r['id']}  "
+    label = f"{'WARN':<6}{r.id}  "
     page.add(_line((label[:6], STYLES["warn"]), (label[6:], "bold"),
-                   (_fit(f"{hosts}{r['summary']}", page.width - len(label)), "")))
+                   (_fit(f"{hosts}{r.summary}", page.width - len(label)), "")))
     return True
 
 
-def _finding(page: _Page, r: dict[str, Any], host: dict[str, Any], inventory: str | None,
+def _finding(page: _Page, r: CheckResult, host: HostReport, inventory: str | None,
              rationale: dict[str, str]) -> None:
     if not _one_liner(page, r):
-        _whole(page, r, [host["host"]], inventory, rationale)
+        _whole(page, r, [host.host], inventory, rationale)
 
 
-def _whole(page: _Page, r: dict[str, Any], hosts: list[str], inventory: str | None,
+def _whole(page: _Page, r: CheckResult, hosts: list[str], inventory: str | None,
            rationale: dict[str, str], summaries: list[str] | None = None,
            evidence_note: str = "", hit: str = "") -> None:
     """A finding in full: its head, summary (or each host's), evidence, lesson, waiver, fix
     (one command for every host it hit)."""
     status = status_of(r)
-    head = " \u00b7 ".join([r["severity"], *([" ".join(r["lessons"])] if r["lessons"] else [])])
-    page.add(_line((f"{status.upper():<6}", STYLES[status]), (r["id"], "bold"),
-                   (_fit(f"  {head}", page.width - 6 - len(r["id"])), "dim")))
+    head = " \u00b7 ".join([r.severity.value, *([" ".join(r.lessons)] if r.lessons else [])])
+    page.add(_line((f"{status.upper():<6}", STYLES[status]), (r.id, "bold"),
+                   (_fit(f"  {head}", page.width - 6 - len(r.id)), "dim")))
     if hit:
         page.labelled("hosts", [hit], "bold")
-    for summary in summaries or [r["summary"]]:
+    for summary in summaries or [r.summary]:
         page.text(summary, first="  ", rest="    " if summaries else "  ")
-    if r["evidence"]:
+    if r.evidence:
         page.labelled("evidence", _evidence(r, page.verbose) + ([evidence_note] if evidence_note
                                                                 else []), "dim")
-    if r["id"] in rationale:
-        page.labelled("lesson", [" ".join(rationale[r["id"]].split())])
-    if r.get("waiver"):
-        page.labelled("waived", [waiver_line(r["waiver"])], STYLES["waived"])
+    if r.id in rationale:
+        page.labelled("lesson", [" ".join(rationale[r.id].split())])
+    if r.waiver:
+        page.labelled("waived", [waiver_line(r.waiver)], STYLES["waived"])
     steps = fix_steps(r, inventory, ":".join(hosts))
     if steps:
         numbered = steps if len(steps) == 1 else [f"{i}. {s}" for i, s in enumerate(steps, 1)]
         page.labelled("fix", numbered, "cyan")
 
 
-def _skip_kind(r: dict[str, Any]) -> str:
-    if (r.get("details") or {}).get("no_expected_state"):
+def _skip_kind(r: CheckResult) -> str:
+    if r.details.get("no_expected_state"):
         return "no expected state"
-    return next((k for k in SKIP_KINDS if r["summary"].startswith(k)), "nothing to check")
+    return next((k for k in SKIP_KINDS if r.summary.startswith(k)), "nothing to check")
 
 
-def _collapsed(page: _Page, host: dict[str, Any], inventory: str | None) -> None:
+def _collapsed(page: _Page, host: HostReport, inventory: str | None) -> None:
     """Passes, waivers and skips: one counted line each (one line per check with -v)."""
-    by_status: dict[str, list[dict[str, Any]]] = {}
-    for r in host["results"]:
+    by_status: dict[str, list[CheckResult]] = {}
+    for r in host.results:
         by_status.setdefault(status_of(r), []).append(r)
     for status in ("waived", "pass", "skip"):
         results = by_status.get(status) or []
@@ -227,8 +225,8 @@ def _collapsed(page: _Page, host: dict[str, Any], inventory: str | None) -> None
         if page.verbose:
             page.add(_plain(label.rstrip(), STYLES[status]))
             for r in results:
-                why = f"waived {waiver_line(r['waiver'])}" if r.get("waiver") else r["summary"]
-                page.text(f"{r['id']}: {why}", first="  ", rest="      ")
+                why = f"waived {waiver_line(r.waiver)}" if r.waiver else r.summary
+                page.text(f"{r.id}: {why}", first="  ", rest="      ")
             continue
         if status == "skip":  # the counts may be cut, never the hint that says how to see them
             kinds = Counter(_skip_kind(r) for r in results)
@@ -236,61 +234,61 @@ def _collapsed(page: _Page, host: dict[str, Any], inventory: str | None) -> None
             body = _fit(", ".join(f"{n} {k}" for k, n in kinds.most_common()),
                         page.width - len(label) - len(hint)) + hint
         elif status == "waived":
-            body = ", ".join(f"{r['id']} (waived by {r['waiver']['approver']} until "
-                             f"{r['waiver']['expires']})" for r in results)
+            body = ", ".join(f"{r.id} (waived by {r.waiver.approver} until "
+                             f"{r.waiver.expires})" for r in results if r.waiver)
         else:
-            body = ", ".join(r["id"] for r in results)
+            body = ", ".join(r.id for r in results)
         page.add(_line((label, STYLES[status]), (_fit(body, page.width - len(label)), "")))
     unset = expected_state_line(host, inventory)
-    if unset and (page.verbose or host.get("unconfigured")):
-        page.text(unset, "bold yellow" if host.get("unconfigured") else "yellow")
-    elif unset and recordable(host) and not host.get("reference"):  # wrapped, never cut
-        page.text(f"record it: {init_command(host['host'], inventory)}", "yellow",
+    if unset and (page.verbose or host.unconfigured):
+        page.text(unset, "bold yellow" if host.unconfigured else "yellow")
+    elif unset and recordable(host) and not host.reference:  # wrapped, never cut
+        page.text(f"record it: {init_command(host.host, inventory)}", "yellow",
                   first=" " * 11, rest=" " * 13)
     missing = unobserved(host)
     if missing and page.verbose:
         page.text("Not observed: " + "; ".join(missing), "dim")
 
 
-def _strategic(page: _Page, host: dict[str, Any]) -> None:
-    engines = host.get("strategic") or []
+def _strategic(page: _Page, host: HostReport) -> None:
+    engines = host.strategic
     if not engines:
         return
-    by = Counter(e["status"] for e in engines)
+    by = Counter(e.status.value for e in engines)
     blocked = sum(by[s] for s in BLOCKED_ENGINE)
     page.add(_line(("Strategic: ", "bold"), (f"{blocked} blocked here, {by['re-evaluate']} "
                                            f"viable, {by['unknown']} unknown", "")))
-    width = max(len(e["engine"]) for e in engines) + 2
+    width = max(len(e.engine) for e in engines) + 2
     for e in engines:
-        if page.verbose or e["status"] in BLOCKED_ENGINE:
-            row = f"  {e['engine']:<{width}}{ENGINE_WORDS[e['status']]}: {'; '.join(engine_why(e))}"
-            page.one(row, "" if e["status"] != "blocked" else "red")
+        if page.verbose or e.blocked:
+            row = f"  {e.engine:<{width}}{ENGINE_WORDS[e.status.value]}: {'; '.join(engine_why(e))}"
+            page.one(row, "" if e.status.value != "blocked" else "red")
     if not page.verbose:
         for status in ("re-evaluate", "unknown"):
-            names = [e["engine"] for e in engines if e["status"] == status]
+            names = [e.engine for e in engines if e.status.value == status]
             if names:
                 page.one(f"  {ENGINE_WORDS[status]}: {', '.join(names)}", "dim",
                          hint=" (-v: why)" if status == "unknown" else "")
 
 
-def _cold_case(page: _Page, host: dict[str, Any]) -> None:
-    cold = host.get("cold_case")
-    if not cold:
+def _cold_case(page: _Page, host: HostReport) -> None:
+    cold = host.cold_case
+    if cold is None:
         return
-    if not cold.get("previous"):
+    if not cold.previous:
         if page.verbose:
             page.add(_line(("Cold case: ", "bold"), ("first audit of this host", "dim")))
         return
-    items = cold.get("items") or []
-    since = f"since audit {cold['previous']}"
+    items = cold.items
+    since = f"since audit {cold.previous}"
     if not items:
         page.add(_line(("Cold case: ", "bold"), (f"nothing changed {since}", "dim")))
         return
     page.add(_line(("Cold case: ", "bold"), (since, "dim")))
-    width = max(len(i["item"]) for i in items) + 2
+    width = max(len(i.item) for i in items) + 2
     for i in items:
-        page.one(f"  {i['item']:<{width}}{i.get('change') or 'changed'}: {i['was']} -> {i['now']}",
-                 "red" if i.get("change", "").startswith("newly") else "green")
+        page.one(f"  {i.item:<{width}}{i.change or 'changed'}: {i.was} -> {i.now}",
+                 "red" if i.change.startswith("newly") else "green")
 
 
 # -- a fleet in one screen --------------------------------------------------------------------
@@ -302,20 +300,20 @@ def _hits(names: list[str], total: int) -> str:
     return ", ".join(names) + (f" ({len(names)} of {total})" if total > 1 else "")
 
 
-def _shared_findings(page: _Page, doc: dict[str, Any], rationale: dict[str, str],
+def _shared_findings(page: _Page, report: Report, rationale: dict[str, str],
                      quiet: bool) -> None:
     """Each finding once, with the hosts it hit: the first host's evidence (every host's is in
     the per-host view of -v), each distinct summary with its hosts, one fix for all of them."""
-    reachable = [h for h in doc["hosts"] if h["reachable"]]
-    groups: dict[tuple[Any, ...], list[tuple[str, dict[str, Any]]]] = {}
+    reachable = [h for h in report.hosts if h.reachable]
+    groups: dict[tuple[str, str, tuple[str, ...]], list[tuple[str, CheckResult]]] = {}
     for host in reachable:
-        for r in host["results"]:
+        for r in host.results:
             status = status_of(r)
             if status in (QUIET if quiet else FINDINGS):
-                steps = tuple((r.get("remediation") or {}).get("steps") or ())
-                groups.setdefault((r["id"], status, steps), []).append((host["host"], r))
+                steps = r.remediation.steps if r.remediation else ()
+                groups.setdefault((r.id, status, steps), []).append((host.host, r))
     for key in sorted(groups, key=lambda k: (ORDER.index(k[1]),
-                                             groups[k][0][1]["severity"] != "critical", k[0])):
+                                             groups[k][0][1].severity.value != "critical", k[0])):
         hits = groups[key]
         names = [name for name, _ in hits]
         first = hits[0][1]
@@ -323,24 +321,24 @@ def _shared_findings(page: _Page, doc: dict[str, Any], rationale: dict[str, str]
             continue
         by_summary: dict[str, list[str]] = {}
         for name, r in hits:
-            by_summary.setdefault(r["summary"], []).append(name)
+            by_summary.setdefault(r.summary, []).append(name)
         summaries = [f"{', '.join(n)}: {s}" for s, n in by_summary.items()] \
             if len(by_summary) > 1 else None
-        note = f"(on {names[0]}; each host's: -v)" if len(hits) > 1 and first["evidence"] else ""
-        _whole(page, first, names, target(doc), rationale, summaries, note,
+        note = f"(on {names[0]}; each host's: -v)" if len(hits) > 1 and first.evidence else ""
+        _whole(page, first, names, target(report), rationale, summaries, note,
                hit=_hits(names, len(reachable)))
 
 
-def _alike(page: _Page, doc: dict[str, Any], render: Any) -> None:
+def _alike(page: _Page, report: Report, render: Any) -> None:
     """A section that reads the same on several hosts (their engines, what changed) prints
     once, its first line naming the hosts."""
-    reachable = [h for h in doc["hosts"] if h["reachable"]]
+    reachable = [h for h in report.hosts if h.reachable]
     by_lines: dict[tuple[Line, ...], list[str]] = {}
     for host in reachable:
         sub = _Page(page.width, 0)
         render(sub, host)
         if sub.lines:
-            by_lines.setdefault(tuple(sub.lines), []).append(host["host"])
+            by_lines.setdefault(tuple(sub.lines), []).append(host.host)
     for lines, names in by_lines.items():
         used = sum(len(text) for text, _ in lines[0])
         who = _fit(f"  {_hits(names, len(reachable))}", page.width - used)
@@ -349,108 +347,117 @@ def _alike(page: _Page, doc: dict[str, Any], render: Any) -> None:
             page.add(line)
 
 
-def _fleet_host(page: _Page, host: dict[str, Any], doc: dict[str, Any]) -> None:
+def _unreachable(page: _Page, host: HostReport) -> bool:
+    """An unreachable host's one line; True when it was."""
+    if host.reachable:
+        return False
+    page.text(f"{host.host} ({host.address or host.transport}): UNREACHABLE: {host.error}",
+              "bold red", rest="  ")
+    return True
+
+
+def _fleet_host(page: _Page, host: HostReport, report: Report) -> None:
     """What is a fleet host's own (its findings are above, its verdicts in the matrix): why
     it is unreachable, its tokens/s, that it has no expected state at all."""
-    where = host.get("address") or host["transport"]
-    if not host["reachable"]:
-        page.text(f"{host['host']} ({where}): UNREACHABLE: {host['error']}", "bold red", rest="  ")
+    if _unreachable(page, host):
         return
     perf = perf_result(host)
-    if perf is None and not host.get("last_bench") and not host.get("unconfigured"):
+    if perf is None and not host.last_bench and not host.unconfigured:
         return  # its row of the matrix says it all
-    page.add(_line((f"{host['host']} ({where})", "bold"), (f"  {_counts(host)}", "")))
+    page.add(_line((f"{host.host} ({host.address or host.transport})", "bold"),
+                   (f"  {_counts(host)}", "")))
     if perf is not None:
-        page.text(f"  Tokens/s: {perf['summary']}", STYLES[status_of(perf)], rest="    ")
-    if host.get("last_bench"):
-        page.text("  " + last_bench_line(host["last_bench"], doc.get("started_at")), "dim",
-                  rest="    ")
-    if host.get("unconfigured"):
-        page.text("  " + (expected_state_line(host, target(doc)) or ""), "bold yellow",
+        page.text(f"  Tokens/s: {perf.summary}", STYLES[status_of(perf)], rest="    ")
+    if host.last_bench:
+        page.text("  " + last_bench_line(host.last_bench, report.started_at, target(report),
+                                         host.host), "dim", rest="    ")
+    if host.unconfigured:
+        page.text("  " + (expected_state_line(host, target(report)) or ""), "bold yellow",
                   rest="    ")
 
 
-def _unrecorded(page: _Page, doc: dict[str, Any]) -> None:
+def _unrecorded(page: _Page, report: Report) -> None:
     """One line for the hosts whose missing expected state ``init`` would record."""
-    names = [h["host"] for h in doc["hosts"] if h["reachable"] and not h.get("unconfigured")
+    names = [h.host for h in report.hosts if h.reachable and not h.unconfigured
              and recordable(h)]
     if names:
         page.text(f"No expected state recorded for some checks of {', '.join(names)}: "
-                  f"{init_command('HOST', target(doc))} records it (-v: which)",
+                  f"{init_command('HOST', target(report))} records it (-v: which)",
                   "yellow", rest="  ")
 
 
-def _fleet(page: _Page, doc: dict[str, Any], rationale: dict[str, str], quiet: bool) -> None:
+def _fleet(page: _Page, report: Report, rationale: dict[str, str], quiet: bool) -> None:
     if not quiet:
-        _matrix(doc, page)
+        _matrix(report, page)
         page.add(_plain(""))
-    _shared_findings(page, doc, rationale, quiet)
+    _shared_findings(page, report, rationale, quiet)
     if quiet:
-        for host in doc["hosts"]:
-            if not host["reachable"]:
-                _fleet_host(page, host, doc)
+        for host in report.hosts:
+            if not host.reachable:
+                _fleet_host(page, host, report)
         return
     page.add(_plain(""))
-    for host in doc["hosts"]:
-        _fleet_host(page, host, doc)
-    _unrecorded(page, doc)
-    _alike(page, doc, _strategic)
-    _alike(page, doc, _cold_case)
+    for host in report.hosts:
+        _fleet_host(page, host, report)
+    _unrecorded(page, report)
+    _alike(page, report, _strategic)
+    _alike(page, report, _cold_case)
 
 
-def _host(page: _Page, host: dict[str, Any], doc: dict[str, Any], rationale: dict[str, str],
+def _host(page: _Page, host: HostReport, report: Report, rationale: dict[str, str],
           quiet: bool) -> None:
-    where = host.get("address") or host["transport"]
-    if not host["reachable"]:
-        page.text(f"{host['host']} ({where}): UNREACHABLE: {host['error']}", "bold red", rest="  ")
+    if _unreachable(page, host):
         return
-    shown = [r for r in host["results"] if status_of(r) in (QUIET if quiet else FINDINGS)]
+    shown = [r for r in host.results if status_of(r) in (QUIET if quiet else FINDINGS)]
     if quiet and not shown:
         return
-    page.add(_line((f"{host['host']} ({where})", "bold"), (f"  {_counts(host)}", "")))
-    reference = reference_line(host, target(doc))
+    where = target(report)
+    page.add(_line((f"{host.host} ({host.address or host.transport})", "bold"),
+                   (f"  {_counts(host)}", "")))
+    reference = reference_line(host, where)
     if reference and not quiet:  # a command in it: wrapped, never cut
         page.text(reference, "bold yellow", rest="  ")
-    shown.sort(key=lambda r: (ORDER.index(status_of(r)), r["severity"] != "critical", r["id"]))
+    shown.sort(key=lambda r: (ORDER.index(status_of(r)), r.severity.value != "critical", r.id))
     for r in shown:
-        _finding(page, r, host, target(doc), rationale)
+        _finding(page, r, host, where, rationale)
     perf = perf_result(host)
     if perf is not None and perf not in shown:  # a bench's number is never folded away
-        page.text(f"Tokens/s: {perf['summary']}", STYLES[status_of(perf)], rest="  ")
-    knob = result_of(host, "perf.knob")
+        page.text(f"Tokens/s: {perf.summary}", STYLES[status_of(perf)], rest="  ")
+    knob = host.result(KNOB)
     if knob is not None and knob not in shown:  # an A/B's figure, never folded away either
-        page.text(f"Knob A/B: {knob['summary']}", STYLES[status_of(knob)], rest="  ")
-    served = served_result(host)
+        page.text(f"Knob A/B: {knob.summary}", STYLES[status_of(knob)], rest="  ")
+    served = host.result(SERVED)
     if served is not None and served not in shown and served_rates(host):  # nor a served one
-        page.text(f"Served: {served['summary']}", STYLES[status_of(served)], rest="  ")
-    if host.get("last_bench"):
-        page.text(last_bench_line(host["last_bench"], doc.get("started_at")), "dim", rest="  ")
+        page.text(f"Served: {served.summary}", STYLES[status_of(served)], rest="  ")
+    if host.last_bench:
+        page.text(last_bench_line(host.last_bench, report.started_at, where, host.host), "dim",
+                  rest="  ")
     if quiet:
         return
-    _collapsed(page, host, target(doc))
+    _collapsed(page, host, where)
     _strategic(page, host)
     _cold_case(page, host)
 
 
-def terminal_lines(doc: dict[str, Any], width: int = 80, verbosity: int = 0,
+def terminal_lines(report: Report, width: int = 80, verbosity: int = 0,
                    rationale: dict[str, str] | None = None) -> list[Line]:
     """The whole view. ``rationale``: check id -> its lesson (the catalog's rationale). Every
     string of the report is made terminal-safe first: host names and host output are untrusted."""
-    doc = each_string(doc, terminal_safe)
+    report = each_string(report, terminal_safe)
     page = _Page(width, verbosity)
     quiet = verbosity < 0
-    if len(doc["hosts"]) > 1 and not page.verbose:
-        _fleet(page, doc, rationale or {}, quiet)
+    if len(report.hosts) > 1 and not page.verbose:
+        _fleet(page, report, rationale or {}, quiet)
     else:
-        if len(doc["hosts"]) > 1:
-            _matrix(doc, page)
-        for host in doc["hosts"]:
+        if len(report.hosts) > 1:
+            _matrix(report, page)
+        for host in report.hosts:
             if page.lines and not quiet:
                 page.add(_plain(""))
-            _host(page, host, doc, rationale or {}, quiet)
-    for note in doc.get("waiver_notes") or []:
+            _host(page, host, report, rationale or {}, quiet)
+    for note in report.waiver_notes:
         page.text(f"Waiver: {note}", "yellow", rest="  ")
-    page.text(summary_line(doc), "bold")
+    page.text(summary_line(report), "bold")
     return page.lines
 
 

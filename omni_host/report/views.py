@@ -1,4 +1,4 @@
-"""Renderers as views: one interface (a report's JSON form and a context in, text out) and
+"""Renderers as views: one interface (a typed report and a context in, text out) and
 one registry, so the CLI never picks a renderer with if/elif and every format is golden-tested
 the same way (tests/test_views.py)."""
 
@@ -8,7 +8,9 @@ import io
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from omni_host.model import Report
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -32,7 +34,7 @@ class ViewContext:
     verbosity: int = 0
 
 
-def context(fmt: str, doc: dict[str, Any], history: Callable[[], History], *,
+def context(fmt: str, report: Report, history: Callable[[], History], *,
             width: int = 80, color: bool = False, verbosity: int = 0) -> ViewContext:
     """The context ``fmt`` needs: the catalog for the table and HTML, the report store only
     for HTML (other formats never read it)."""
@@ -48,66 +50,66 @@ def context(fmt: str, doc: dict[str, Any], history: Callable[[], History], *,
         from omni_host.report.history import tokens_series
 
         stored = history()
-        timelines, trends = history_timelines(stored, doc), tokens_series(stored, doc)
+        timelines, trends = history_timelines(stored, report), tokens_series(stored, report)
     return ViewContext(layers={m.id: m.layer for m in metas},
                        rationale={m.id: m.rationale for m in metas}, timelines=timelines,
                        trends=trends, width=width, color=color, verbosity=verbosity)
 
 
-def show_table(doc: dict[str, Any], ctx: ViewContext, console: Console) -> None:
+def show_table(report: Report, ctx: ViewContext, console: Console) -> None:
     """The terminal view printed to ``console`` (a live terminal, or a buffer)."""
     from omni_host.report.terminal import show, terminal_lines
     from omni_host.report.text import runnable
 
-    show(terminal_lines(runnable(doc), ctx.width, ctx.verbosity, ctx.rationale), console)
+    show(terminal_lines(runnable(report), ctx.width, ctx.verbosity, ctx.rationale), console)
 
 
-def _table(doc: dict[str, Any], ctx: ViewContext) -> str:
+def _table(report: Report, ctx: ViewContext) -> str:
     from rich.console import Console
 
     buf = io.StringIO()
-    show_table(doc, ctx, Console(file=buf, width=ctx.width, no_color=not ctx.color,
+    show_table(report, ctx, Console(file=buf, width=ctx.width, no_color=not ctx.color,
                                  force_terminal=ctx.color))
     return buf.getvalue()
 
 
-def _json(doc: dict[str, Any], ctx: ViewContext) -> str:
-    return json.dumps(doc, indent=2) + "\n"
+def _json(report: Report, ctx: ViewContext) -> str:
+    return json.dumps(report.to_dict(), indent=2) + "\n"
 
 
-def _markdown(doc: dict[str, Any], ctx: ViewContext) -> str:
+def _markdown(report: Report, ctx: ViewContext) -> str:
     from omni_host.report.text import render_markdown, runnable
 
     buf = io.StringIO()
-    render_markdown(runnable(doc), buf)
+    render_markdown(runnable(report), buf)
     return buf.getvalue()
 
 
-def _html(doc: dict[str, Any], ctx: ViewContext) -> str:
+def _html(report: Report, ctx: ViewContext) -> str:
     from omni_host.report.formats import render_html
     from omni_host.report.text import runnable
 
-    return render_html(runnable(doc), ctx.layers, ctx.timelines, ctx.trends)
+    return render_html(runnable(report), ctx.layers, ctx.timelines, ctx.trends)
 
 
-def _junit(doc: dict[str, Any], ctx: ViewContext) -> str:
+def _junit(report: Report, ctx: ViewContext) -> str:
     from omni_host.report.formats import render_junit
 
-    return render_junit(doc)
+    return render_junit(report)
 
 
-def _prometheus(doc: dict[str, Any], ctx: ViewContext) -> str:
+def _prometheus(report: Report, ctx: ViewContext) -> str:
     from omni_host.report.formats import render_prometheus
 
-    return render_prometheus(doc)
+    return render_prometheus(report)
 
 
-VIEWS: dict[str, Callable[[dict[str, Any], ViewContext], str]] = {
+VIEWS: dict[str, Callable[[Report, ViewContext], str]] = {
     "table": _table, "json": _json, "markdown": _markdown, "html": _html, "junit": _junit,
     "prometheus": _prometheus,
 }
 NEEDS_HISTORY = frozenset({"html"})
 
 
-def render(fmt: str, doc: dict[str, Any], ctx: ViewContext) -> str:
-    return VIEWS[fmt](doc, ctx)
+def render(fmt: str, report: Report, ctx: ViewContext) -> str:
+    return VIEWS[fmt](report, ctx)
