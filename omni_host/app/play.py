@@ -74,18 +74,18 @@ class PlayAudit:
     def result(self) -> dict[str, Any]:
         """The task result's own keys: the findings (what does not pass or skip), the count of
         each verdict, where the bundle went. Ansible adds ``failed`` and ``msg``."""
-        doc = self.report.to_dict()
+        results = self.report.results
         counts: dict[str, int] = {}
-        for r in doc["results"]:
-            counts[r["status"]] = counts.get(r["status"], 0) + 1
+        for r in results:
+            counts[r.status.value] = counts.get(r.status.value, 0) + 1
         return {
             "failing": self.failing,
             "warning": self.warning,
-            "findings": [{**{k: r.get(k) for k in ("id", "status", "severity", "summary",
-                                                    "lessons")},
-                          "fix": (r.get("remediation") or {}).get("playbook"),
-                          "waived": bool(r.get("waiver"))}
-                         for r in doc["results"] if r["status"] not in ("pass", "skip")],
+            "findings": [{"id": r.id, "status": r.status.value, "severity": r.severity.value,
+                          "summary": r.summary, "lessons": list(r.lessons),
+                          "fix": r.remediation.playbook if r.remediation else None,
+                          "waived": r.waiver is not None}
+                         for r in results if r.status not in (Status.PASS, Status.SKIP)],
             "counts": counts,
             "bundle": str(self.bundle_dir) if self.bundle_dir is not None else None,
         }
