@@ -7,9 +7,8 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import Any
 
-from omni_host.evaluate.checks.gpu import ASYMMETRY_RATIO  # one rule: gpu.topology's
-from omni_host.evaluate.checks.models import size_text
 from omni_host.evaluate.facts import HostFacts
+from omni_host.evaluate.rules import ASYMMETRY_RATIO, size_text
 from omni_host.model import (
     EngineStatus,
     EngineVerdict,

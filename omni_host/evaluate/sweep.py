@@ -45,7 +45,6 @@ import statistics
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from omni_host.evaluate.checks.gpu import tensor_split
 from omni_host.evaluate.knob import (
     MIN_PAIRS,
     against,
@@ -55,6 +54,7 @@ from omni_host.evaluate.knob import (
     left_out_words,
     round_centres,
 )
+from omni_host.evaluate.rules import tensor_split
 from omni_host.model import CheckResult, Evidence, Status
 from omni_host.plan.knobs import Arm, without_options
 

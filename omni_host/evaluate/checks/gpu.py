@@ -6,6 +6,7 @@ from omni_host.evaluate.facts import HostFacts
 from omni_host.evaluate.meta import CheckMeta, check, check_with_past
 from omni_host.evaluate.plan import measured_here
 from omni_host.evaluate.prior import Prior
+from omni_host.evaluate.rules import ASYMMETRY_RATIO, tensor_split
 from omni_host.model import CheckResult, Evidence, Outcome, ProbeResult, Remediation, Status
 from omni_host.plan.policy import ExpectedGpu, Policy, version_tuple
 from omni_host.probes.parsers.nvidia import Gpu, GpuInventory, TopoMatrix
@@ -15,8 +16,6 @@ KERNEL_NEEDS_NEWER = (6, 19)
 DRIVER_FOR_NEW_KERNEL = "580.126.09"
 # VRAM as reported (97887 MiB for a "96 GB" card) may differ from the marketing size.
 VRAM_TOLERANCE = 0.10
-# Above this VRAM ratio between the largest and smallest GPU, a symmetric split wastes memory.
-ASYMMETRY_RATIO = 1.2
 
 
 def _gpu_probe(facts: HostFacts) -> ProbeResult:
@@ -80,16 +79,6 @@ def driver_version(facts: HostFacts, policy: Policy, meta: CheckMeta) -> CheckRe
     return meta.result(Status.PASS, f"driver {actual} (CUDA {inv.cuda_version}) on "
                        f"{len(inv.gpus)} GPU(s)", expected=expected, actual=actual,
                        evidence=evidence)
-
-
-def tensor_split(vram_mib: list[int]) -> list[int]:
-    """Percentages proportional to VRAM that sum to 100 (largest remainder): 96+32 -> 75,25."""
-    total = sum(vram_mib)
-    raw = [v * 100 / total for v in vram_mib]
-    split = [int(r) for r in raw]
-    for i in sorted(range(len(raw)), key=lambda i: raw[i] - split[i], reverse=True)[:100 - sum(split)]:
-        split[i] += 1
-    return split
 
 
 def _match_gpus(expected: tuple[ExpectedGpu, ...], gpus: tuple[Gpu, ...]) -> list[str]:

@@ -5,24 +5,10 @@ from __future__ import annotations
 
 from omni_host.evaluate.facts import HostFacts
 from omni_host.evaluate.meta import CheckMeta, check
+from omni_host.evaluate.rules import size_text
 from omni_host.model import CheckResult, Evidence, Status
 from omni_host.plan.policy import Policy
 from omni_host.probes.parsers.host import ModelFacts, ModelFile
-
-GIB = 1024 ** 3
-
-
-def size_text(n: float) -> str:
-    """A size as an operator reads it: 127 MiB, 1.7 GiB, 404 GiB (a 127 MiB model was
-    "0 GiB")."""
-    if n < 1024 ** 2:
-        return f"{n / 1024:,.0f} KiB" if n >= 1024 else f"{n:,.0f} bytes"
-    if n < GIB:
-        return f"{n / 1024 ** 2:,.0f} MiB"
-    return f"{n / GIB:,.1f} GiB" if n < 10 * GIB else f"{n / GIB:,.0f} GiB"
-
-
-
 
 
 def _models(facts: HostFacts, policy: Policy, meta: CheckMeta) -> ModelFacts | CheckResult:
