@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -17,22 +16,17 @@ from omni_host.app.past import Past, past_of
 from omni_host.collect.run import Background, collect_host
 from omni_host.collect.transport.base import SshOptions
 from omni_host.errors import TransportError, UsageError
+from omni_host.evaluate.asked import Asked, KnobAsked, RunRefused, SweepAsked
 from omni_host.evaluate.audit import evaluate_bundle, unreachable
-from omni_host.evaluate.bench import CHECK_ID, bench_context, first_run, judge
-from omni_host.evaluate.checks import catalog
-from omni_host.evaluate.knob import CHECK_ID as KNOB_CHECK
-from omni_host.evaluate.knob import judge_knob
-from omni_host.evaluate.sweep import CHECK_ID as SWEEP_CHECK
-from omni_host.evaluate.sweep import SweepPlan, judge_sweep, plan_sweep
-from omni_host.model import Bundle, CheckResult, FactSummary, HostReport, Source, Status, scrub_host
+from omni_host.evaluate.bench import CHECK_ID, first_run
+from omni_host.evaluate.sweep import SweepPlan, plan_sweep
+from omni_host.model import Bundle, HostReport, Source, Status, scrub_host
 from omni_host.plan.hosts import HostPlan
 from omni_host.plan.knobs import Knob
 from omni_host.plan.knobs import arms as knob_arms
 from omni_host.plan.knobs import current as knob_current
-from omni_host.plan.policy import Policy
 from omni_host.plan.waivers import Waiver
-from omni_host.probes.catalog import BENCH, bench_probe, evaluate, knob_probe
-from omni_host.probes.parsers.bench import BenchRun
+from omni_host.probes.catalog import bench_probe, knob_probe
 from omni_host.report.history import History
 
 
@@ -49,28 +43,19 @@ class BenchHost:
     refused_baseline: str | None = None  # why this run is not the baseline asked for
 
 
-def bench_result(bundle: Bundle, policy: Policy, summary: FactSummary | None, past: Past, *,
-                 record: bool, warn: Callable[[str], None] = lambda _: None,
-                 first: dict[str, Any] | None = None) -> tuple[CheckResult, str | None]:
-    """perf.tokens-per-s of a collected bundle (live, or recorded) and the stored bench it was
-    compared with; ``summary``: the audit's fact summary of the same bundle. Raises
-    BenchRefused where the helper refused to run."""
-    meta = catalog()[CHECK_ID]
-    probe = evaluate(BENCH, bundle.results.get(BENCH.id))
-    if not probe.ok:
-        return meta.result(Status.ERROR, f"bench not run: {probe.why_not()}"), None
-    run: BenchRun = probe.fact
-    if run.refused:
-        raise BenchRefused(f"{bundle.host}: bench refused: {run.refused}"
-                           + (" (--force runs it anyway)" if run.refused.startswith("busy") else ""))
-    assert policy.bench is not None
-    baseline = None if record else past.baseline
-    if not record:
-        for line in past.warnings:
-            warn(line)
-    context = bench_context(summary or FactSummary(), run)
-    result = judge(meta, policy.bench, run, context, baseline, record=record, first=first)
-    return result, baseline.audit if baseline is not None else None
+def judged(bundle: Bundle, plan: HostPlan, past: Past, asked: Asked, *,
+           duration_s: float = 0.0) -> HostReport:
+    """A collected bundle judged once: the audit's checks and the check of what the run
+    asked (``asked``), against the host's past, scrubbed of the plan's secrets. Raises
+    BenchRefused where the helper refused to run (nothing measured, nothing stored)."""
+    try:
+        report = evaluate_bundle(bundle, plan.policy, address=plan.address,
+                                 duration_s=duration_s, expected=plan.expected,
+                                 prior=past.prior(), asked=asked)
+    except RunRefused as exc:
+        hint = " (--force runs it anyway)" if asked.bench and exc.why.startswith("busy") else ""
+        raise BenchRefused(f"{bundle.host}: {exc}{hint}") from None
+    return scrub_host(report, plan.secrets)
 
 
 def knob_host(plan: HostPlan, ssh: SshOptions, knob: tuple[Knob, str], pairs: int, *,
@@ -88,22 +73,9 @@ def knob_host(plan: HostPlan, ssh: SshOptions, knob: tuple[Knob, str], pairs: in
                               extra=(knob_probe(spec, two, pairs, force=force),))
     except TransportError as exc:
         return BenchHost(unreachable(plan, str(exc), time.monotonic() - start), False, None)
-    report = evaluate_bundle(bundle, plan.policy, address=plan.address,
-                             duration_s=time.monotonic() - start, expected=plan.expected,
-                             prior=past.prior())
-    meta = catalog()[KNOB_CHECK]
-    probe = evaluate(BENCH, bundle.results.get(BENCH.id))
-    if not probe.ok:
-        result = meta.result(Status.ERROR, f"A/B not run: {probe.why_not()}")
-    else:
-        run: BenchRun = probe.fact
-        if run.refused:
-            raise BenchRefused(f"{bundle.host}: A/B refused: {run.refused}")
-        result = judge_knob(meta, knob[0], knob[1], run.ab,
-                            knob_current(knob[0], spec.args)) if run.ab is not None else \
-            meta.result(Status.ERROR, "the bench helper ran no A/B (an older helper?)")
-    report = dataclasses.replace(report, results=(*report.results, result))
-    return BenchHost(scrub_host(report, plan.secrets), False, None)
+    asked = Asked(knob=KnobAsked(knob[0], knob[1], knob_current(knob[0], spec.args)))
+    return BenchHost(judged(bundle, plan, past, asked, duration_s=time.monotonic() - start),
+                     False, None)
 
 
 def bench_host(plan: HostPlan, ssh: SshOptions, past: Past, *, record: bool,
@@ -165,20 +137,8 @@ def judge_sweep_bundle(bundle: Bundle, plan: HostPlan, advised: tuple[int, ...],
                        duration_s: float = 0.0) -> BenchHost:
     """A collected split-sweep bundle judged: its audit and perf.split-sweep (never a
     baseline). Raises BenchRefused where the helper refused to run."""
-    report = evaluate_bundle(bundle, plan.policy, address=plan.address, duration_s=duration_s,
-                             expected=plan.expected, prior=past.prior())
-    meta = catalog()[SWEEP_CHECK]
-    probe = evaluate(BENCH, bundle.results.get(BENCH.id))
-    if not probe.ok:
-        result = meta.result(Status.ERROR, f"sweep not run: {probe.why_not()}")
-    else:
-        run: BenchRun = probe.fact
-        if run.refused:
-            raise BenchRefused(f"{bundle.host}: sweep refused: {run.refused}")
-        result = judge_sweep(meta, run.ab, advised, dropped) if run.ab is not None else \
-            meta.result(Status.ERROR, "the bench helper ran no rounds (an older helper?)")
-    report = dataclasses.replace(report, results=(*report.results, result))
-    return BenchHost(scrub_host(report, plan.secrets), False, None)
+    asked = Asked(sweep=SweepAsked(advised, dropped))
+    return BenchHost(judged(bundle, plan, past, asked, duration_s=duration_s), False, None)
 
 
 def judge_bench(bundle: Bundle, plan: HostPlan, history: History | None, *, record: bool,
@@ -190,17 +150,16 @@ def judge_bench(bundle: Bundle, plan: HostPlan, history: History | None, *, reco
     if past is None:
         assert history is not None
         past = past_of(history, plan.name)
-    report = evaluate_bundle(bundle, plan.policy, address=plan.address, duration_s=duration_s,
-                             expected=plan.expected, prior=past.prior())
-    warnings: list[str] = []
-    result, compared = bench_result(bundle, plan.policy, report.facts, past, record=record,
-                                    warn=warnings.append, first=first)
-    report = dataclasses.replace(report, results=(*report.results, result))
+    report = judged(bundle, plan, past, Asked(bench=True, record=record, first=first),
+                    duration_s=duration_s)
+    result = report.result(CHECK_ID)
+    assert result is not None  # asked for: the check always says something
     recorded = bool(result.details.get("recorded_baseline"))
     unfit = result.details.get("unfit") or []
     refused = "; ".join(unfit) if record and not recorded and unfit else None
-    return BenchHost(scrub_host(report, plan.secrets), recorded, compared, tuple(warnings),
-                     refused)
+    compared = past.baseline.audit if past.baseline is not None and not record \
+        and result.status is not Status.ERROR else None
+    return BenchHost(report, recorded, compared, () if record else past.warnings, refused)
 
 
 def bench(plans: list[HostPlan], ssh: SshOptions, history: History, *, record: bool,

@@ -15,6 +15,7 @@ from omni_host.collect.pool import PoolResult, run_pool
 from omni_host.collect.run import collect_host, host_deadline_s, import_transports
 from omni_host.collect.transport.base import SshOptions
 from omni_host.errors import TransportError
+from omni_host.evaluate.asked import NOTHING, Asked
 from omni_host.evaluate.baseline import observed_vars
 from omni_host.evaluate.checks import run_checks
 from omni_host.evaluate.facts import HostFacts, facts_from_bundle
@@ -23,17 +24,21 @@ from omni_host.evaluate.sentinel import fact_summary, strategic
 from omni_host.model import Bundle, CheckResult, HostReport, PolicyRecord, ProbeNote, Status, scrub_host
 from omni_host.plan.hosts import HostPlan
 from omni_host.plan.policy import ExpectedState, Policy
+from omni_host.probes.catalog import PROBES_BY_ID
 
 
 def evaluate_bundle(bundle: Bundle, policy: Policy, *, address: str | None = None,
                     duration_s: float = 0.0, expected: ExpectedState | None = None,
-                    prior: Prior = NO_PRIOR) -> HostReport:
-    """A host report of ``bundle`` judged under ``policy`` and against the host's ``prior``;
+                    prior: Prior = NO_PRIOR, asked: Asked = NOTHING) -> HostReport:
+    """A host report of ``bundle`` judged under ``policy``, against the host's ``prior`` and
+    for what the run ``asked`` (a bench, an A/B, a sweep: its verdict is one of the checks);
     ``expected`` (the values and origins the policy came from) is recorded in the report,
-    else the bundle's own record."""
-    facts = facts_from_bundle(bundle, policy)
-    results = tuple(run_checks(facts, policy, prior))
-    probes = {pid: ProbeNote(p.outcome, p.reason) for pid, p in facts.probes.items()}
+    else the bundle's own record. Raises RunRefused where the bench helper refused to run."""
+    facts = facts_from_bundle(bundle, policy, measured=asked.measures)
+    results = tuple(run_checks(facts, policy, prior, asked))
+    # what the audit's probes observed (a run's measurement is its check's, not a probe note)
+    probes = {pid: ProbeNote(p.outcome, p.reason) for pid, p in facts.probes.items()
+              if pid in PROBES_BY_ID}
     summary = fact_summary(facts, policy)
     record = expected.to_dict() if expected is not None else bundle.policy
     policy_record = PolicyRecord(dict(record["values"]), dict(record["origins"])) if record else None

@@ -6,7 +6,15 @@ from dataclasses import dataclass, replace
 
 from omni_host.model import Bundle, CommandResult, Outcome, ProbeResult
 from omni_host.plan.policy import Policy
-from omni_host.probes.catalog import DYNAMIC, NVML_READS, PROBES_BY_ID, Probe, evaluate, probes_for
+from omni_host.probes.catalog import (
+    BENCH,
+    DYNAMIC,
+    NVML_READS,
+    PROBES_BY_ID,
+    Probe,
+    evaluate,
+    probes_for,
+)
 from omni_host.probes.parsers.nvidia import NVML_SECTIONS
 
 
@@ -88,10 +96,12 @@ def _through_nvml(probe: Probe, nvml: ProbeResult, result: CommandResult | None)
     return replace(evaluate(probe, derived), command=command)
 
 
-def facts_from_bundle(bundle: Bundle, policy: Policy | None = None) -> HostFacts:
+def facts_from_bundle(bundle: Bundle, policy: Policy | None = None, *,
+                      measured: bool = False) -> HostFacts:
     """Every probe's outcome. With ``policy``, a probe whose arguments come from the policy
     counts only when it was collected with exactly the policy's arguments: evidence that was
-    not collected never turns into a pass or a fail."""
+    not collected never turns into a pass or a fail. ``measured``: the run asked the bench
+    helper to measure (a bench, an A/B, a sweep); its output is read too."""
     wanted: dict[str, tuple[str, ...]] = {}
     if policy is not None:
         by_id = {p.id: p for p in DYNAMIC}
@@ -103,4 +113,6 @@ def facts_from_bundle(bundle: Bundle, policy: Policy | None = None) -> HostFacts
     for probe_id in NVML_READS:
         p = PROBES_BY_ID[probe_id]
         probes[p.id] = _through_nvml(p, probes["gpu.nvml"], bundle.results.get(p.id)) or probes[p.id]
+    if measured:
+        probes[BENCH.id] = evaluate(BENCH, bundle.results.get(BENCH.id))
     return HostFacts(bundle.host, probes)

@@ -8,8 +8,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
+from omni_host.evaluate.asked import NOTHING, Asked
 from omni_host.model import (
     CheckResult,
     Evidence,
@@ -81,24 +82,37 @@ def catalog() -> dict[str, CheckMeta]:
     return metas
 
 
-# The checks no audit runs: each is judged by its own command, never by the registry (and said
-# so by ``omni-host checks list``). Every other catalog id must have a registered function.
-BY_COMMAND = {"perf.tokens-per-s": "omni-host bench",
-              "perf.split-sweep": "omni-host bench --sweep-split",
-              "serve.stability": "omni-host serve watch", "perf.knob": "omni-host bench --knob",
-              "perf.placement": "omni-host plan",
+# The checks judged over more than one collection (a plan and its proof, a watch's samples):
+# each by its own command, never by the registry (and said so by ``omni-host checks list``).
+# Every other catalog id must have a registered function.
+BY_COMMAND = {"serve.stability": "omni-host serve watch", "perf.placement": "omni-host plan",
               "perf.placement-proof": "omni-host plan --prove"}
+# The registered checks that judge what a run asked for (``check_of_run``), by their command.
+ASKED_BY: dict[str, str] = {}
 
 
 CheckFn = Callable[["HostFacts", "Policy", CheckMeta], CheckResult]
 PastCheckFn = Callable[["HostFacts", "Policy", CheckMeta, "Prior"], CheckResult]
-REGISTERED: dict[str, PastCheckFn] = {}  # filled as the check modules of evaluate/checks load
+RunCheckFn = Callable[["HostFacts", "Policy", CheckMeta, "Prior", Asked], "CheckResult | None"]
+
+
+class Registered(Protocol):
+    """A registered check as the registry calls it: None where the run did not ask for it."""
+
+    def __call__(self, facts: HostFacts, policy: Policy, meta: CheckMeta, prior: Prior,
+                 asked: Asked = NOTHING, /) -> CheckResult | None: ...
+
+
+REGISTERED: dict[str, Registered] = {}  # filled as the check modules of evaluate/checks load
 
 
 def check(check_id: str) -> Callable[[CheckFn], CheckFn]:
     """Register a check function (of the host's facts and policy) under its catalog id."""
     def register(fn: CheckFn) -> CheckFn:
-        REGISTERED[check_id] = lambda facts, policy, meta, _prior: fn(facts, policy, meta)
+        def registered(facts: HostFacts, policy: Policy, meta: CheckMeta, _prior: Prior,
+                       _asked: Asked = NOTHING, /) -> CheckResult:
+            return fn(facts, policy, meta)
+        REGISTERED[check_id] = registered
         return fn
     return register
 
@@ -107,6 +121,23 @@ def check_with_past(check_id: str) -> Callable[[PastCheckFn], PastCheckFn]:
     """Register a check that also judges against the host's past (``evaluate.prior``: its
     bench baseline, its previous audit's servers, its stored plan)."""
     def register(fn: PastCheckFn) -> PastCheckFn:
-        REGISTERED[check_id] = fn
+        def registered(facts: HostFacts, policy: Policy, meta: CheckMeta, prior: Prior,
+                       _asked: Asked = NOTHING, /) -> CheckResult:
+            return fn(facts, policy, meta, prior)
+        REGISTERED[check_id] = registered
+        return fn
+    return register
+
+
+def check_of_run(check_id: str, command: str) -> Callable[[RunCheckFn], RunCheckFn]:
+    """Register a check of what a run asked for (``evaluate.asked``: a bench, a knob's A/B, a
+    split sweep), judged with the host's facts and past; it gives no result where the run did
+    not ask for it (an audit)."""
+    def register(fn: RunCheckFn) -> RunCheckFn:
+        def registered(facts: HostFacts, policy: Policy, meta: CheckMeta, prior: Prior,
+                       asked: Asked = NOTHING, /) -> CheckResult | None:
+            return fn(facts, policy, meta, prior, asked)
+        REGISTERED[check_id] = registered
+        ASKED_BY[check_id] = command
         return fn
     return register

@@ -1,16 +1,20 @@
 """The check registry. A check is a pure function of (facts, policy) -> CheckResult, or of
-(facts, policy, the host's past) for those that judge against it (``check_with_past``),
-registered under a stable dotted id whose metadata lives in ``checks/catalog.yaml``."""
+(facts, policy, the host's past) for those that judge against it (``check_with_past``), or
+also of what the run asked (``check_of_run``: a bench, a knob's A/B, a split sweep), registered
+under a stable dotted id whose metadata lives in ``checks/catalog.yaml``."""
 
 from __future__ import annotations
 
+from omni_host.evaluate.asked import NOTHING, Asked, RunRefused
 from omni_host.evaluate.facts import HostFacts
 from omni_host.evaluate.meta import (
+    ASKED_BY,
     BY_COMMAND,
     REGISTERED,
     CheckFn,
     CheckMeta,
     PastCheckFn,
+    Registered,
     catalog,
     check,
 )
@@ -21,7 +25,7 @@ from omni_host.plan.policy import Policy
 __all__ = ["CheckFn", "CheckMeta", "PastCheckFn", "catalog", "check", "registry", "run_checks"]
 
 
-def registry() -> dict[str, PastCheckFn]:
+def registry() -> dict[str, Registered]:
     from omni_host.evaluate.checks import (  # noqa: F401 (registration)
         build,
         containers,
@@ -33,6 +37,7 @@ def registry() -> dict[str, PastCheckFn]:
         memory,
         models,
         numa,
+        runs,
         serve,
         swap,
     )
@@ -44,18 +49,25 @@ def registry() -> dict[str, PastCheckFn]:
     return dict(REGISTERED)
 
 
-def run_checks(facts: HostFacts, policy: Policy, prior: Prior = NO_PRIOR) -> list[CheckResult]:
+def run_checks(facts: HostFacts, policy: Policy, prior: Prior = NO_PRIOR,
+               asked: Asked = NOTHING) -> list[CheckResult]:
     """Every registered check of the catalog, each judged once, with the host's past where it
-    asks for it; a knob check's verdict says what its knob measured here (the ledger)."""
+    asks for it; a knob check's verdict says what its knob measured here (the ledger). The
+    checks of what the run asked for come last (none for an audit). Raises RunRefused where
+    the bench helper refused to run: nothing was measured, nothing is judged."""
     metas = catalog()
     fns = registry()
     results = []
-    for cid, meta in metas.items():
-        fn = fns.get(cid)
+    for cid in sorted(metas, key=lambda c: c in ASKED_BY):  # stable: the catalog's order
+        fn, meta = fns.get(cid), metas[cid]
         if fn is None:  # judged by its own command (meta.BY_COMMAND), never by an audit
             continue
         try:
-            results.append(prior.with_ledger(fn(facts, policy, meta, prior)))
+            result = fn(facts, policy, meta, prior, asked)
+        except RunRefused:
+            raise
         except Exception as exc:  # a bug in one check must not lose the host's other results
-            results.append(meta.result(Status.ERROR, f"check crashed: {type(exc).__name__}: {exc}"))
+            result = meta.result(Status.ERROR, f"check crashed: {type(exc).__name__}: {exc}")
+        if result is not None:
+            results.append(prior.with_ledger(result))
     return results

@@ -1,0 +1,55 @@
+"""What a run asked of a host beyond an audit (issue 45): a bench judged against the host's
+baseline or recorded as one, a knob's A/B, a split sweep. The registered checks of a run
+(``meta.check_of_run``) read it with the host's facts and past; an audit asks nothing
+(``NOTHING``), and those checks then give no result. A frozen value made by the use case from
+the command line, so the verdict is judged once, in the registry, and no use case appends a
+verdict to a finished report."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from omni_host.plan.knobs import Knob
+
+
+@dataclass(frozen=True)
+class KnobAsked:
+    knob: Knob
+    value: str  # the value its A/B tries
+    now: str | None  # the host's own value in its llama-bench args (None: llama-bench's default)
+
+
+@dataclass(frozen=True)
+class SweepAsked:
+    advised: tuple[int, ...]  # the split the sweep's configurations are held against
+    dropped: tuple[tuple[int, ...], ...] = ()  # configurations left out, and why, said
+
+
+@dataclass(frozen=True)
+class Asked:
+    bench: bool = False  # a bench run: perf.tokens-per-s judges it
+    record: bool = False  # ... asked to become the host's baseline (--baseline)
+    first: Mapping[str, Any] | None = None  # the first run's verdicts, when this is the second
+    knob: KnobAsked | None = None  # an A/B of one knob: perf.knob judges it
+    sweep: SweepAsked | None = None  # a split sweep: perf.split-sweep judges it
+
+    @property
+    def measures(self) -> bool:
+        """Whether the run measured something (the bench helper's output is to be read)."""
+        return self.bench or self.knob is not None or self.sweep is not None
+
+
+NOTHING = Asked()
+
+
+class RunRefused(Exception):  # noqa: N818 (a refusal, not an error of ours)
+    """The bench helper refused to run (a busy host, a missing binary or model): nothing was
+    measured, so nothing is judged or stored; the use case says why."""
+
+    def __init__(self, what: str, why: str) -> None:
+        super().__init__(f"{what} refused: {why}")
+        self.what = what
+        self.why = why

@@ -1,0 +1,79 @@
+"""perf.tokens-per-s, perf.knob and perf.split-sweep: the checks of what a run measured (a
+bench, a knob's A/B, a split sweep), registered like every other check and judged once, with
+the host's facts, its past and what the run asked (``evaluate.asked``). An audit asks for
+none of them: they give no result there."""
+
+from __future__ import annotations
+
+from omni_host.evaluate.asked import Asked, RunRefused
+from omni_host.evaluate.bench import CHECK_ID as PERF
+from omni_host.evaluate.bench import bench_context, judge
+from omni_host.evaluate.facts import HostFacts
+from omni_host.evaluate.knob import CHECK_ID as KNOB
+from omni_host.evaluate.knob import judge_knob
+from omni_host.evaluate.meta import CheckMeta, check_of_run
+from omni_host.evaluate.prior import Prior
+from omni_host.evaluate.sentinel import fact_summary
+from omni_host.evaluate.sweep import CHECK_ID as SWEEP
+from omni_host.evaluate.sweep import judge_sweep
+from omni_host.model import CheckResult, Status
+from omni_host.plan.policy import Policy
+from omni_host.probes.catalog import BENCH
+from omni_host.probes.parsers.bench import BenchRun
+
+
+def measured(facts: HostFacts, meta: CheckMeta, what: str) -> BenchRun | CheckResult:
+    """The run the bench helper made, else the error that says why there is none. Raises
+    RunRefused where the helper refused to run (nothing measured: nothing to judge)."""
+    probe = facts.probes.get(BENCH.id)
+    if probe is None or not probe.ok:
+        why = probe.why_not() if probe is not None else "the bench helper did not run"
+        return meta.result(Status.ERROR, f"{what} not run: {why}")
+    run: BenchRun = probe.fact
+    if run.refused:
+        raise RunRefused(what, run.refused)
+    return run
+
+
+@check_of_run(PERF, "omni-host bench")
+def tokens_per_s(facts: HostFacts, policy: Policy, meta: CheckMeta, prior: Prior,
+                 asked: Asked) -> CheckResult | None:
+    """A bench against the host's baseline (none where the run is to record one)."""
+    if not asked.bench:
+        return None
+    run = measured(facts, meta, "bench")
+    if isinstance(run, CheckResult):
+        return run
+    if policy.bench is None:
+        return meta.result(Status.ERROR, "no omni_bench in the host's policy (docs/bench.md)")
+    context = bench_context(fact_summary(facts, policy), run)
+    return judge(meta, policy.bench, run, context, None if asked.record else prior.baseline,
+                 record=asked.record, first=dict(asked.first) if asked.first else None)
+
+
+@check_of_run(KNOB, "omni-host bench --knob")
+def knob_ab(facts: HostFacts, policy: Policy, meta: CheckMeta, prior: Prior,
+            asked: Asked) -> CheckResult | None:
+    """What one knob costs here: its A/B, never a baseline."""
+    if asked.knob is None:
+        return None
+    run = measured(facts, meta, "A/B")
+    if isinstance(run, CheckResult):
+        return run
+    if run.ab is None:
+        return meta.result(Status.ERROR, "the bench helper ran no A/B (an older helper?)")
+    return judge_knob(meta, asked.knob.knob, asked.knob.value, run.ab, asked.knob.now)
+
+
+@check_of_run(SWEEP, "omni-host bench --sweep-split")
+def split_sweep(facts: HostFacts, policy: Policy, meta: CheckMeta, prior: Prior,
+                asked: Asked) -> CheckResult | None:
+    """Every split configuration's rounds against the advised split (never a baseline)."""
+    if asked.sweep is None:
+        return None
+    run = measured(facts, meta, "sweep")
+    if isinstance(run, CheckResult):
+        return run
+    if run.ab is None:
+        return meta.result(Status.ERROR, "the bench helper ran no rounds (an older helper?)")
+    return judge_sweep(meta, run.ab, asked.sweep.advised, asked.sweep.dropped)
