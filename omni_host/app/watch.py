@@ -16,10 +16,9 @@ from omni_host.app.audit import Audited, Hosts, conclude
 from omni_host.collect.run import collect, open_transport
 from omni_host.collect.transport.base import SshOptions, Transport
 from omni_host.errors import TransportError
-from omni_host.evaluate.audit import unreachable
-from omni_host.evaluate.checks import catalog
-from omni_host.evaluate.watch import CHECK_ID, Sample, judge_watch
-from omni_host.model import HostReport, Source
+from omni_host.evaluate.asked import Asked, Sample, WatchAsked
+from omni_host.evaluate.audit import evaluate_watch, unreachable
+from omni_host.model import Source
 from omni_host.plan.hosts import HostPlan
 from omni_host.probes.catalog import PROBES, evaluate
 
@@ -83,10 +82,8 @@ def run(req: WatchRequest,
     if not samples:
         report = unreachable(plan, "interrupted before the first sample", elapsed)
     else:
-        result = judge_watch(catalog()[CHECK_ID], samples, interrupted=interrupted,
-                             asked_s=req.duration_s)
-        report = HostReport(plan.name, plan.address, plan.transport, True, None, elapsed,
-                            (result,))
+        report = evaluate_watch(plan, Asked(watch=WatchAsked(tuple(samples), interrupted,
+                                                             req.duration_s)), elapsed)
     return conclude(Hosts([report], Source.WATCH, started, interrupted, terminated),
                     inventory=req.inventory, waivers=(), history=None, store_root=store_root,
                     hint_args=req.hint_args)

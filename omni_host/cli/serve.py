@@ -26,7 +26,7 @@ from omni_host.cli.common import (
 )
 
 if TYPE_CHECKING:
-    from omni_host.evaluate.watch import Sample
+    from omni_host.evaluate.asked import Sample
     from omni_host.model import InferenceServer
 
 _UNITS = {"": 1, "s": 1, "m": 60, "h": 3600}

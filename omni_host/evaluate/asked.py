@@ -1,5 +1,5 @@
 """What a run asked of a host beyond an audit (issue 45): a bench judged against the host's
-baseline or recorded as one, a knob's A/B, a split sweep. The registered checks of a run
+baseline or recorded as one, a knob's A/B, a split sweep, a stability watch. The registered checks of a run
 (``meta.check_of_run``) read it with the host's facts and past; an audit asks nothing
 (``NOTHING``), and those checks then give no result. A frozen value made by the use case from
 the command line, so the verdict is judged once, in the registry, and no use case appends a
@@ -10,6 +10,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
+
+from omni_host.model import InferenceServer
 
 if TYPE_CHECKING:
     from omni_host.plan.knobs import Knob
@@ -29,12 +31,29 @@ class SweepAsked:
 
 
 @dataclass(frozen=True)
+class Sample:
+    """One round of a watch: the servers as the serve helper saw them."""
+
+    at: float  # seconds since the epoch
+    servers: tuple[InferenceServer, ...]
+    error: str | None = None  # the host did not answer this round
+
+
+@dataclass(frozen=True)
+class WatchAsked:
+    samples: tuple[Sample, ...]  # the servers as each round saw them, in time order
+    interrupted: bool = False  # the window was cut short (Ctrl-C, SIGTERM)
+    window_s: float | None = None  # the window asked for
+
+
+@dataclass(frozen=True)
 class Asked:
     bench: bool = False  # a bench run: perf.tokens-per-s judges it
     record: bool = False  # ... asked to become the host's baseline (--baseline)
     first: Mapping[str, Any] | None = None  # the first run's verdicts, when this is the second
     knob: KnobAsked | None = None  # an A/B of one knob: perf.knob judges it
     sweep: SweepAsked | None = None  # a split sweep: perf.split-sweep judges it
+    watch: WatchAsked | None = None  # a stability watch's rounds: serve.stability judges them
 
     @property
     def measures(self) -> bool:

@@ -48,6 +48,15 @@ def evaluate_bundle(bundle: Bundle, policy: Policy, *, address: str | None = Non
                       recordable=recordable(facts, policy, results))
 
 
+def evaluate_watch(plan: HostPlan, asked: Asked, duration_s: float,
+                   prior: Prior = NO_PRIOR) -> HostReport:
+    """A stability watch's host report: its rounds judged by the registry's serve.stability,
+    and nothing an audit judges (a watch collects no facts of the host)."""
+    results = tuple(run_checks(HostFacts(plan.name, {}), plan.policy, prior, asked,
+                               only_asked=True))
+    return HostReport(plan.name, plan.address, plan.transport, True, None, duration_s, results)
+
+
 def recordable(facts: HostFacts, policy: Policy,
                results: tuple[CheckResult, ...]) -> tuple[str, ...]:
     """What ``init`` would record now that the host's own inventory leaves unset: a variable

@@ -82,11 +82,10 @@ def catalog() -> dict[str, CheckMeta]:
     return metas
 
 
-# The checks judged over more than one collection (a plan and its proof, a watch's samples):
-# each by its own command, never by the registry (and said so by ``omni-host checks list``).
-# Every other catalog id must have a registered function.
-BY_COMMAND = {"serve.stability": "omni-host serve watch", "perf.placement": "omni-host plan",
-              "perf.placement-proof": "omni-host plan --prove"}
+# The checks judged over two collections, the second chosen by the first's verdict (a plan,
+# then the proof of its leading candidates): by their own command, never by the registry (and
+# said so by ``omni-host checks list``). Every other catalog id has a registered function.
+BY_COMMAND = {"perf.placement": "omni-host plan", "perf.placement-proof": "omni-host plan --prove"}
 # The registered checks that judge what a run asked for (``check_of_run``), by their command.
 ASKED_BY: dict[str, str] = {}
 

@@ -22,9 +22,9 @@ from __future__ import annotations
 
 import statistics
 import time
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from omni_host.evaluate.asked import Sample
 from omni_host.evaluate.serve import generated_between
 from omni_host.model import CheckResult, Evidence, InferenceServer, Status
 
@@ -38,12 +38,6 @@ GROWTH, GROWTH_MIB = 0.10, 256
 MEMORY_SAMPLES = 6
 COMMAND = "GET /metrics of each llama-server, every --every seconds"
 
-
-@dataclass(frozen=True)
-class Sample:
-    at: float  # seconds since the epoch
-    servers: tuple[InferenceServer, ...]
-    error: str | None = None  # the host did not answer this round
 
 
 def _key(server: InferenceServer) -> str:

@@ -50,17 +50,18 @@ def registry() -> dict[str, Registered]:
 
 
 def run_checks(facts: HostFacts, policy: Policy, prior: Prior = NO_PRIOR,
-               asked: Asked = NOTHING) -> list[CheckResult]:
+               asked: Asked = NOTHING, *, only_asked: bool = False) -> list[CheckResult]:
     """Every registered check of the catalog, each judged once, with the host's past where it
     asks for it; a knob check's verdict says what its knob measured here (the ledger). The
     checks of what the run asked for come last (none for an audit). Raises RunRefused where
-    the bench helper refused to run: nothing was measured, nothing is judged."""
+    the bench helper refused to run: nothing was measured, nothing is judged. ``only_asked``:
+    the run observed nothing an audit judges (a watch's rounds): only its checks run."""
     metas = catalog()
     fns = registry()
     results = []
     for cid in sorted(metas, key=lambda c: c in ASKED_BY):  # stable: the catalog's order
         fn, meta = fns.get(cid), metas[cid]
-        if fn is None:  # judged by its own command (meta.BY_COMMAND), never by an audit
+        if fn is None or (only_asked and cid not in ASKED_BY):  # BY_COMMAND: its command's
             continue
         try:
             result = fn(facts, policy, meta, prior, asked)

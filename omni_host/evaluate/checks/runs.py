@@ -1,5 +1,6 @@
-"""perf.tokens-per-s, perf.knob and perf.split-sweep: the checks of what a run measured (a
-bench, a knob's A/B, a split sweep), registered like every other check and judged once, with
+"""perf.tokens-per-s, perf.knob, perf.split-sweep and serve.stability: the checks of what a
+run measured (a bench, a knob's A/B, a split sweep, a watch's rounds), registered like every
+other check and judged once, with
 the host's facts, its past and what the run asked (``evaluate.asked``). An audit asks for
 none of them: they give no result there."""
 
@@ -16,6 +17,8 @@ from omni_host.evaluate.prior import Prior
 from omni_host.evaluate.sentinel import fact_summary
 from omni_host.evaluate.sweep import CHECK_ID as SWEEP
 from omni_host.evaluate.sweep import judge_sweep
+from omni_host.evaluate.watch import CHECK_ID as STABILITY
+from omni_host.evaluate.watch import judge_watch
 from omni_host.model import CheckResult, Status
 from omni_host.plan.policy import Policy
 from omni_host.probes.catalog import BENCH
@@ -77,3 +80,13 @@ def split_sweep(facts: HostFacts, policy: Policy, meta: CheckMeta, prior: Prior,
     if run.ab is None:
         return meta.result(Status.ERROR, "the bench helper ran no rounds (an older helper?)")
     return judge_sweep(meta, run.ab, asked.sweep.advised, asked.sweep.dropped)
+
+
+@check_of_run(STABILITY, "omni-host serve watch")
+def stability(facts: HostFacts, policy: Policy, meta: CheckMeta, prior: Prior,
+              asked: Asked) -> CheckResult | None:
+    """A watch's rounds: the servers hold their rate, stay up and do not grow."""
+    if asked.watch is None:
+        return None
+    return judge_watch(meta, list(asked.watch.samples), interrupted=asked.watch.interrupted,
+                       asked_s=asked.watch.window_s)
