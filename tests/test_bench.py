@@ -517,7 +517,8 @@ def test_every_check_is_judged_once_a_bench_against_its_past(tmp_path: Path,
     H100 bundles), then finished as a run finishes (waivers, Cold Case, last bench): every
     registered check of the catalog is called exactly once (the tokens/s among them: a
     registered check of what the run asked, no longer appended by the use case), the tokens/s
-    judge once, and each check id is in the report once; the A/B, the sweep and the watch, not asked,
+    judge once, and each check id is in the report once; the A/B, the sweep, the watch and the
+    plan, not asked,
     give no result. Nothing judges again afterwards (the served rate was judged twice until
     the past became a check's input)."""
     from collections import Counter
@@ -551,7 +552,8 @@ def test_every_check_is_judged_once_a_bench_against_its_past(tmp_path: Path,
     (host,) = run.report.hosts
     ids = [r.id for r in host.results]
     assert len(ids) == len(set(ids))
-    assert set(ids) == set(fns) - {"perf.knob", "perf.split-sweep", "serve.stability"}
+    assert set(ids) == set(fns) - {"perf.knob", "perf.split-sweep", "serve.stability",
+                                   "perf.placement", "perf.placement-proof"}
     assert ids[-1] == "perf.tokens-per-s"  # after the audit's checks, where it always was
 
 

@@ -539,15 +539,17 @@ def test_init_records_a_swap_file_at_its_size_in_mib() -> None:
     assert observed_vars(facts_from_bundle(bundle))["omni_swap_size_mib"] == 64
 
 
-def test_every_catalog_entry_is_judged_by_a_check_or_by_its_own_command(monkeypatch) -> None:
-    """A catalog id with no registered function is an error when the registry loads, unless a
-    command of its own judges it (meta.BY_COMMAND): never a silent skip in every audit."""
+def test_every_catalog_entry_has_one_registered_check(monkeypatch) -> None:
+    """Issue 45: every catalog id has a registered function, those of a run's measurement (a
+    bench, an A/B, a sweep, a watch, a plan and its proof) included, each said with its
+    command; an id without one is an error when the registry loads, never a silent skip."""
     from omni_host.evaluate import checks
-    from omni_host.evaluate.meta import BY_COMMAND, catalog
+    from omni_host.evaluate.meta import ASKED_BY, catalog
 
     fns = checks.registry()
-    assert not set(fns) & set(BY_COMMAND)
-    assert set(fns) | set(BY_COMMAND) == set(catalog())
+    assert set(fns) == set(catalog())
+    assert set(ASKED_BY) == {"perf.tokens-per-s", "perf.knob", "perf.split-sweep",
+                             "serve.stability", "perf.placement", "perf.placement-proof"}
     fake = {**catalog(), "x.unjudged": catalog()["numa.nps1"]}
     monkeypatch.setattr(checks, "catalog", lambda: fake)
     with pytest.raises(RuntimeError, match="names x.unjudged but no check is registered"):

@@ -53,7 +53,8 @@ def judged(bundle: Bundle, plan: HostPlan, past: Past, asked: Asked, *,
                                  duration_s=duration_s, expected=plan.expected,
                                  prior=past.prior(), asked=asked)
     except RunRefused as exc:
-        hint = " (--force runs it anyway)" if asked.bench and exc.why.startswith("busy") else ""
+        hint = " (--force runs it anyway)" if exc.why.startswith("busy") and exc.what in (
+            "bench", "plan", "proof") else ""
         raise BenchRefused(f"{bundle.host}: {exc}{hint}") from None
     return scrub_host(report, plan.secrets)
 

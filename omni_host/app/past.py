@@ -1,8 +1,8 @@
 """A host's past, read once from the store (issue 45): its stored audits (never a watch's),
 and what every judge of a new report needs of them: the previous audit and its servers, the
-bench baseline, the last bench, the knob ledger, the last placement plan. Built once per host
-per run (``past_of``: one scan of the store); the use cases hand it to what judges against the
-past instead of each scanning the store again."""
+bench baseline, the last bench, the knob ledger, the last placement plan, the rates its
+benches reached. Built once per host per run (``past_of``: one scan of the store); the use
+cases hand it to what judges against the past instead of each scanning the store again."""
 
 from __future__ import annotations
 
@@ -10,8 +10,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from omni_host.app.baseline import baseline_in
+from omni_host.evaluate.ceiling import CPU
 from omni_host.evaluate.prior import Prior
-from omni_host.model import Baseline, InferenceServer, LastBench
+from omni_host.model import Baseline, InferenceServer, LastBench, Source
 from omni_host.report.history import (
     History,
     HostEntries,
@@ -19,6 +20,7 @@ from omni_host.report.history import (
     last_bench,
     last_plan,
 )
+from omni_host.report.results import PERF, details_of
 
 
 @dataclass(frozen=True)
@@ -29,6 +31,7 @@ class Past:
     last_bench: LastBench | None
     ledger: dict[str, tuple[str, str]]  # check id -> (stored bench, what its knob measured)
     plan: tuple[str, dict[str, Any], dict[str, Any] | None] | None
+    rates: dict[str, Any]  # what its stored benches reached (measured_rates): the plan's rates
     warnings: tuple[str, ...] = ()  # stored entries skipped while reading it
 
     @property
@@ -43,7 +46,36 @@ class Past:
     def prior(self) -> Prior:
         """What the checks may know of this past (``evaluate.prior``)."""
         return Prior(self.baseline, self.previous_audit, self.previous_servers(), self.ledger,
-                     self.plan, self.last_bench)
+                     self.plan, self.last_bench, self.rates)
+
+
+def measured_rates(entries: HostEntries) -> dict[str, Any]:
+    """What this host's newest stored benches reached: the fraction of its ceiling where the
+    GPUs took every but 1% of a token's time, and the rate its CPU read weights at (an
+    all-CPU or hybrid test)."""
+    found: dict[str, Any] = {}
+    for audit, entry in entries:
+        if audit.report.source is not Source.BENCH:
+            continue
+        details = details_of(entry, PERF)
+        ceilings = details.get("ceiling")
+        ceilings = ceilings if isinstance(ceilings, dict) else {}
+        for name, c in ceilings.items():
+            devices = (c.get("devices") or {}) if isinstance(c, dict) else {}
+            ms = {d: float(v.get("ms") or 0) for d, v in devices.items() if isinstance(v, dict)}
+            if ms and ms.get(CPU, 0.0) <= 0.01 * sum(ms.values()) and c.get("fraction") \
+                    and "gpu_efficiency" not in found:
+                found["gpu_efficiency"] = float(c["fraction"])
+                found["gpu_from"] = f"{name} of stored bench {audit.id}"
+        rates = details.get("cpu_rates")
+        rates = rates if isinstance(rates, dict) else {}
+        for name, gbs in rates.items():
+            if isinstance(gbs, int | float) and gbs > 0 and "cpu_gbs" not in found:
+                found["cpu_gbs"] = float(gbs) * 1e9
+                found["cpu_from"] = f"measured by {name} of stored bench {audit.id}"
+        if "gpu_efficiency" in found and "cpu_gbs" in found:
+            break
+    return found
 
 
 def past_of(history: History, host: str) -> Past:
@@ -51,7 +83,8 @@ def past_of(history: History, host: str) -> Past:
     entries = tuple(history.for_host(host))
     warnings: list[str] = []
     return Past(host, entries, baseline_in(entries, warnings.append), last_bench(entries),
-                knob_ledger(entries), last_plan(entries), tuple(warnings))
+                knob_ledger(entries), last_plan(entries), measured_rates(entries),
+                tuple(warnings))
 
 
 def priors(pasts: dict[str, Past]) -> dict[str, Prior]:

@@ -1,5 +1,6 @@
 """What a run asked of a host beyond an audit (issue 45): a bench judged against the host's
-baseline or recorded as one, a knob's A/B, a split sweep, a stability watch. The registered checks of a run
+baseline or recorded as one, a knob's A/B, a split sweep, a stability watch, a placement plan
+and its proof. The registered checks of a run
 (``meta.check_of_run``) read it with the host's facts and past; an audit asks nothing
 (``NOTHING``), and those checks then give no result. A frozen value made by the use case from
 the command line, so the verdict is judged once, in the registry, and no use case appends a
@@ -47,6 +48,18 @@ class WatchAsked:
 
 
 @dataclass(frozen=True)
+class PlanAsked:
+    ctx: int = 4096  # the context the server will serve: what the KV cache must hold
+    depth: int = 0  # the context a generated token reads (llama-bench -d) in the proof
+
+
+@dataclass(frozen=True)
+class ProofAsked:
+    keys: tuple[str, ...] = ()  # the plan's candidates measured, chosen from its first verdict
+    error: str | None = None  # why the proof was not collected (the host did not answer)
+
+
+@dataclass(frozen=True)
 class Asked:
     bench: bool = False  # a bench run: perf.tokens-per-s judges it
     record: bool = False  # ... asked to become the host's baseline (--baseline)
@@ -54,11 +67,13 @@ class Asked:
     knob: KnobAsked | None = None  # an A/B of one knob: perf.knob judges it
     sweep: SweepAsked | None = None  # a split sweep: perf.split-sweep judges it
     watch: WatchAsked | None = None  # a stability watch's rounds: serve.stability judges them
+    plan: PlanAsked | None = None  # a placement plan: perf.placement judges it
+    proof: ProofAsked | None = None  # ... and its proof: perf.placement-proof judges it
 
     @property
     def measures(self) -> bool:
         """Whether the run measured something (the bench helper's output is to be read)."""
-        return self.bench or self.knob is not None or self.sweep is not None
+        return self.bench or any(a is not None for a in (self.knob, self.sweep, self.plan))
 
 
 NOTHING = Asked()

@@ -9,7 +9,7 @@ from typing import Any
 
 from omni_host.errors import UsageError
 from omni_host.evaluate.checks import registry
-from omni_host.evaluate.meta import ASKED_BY, BY_COMMAND, CheckMeta, catalog
+from omni_host.evaluate.meta import ASKED_BY, CheckMeta, catalog
 
 _LESSON = re.compile(r"^[FSP]-\d{3}$")
 
@@ -33,10 +33,8 @@ def find(term: str) -> list[CheckMeta]:
 
 def list_lines() -> list[str]:
     implemented = registry()
-    by = {**BY_COMMAND, **ASKED_BY}  # the checks an audit does not run: their command
-
     return [f"{m.id:27} {m.severity.value:8} {m.layer:9} {' '.join(m.lessons):24} {m.title}"
-            + (f"  ({by[m.id]})" if m.id in by else "" if m.id in implemented
+            + (f"  ({ASKED_BY[m.id]})" if m.id in ASKED_BY else "" if m.id in implemented
                else "  (not implemented)")
             for m in catalog().values()]
 

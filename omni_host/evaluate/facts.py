@@ -8,6 +8,7 @@ from omni_host.model import Bundle, CommandResult, Outcome, ProbeResult
 from omni_host.plan.policy import Policy
 from omni_host.probes.catalog import (
     BENCH,
+    BENCH_PROOF,
     DYNAMIC,
     NVML_READS,
     PROBES_BY_ID,
@@ -115,4 +116,6 @@ def facts_from_bundle(bundle: Bundle, policy: Policy | None = None, *,
         probes[p.id] = _through_nvml(p, probes["gpu.nvml"], bundle.results.get(p.id)) or probes[p.id]
     if measured:
         probes[BENCH.id] = evaluate(BENCH, bundle.results.get(BENCH.id))
+        if BENCH_PROOF.id in bundle.results:  # a plan's proof, kept beside the plan's facts
+            probes[BENCH_PROOF.id] = evaluate(BENCH_PROOF, bundle.results[BENCH_PROOF.id])
     return HostFacts(bundle.host, probes)

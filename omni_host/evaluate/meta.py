@@ -82,11 +82,9 @@ def catalog() -> dict[str, CheckMeta]:
     return metas
 
 
-# The checks judged over two collections, the second chosen by the first's verdict (a plan,
-# then the proof of its leading candidates): by their own command, never by the registry (and
-# said so by ``omni-host checks list``). Every other catalog id has a registered function.
-BY_COMMAND = {"perf.placement": "omni-host plan", "perf.placement-proof": "omni-host plan --prove"}
-# The registered checks that judge what a run asked for (``check_of_run``), by their command.
+# The registered checks that judge what a run asked for (``check_of_run``), by their command
+# (``omni-host checks list`` says it): no audit runs them. Every catalog id has a registered
+# function.
 ASKED_BY: dict[str, str] = {}
 
 

@@ -26,6 +26,9 @@ class Prior:
     # the newest stored placement plan: (its audit, the plan's details, the proof's or None)
     plan: tuple[str, dict[str, Any], dict[str, Any] | None] | None = None
     last_bench: LastBench | None = None  # its newest stored bench (the PCIe links under load)
+    # what its stored benches reached: the GPUs' share of their ceiling, the CPU's read rate,
+    # and where each was measured (the placement plan's rates; app.past.measured_rates)
+    rates: Mapping[str, Any] = field(default_factory=dict)
 
     def with_ledger(self, result: CheckResult) -> CheckResult:
         """A knob check's verdict with what the knob measured here (``bench --knob``), where

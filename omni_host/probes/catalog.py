@@ -255,7 +255,12 @@ BENCH = Probe("bench.llama", ("{python}", "-S", "-c"), bench.parse_bench_run,
               label="llama-bench -o json <omni_bench> (bench helper: idle gate, context)",
               last=True, prepare=True)
 
-PROBES_BY_ID = {p.id: p for p in (*PROBES, *DYNAMIC)}  # an audit's; the bench judges BENCH itself
+# Where a plan keeps its proof's rounds in the plan's own bundle (the proof runs in a second
+# round trip: what to run is known only once the plan is judged; the report is judged once).
+BENCH_PROOF = dataclasses.replace(BENCH, id="bench.proof",
+                                  label="llama-bench -o json per candidate, in rounds (the proof)")
+
+PROBES_BY_ID = {p.id: p for p in (*PROBES, *DYNAMIC)}  # an audit's; a run's checks read BENCH
 
 
 def bench_probe(spec: BenchSpec, *, force: bool = False) -> Probe:

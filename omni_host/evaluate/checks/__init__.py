@@ -9,7 +9,6 @@ from omni_host.evaluate.asked import NOTHING, Asked, RunRefused
 from omni_host.evaluate.facts import HostFacts
 from omni_host.evaluate.meta import (
     ASKED_BY,
-    BY_COMMAND,
     REGISTERED,
     CheckFn,
     CheckMeta,
@@ -37,15 +36,16 @@ def registry() -> dict[str, Registered]:
         memory,
         models,
         numa,
+        placement,
         runs,
         serve,
         swap,
     )
 
-    unjudged = sorted(set(catalog()) - set(REGISTERED) - set(BY_COMMAND))
-    if unjudged:  # a catalog entry nothing judges would be a silent skip in every audit
+    unjudged = sorted(set(catalog()) - set(REGISTERED))
+    if unjudged:  # a catalog entry nothing judges would be a silent skip in every run
         raise RuntimeError(f"checks/catalog.yaml names {', '.join(unjudged)} but no check is "
-                           "registered for it (and no command judges it: meta.BY_COMMAND)")
+                           "registered for it")
     return dict(REGISTERED)
 
 
@@ -61,7 +61,7 @@ def run_checks(facts: HostFacts, policy: Policy, prior: Prior = NO_PRIOR,
     results = []
     for cid in sorted(metas, key=lambda c: c in ASKED_BY):  # stable: the catalog's order
         fn, meta = fns.get(cid), metas[cid]
-        if fn is None or (only_asked and cid not in ASKED_BY):  # BY_COMMAND: its command's
+        if fn is None or (only_asked and cid not in ASKED_BY):
             continue
         try:
             result = fn(facts, policy, meta, prior, asked)

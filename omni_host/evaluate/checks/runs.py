@@ -25,13 +25,12 @@ from omni_host.probes.catalog import BENCH
 from omni_host.probes.parsers.bench import BenchRun
 
 
-def measured(facts: HostFacts, meta: CheckMeta, what: str) -> BenchRun | CheckResult:
-    """The run the bench helper made, else the error that says why there is none. Raises
-    RunRefused where the helper refused to run (nothing measured: nothing to judge)."""
-    probe = facts.probes.get(BENCH.id)
+def measured(facts: HostFacts, what: str, probe_id: str = BENCH.id) -> BenchRun | str:
+    """The run the bench helper made, else why there is none. Raises RunRefused where the
+    helper refused to run (nothing measured: nothing to judge)."""
+    probe = facts.probes.get(probe_id)
     if probe is None or not probe.ok:
-        why = probe.why_not() if probe is not None else "the bench helper did not run"
-        return meta.result(Status.ERROR, f"{what} not run: {why}")
+        return f"{what} not run: {probe.why_not() if probe is not None else 'no output'}"
     run: BenchRun = probe.fact
     if run.refused:
         raise RunRefused(what, run.refused)
@@ -44,9 +43,9 @@ def tokens_per_s(facts: HostFacts, policy: Policy, meta: CheckMeta, prior: Prior
     """A bench against the host's baseline (none where the run is to record one)."""
     if not asked.bench:
         return None
-    run = measured(facts, meta, "bench")
-    if isinstance(run, CheckResult):
-        return run
+    run = measured(facts, "bench")
+    if isinstance(run, str):
+        return meta.result(Status.ERROR, run)
     if policy.bench is None:
         return meta.result(Status.ERROR, "no omni_bench in the host's policy (docs/bench.md)")
     context = bench_context(fact_summary(facts, policy), run)
@@ -60,9 +59,9 @@ def knob_ab(facts: HostFacts, policy: Policy, meta: CheckMeta, prior: Prior,
     """What one knob costs here: its A/B, never a baseline."""
     if asked.knob is None:
         return None
-    run = measured(facts, meta, "A/B")
-    if isinstance(run, CheckResult):
-        return run
+    run = measured(facts, "A/B")
+    if isinstance(run, str):
+        return meta.result(Status.ERROR, run)
     if run.ab is None:
         return meta.result(Status.ERROR, "the bench helper ran no A/B (an older helper?)")
     return judge_knob(meta, asked.knob.knob, asked.knob.value, run.ab, asked.knob.now)
@@ -74,9 +73,9 @@ def split_sweep(facts: HostFacts, policy: Policy, meta: CheckMeta, prior: Prior,
     """Every split configuration's rounds against the advised split (never a baseline)."""
     if asked.sweep is None:
         return None
-    run = measured(facts, meta, "sweep")
-    if isinstance(run, CheckResult):
-        return run
+    run = measured(facts, "sweep")
+    if isinstance(run, str):
+        return meta.result(Status.ERROR, run)
     if run.ab is None:
         return meta.result(Status.ERROR, "the bench helper ran no rounds (an older helper?)")
     return judge_sweep(meta, run.ab, asked.sweep.advised, asked.sweep.dropped)
