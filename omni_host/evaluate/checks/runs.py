@@ -22,7 +22,7 @@ from omni_host.evaluate.watch import judge_watch
 from omni_host.model import CheckResult, Status
 from omni_host.plan.policy import Policy
 from omni_host.probes.catalog import BENCH
-from omni_host.probes.parsers.bench import BenchRun
+from omni_host.probes.parsers.bench import BenchRun, KnobAB
 
 
 def measured(facts: HostFacts, what: str, probe_id: str = BENCH.id) -> BenchRun | str:
@@ -53,18 +53,25 @@ def tokens_per_s(facts: HostFacts, policy: Policy, meta: CheckMeta, prior: Prior
                  record=asked.record, first=dict(asked.first) if asked.first else None)
 
 
+def rounds(facts: HostFacts, meta: CheckMeta, what: str, none: str) -> KnobAB | CheckResult:
+    """The rounds of an A/B or a sweep, else the error that says why there are none."""
+    run = measured(facts, what)
+    if isinstance(run, str):
+        return meta.result(Status.ERROR, run)
+    if run.ab is None:
+        return meta.result(Status.ERROR, f"the bench helper ran no {none} (an older helper?)")
+    return run.ab
+
+
 @check_of_run(KNOB, "omni-host bench --knob")
 def knob_ab(facts: HostFacts, policy: Policy, meta: CheckMeta, prior: Prior,
             asked: Asked) -> CheckResult | None:
     """What one knob costs here: its A/B, never a baseline."""
     if asked.knob is None:
         return None
-    run = measured(facts, "A/B")
-    if isinstance(run, str):
-        return meta.result(Status.ERROR, run)
-    if run.ab is None:
-        return meta.result(Status.ERROR, "the bench helper ran no A/B (an older helper?)")
-    return judge_knob(meta, asked.knob.knob, asked.knob.value, run.ab, asked.knob.now)
+    ab = rounds(facts, meta, "A/B", "A/B")
+    return ab if isinstance(ab, CheckResult) else \
+        judge_knob(meta, asked.knob.knob, asked.knob.value, ab, asked.knob.now)
 
 
 @check_of_run(SWEEP, "omni-host bench --sweep-split")
@@ -73,12 +80,9 @@ def split_sweep(facts: HostFacts, policy: Policy, meta: CheckMeta, prior: Prior,
     """Every split configuration's rounds against the advised split (never a baseline)."""
     if asked.sweep is None:
         return None
-    run = measured(facts, "sweep")
-    if isinstance(run, str):
-        return meta.result(Status.ERROR, run)
-    if run.ab is None:
-        return meta.result(Status.ERROR, "the bench helper ran no rounds (an older helper?)")
-    return judge_sweep(meta, run.ab, asked.sweep.advised, asked.sweep.dropped)
+    ab = rounds(facts, meta, "sweep", "rounds")
+    return ab if isinstance(ab, CheckResult) else \
+        judge_sweep(meta, ab, asked.sweep.advised, asked.sweep.dropped)
 
 
 @check_of_run(STABILITY, "omni-host serve watch")
