@@ -343,7 +343,7 @@ def test_bench_loop_baseline_unchanged_quota_and_back(sshd: Sshd, llama, tmp_pat
     assert perf["status"] == "pass" and perf["details"]["recorded_baseline"] is True
     assert "this run is the host's baseline from now on" in first.stderr
     kept = len(load_history(store).audits)  # the baseline (and any unfit first try before it)
-    assert perf["details"]["context"]["CPU quota (cgroup)"] == "none"
+    assert perf["details"]["context"]["cpu_quota"] == "none"
     again, perf = _bench(sshd, inv, store)
     # An unchanged rerun never fails for nothing. On this shared 2-vCPU VM a noisy moment can
     # make it warn, and other work on the machine (another test suite, a build) can really
@@ -618,3 +618,53 @@ def test_a_gpu_whose_state_cannot_be_read_refuses_the_bench(llama, tmp_path: Pat
                 if r["id"] == "perf.tokens-per-s")
     assert "cannot tell whether the GPU is idle" in perf["summary"]
     assert perf["details"]["recorded_baseline"] is False  # a forced run is never a baseline
+
+
+# -- the context by key (issue 45): labels are for reading, stored baselines keep comparing ----
+OLD_CONTEXTS = [CAPTURES / "plan-h100" / "bench-40.json",
+                CAPTURES / "plan-h100" / "bench-40-second.json",
+                CAPTURES / "plan-2gpu" / "bench-40.json"]
+
+
+@pytest.mark.parametrize("path", OLD_CONTEXTS, ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_a_context_stored_by_its_labels_reads_by_key_losing_nothing(path: Path) -> None:
+    """Benches stored before the keys (a lent H100's and a two-GPU machine's) kept their
+    context by display label: each reads into a key the code names, whose label is the one
+    stored, in the stored order; none is left unknown."""
+    import json
+
+    from omni_host.evaluate.bench import read_stored
+    from omni_host.evaluate.context import UNKNOWN_RANK, fact, label
+
+    perf = next(r for r in json.loads(path.read_text())["hosts"][0]["results"]
+                if r["id"] == "perf.tokens-per-s")
+    stored = perf["details"]["context"]
+    assert "NVIDIA driver" in stored and "other processes on the GPUs" in stored  # by label
+    keyed = read_stored(perf["details"]).context
+    assert [label(k) for k in keyed] == list(stored)
+    assert list(keyed.values()) == list(stored.values())
+    assert all(fact(k).rank != UNKNOWN_RANK or k == "model_fingerprint" for k in keyed)
+    assert not any(" " in k for k in keyed)  # every one a key, none a label
+
+
+def test_a_baseline_stored_by_labels_judges_an_unchanged_run_as_one_by_keys(tmp_path: Path) -> None:
+    """The lent H100's baseline, stored as omni-host stored it before the keys (its context by
+    label), and its unchanged run judged now: nothing changed, and a change is said in the
+    words it was said in (the environment first)."""
+    import json
+
+    from omni_host.evaluate.context import label
+
+    store = tmp_path / "store"
+    _judged("baseline", store, record=True)
+    (report,) = store.glob("*/report.json")
+    doc = json.loads(report.read_text())
+    perf = next(r for r in doc["hosts"][0]["results"] if r["id"] == "perf.tokens-per-s")
+    assert "driver" in perf["details"]["context"]  # stored by key now
+    perf["details"]["context"] = {label(k): v for k, v in perf["details"]["context"].items()}
+    perf["details"]["context"]["env CUDA_VISIBLE_DEVICES"] = "1"  # as set at the baseline
+    report.write_text(json.dumps(doc))
+    same, compared, _ = _judged("unchanged", store)
+    assert compared is not None
+    assert same.details["changed"] == ["env CUDA_VISIBLE_DEVICES: 1 -> unset"], same.summary
+    assert "NVIDIA driver" in same.details["unchanged"]

@@ -151,7 +151,7 @@ def test_a_run_busy_during_the_run_is_not_a_baseline(llama, tmp_path: Path) -> N
     perf = _perf(result)
     assert perf["status"] == "warn", perf["summary"]
     assert perf["details"]["recorded_baseline"] is False
-    load = perf["details"]["context"]["other CPU load during the run (CPUs)"]
+    load = perf["details"]["context"]["other_cpu_load"]
     assert load > 0.5
     assert f"other processes used {load:.2f} CPUs during the run" in perf["summary"]
     assert find_baseline(load_history(tmp_path / "s"), "box") is None
@@ -311,20 +311,22 @@ def test_less_cpu_for_llama_bench_is_a_change_relative_to_what_it_got() -> None:
     0.384 of a CPU with more loops (41-45% slower; other load 1.339 -> 1.621): within the
     0.25 CPU jitter of other load. Once both moved less than that, and the 41% drop read
     "no change in the recorded host state"."""
-    from omni_host.evaluate.bench import OWN_CPU, context_diff
+    from omni_host.evaluate.context import OWN_CPU, diff
 
-    other = "other CPU load during the run (CPUs)"
-    changed, _ = context_diff({OWN_CPU: 0.659, other: 1.339}, {OWN_CPU: 0.41, other: 1.58})
-    assert changed == [f"{OWN_CPU}: 0.659 -> 0.41"]
-    changed, same = context_diff({OWN_CPU: 0.98, other: 0.1}, {OWN_CPU: 0.9, other: 0.3})
-    assert changed == [] and same == [OWN_CPU, other]  # jitter: 8% and 0.2 CPU
+    other = "other_cpu_load"
+    changed, _ = diff({OWN_CPU: 0.659, other: 1.339}, {OWN_CPU: 0.41, other: 1.58})
+    assert [c.line() for c in changed] == ["CPU llama-bench got during the run (CPUs): 0.659 -> 0.41"]
+    changed, same = diff({OWN_CPU: 0.98, other: 0.1}, {OWN_CPU: 0.9, other: 0.3})
+    assert changed == [] and same == ["CPU llama-bench got during the run (CPUs)",
+                                      "other CPU load during the run (CPUs)"]  # 8%, 0.2 CPU
 
 
 def test_a_drop_within_the_noise_is_named_when_llama_bench_measurably_lost_its_cpu() -> None:
     """CI's run of the competing-load test (stop 54): llama-bench got 0.989 -> 0.485 CPUs,
     tg32 fell 37% past its 30% tolerance, and passed: its baseline's noise (±15.9%) judged it
     at 48%. The CPU it got is measured apart from its rate: together they are a warn."""
-    from omni_host.evaluate.bench import OWN_CPU, _starved, judge_test
+    from omni_host.evaluate.bench import _starved, judge_test
+    from omni_host.evaluate.context import OWN_CPU
 
     base = [58.3 * f for f in (0.8, 0.9, 1.0, 1.1, 1.2)]
     now = [36.8 * f for f in (0.8, 0.9, 1.0, 1.1, 1.2)]
@@ -356,7 +358,7 @@ def test_the_h200_runs_watched_through_nvml_carry_their_pcie_link(tmp_path: Path
     store = tmp_path / "store"
     base, _, _ = _judged("base", store, where=NVML_H200)
     assert base.details["recorded_baseline"] is True
-    assert base.details["context"]["GPU0 PCIe link during the run (median)"] == "gen5 x16"
+    assert base.details["context"]["gpu.0.pcie"] == "gen5 x16"
     same, _, _ = _judged("u1", store, where=NVML_H200)
     assert same.status is Status.PASS and same.details["changed"] == [], same.summary
     lines = [line for ev in same.evidence for line in ev.lines]
@@ -367,13 +369,13 @@ def test_the_h200_runs_watched_through_nvml_carry_their_pcie_link(tmp_path: Path
 def test_a_link_measured_since_a_later_omni_host_is_no_change() -> None:
     """A baseline stored before the link was sampled has no such key: the next run's link is
     not a change (it would have kept every later run from being learned as noise)."""
-    from omni_host.evaluate.bench import context_diff
+    from omni_host.evaluate.context import diff
 
-    key = "GPU0 PCIe link during the run (median)"
-    assert context_diff({}, {key: "gen5 x16"}) == ([], [])
-    changed, _ = context_diff({key: "gen5 x16"}, {key: "gen2 x16"})
-    assert changed == [f"{key}: gen5 x16 -> gen2 x16"]
-    assert context_diff({}, {"env GGML_CUDA_DISABLE_GRAPHS": "1"})[0] == \
+    key = "gpu.0.pcie"
+    assert diff({}, {key: "gen5 x16"}) == ([], [])
+    changed, _ = diff({key: "gen5 x16"}, {key: "gen2 x16"})
+    assert [c.line() for c in changed] == ["GPU0 PCIe link during the run (median): gen5 x16 -> gen2 x16"]
+    assert [c.line() for c in diff({}, {"env.GGML_CUDA_DISABLE_GRAPHS": "1"})[0]] == \
         ["env GGML_CUDA_DISABLE_GRAPHS: unset -> 1"]  # a setting is still a change
 
 

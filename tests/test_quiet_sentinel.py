@@ -92,8 +92,7 @@ def test_thirty_unchanged_h100_runs_watched_through_nvml_are_quiet(tmp_path: Pat
     tally = _tally(verdicts)
     assert tally["fail"] == 0 and tally["warn"] <= 1, [v.summary for v in verdicts]
     assert seconds <= 4
-    assert {v.details["context"]["GPU0 PCIe link during the run (median)"]
-            for v in verdicts} == {"gen5 x16"}
+    assert {v.details["context"]["gpu.0.pcie"] for v in verdicts} == {"gen5 x16"}
     assert all(v.details["changed"] == [] for v in verdicts if v.status is Status.PASS)
 
 

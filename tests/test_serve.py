@@ -131,7 +131,7 @@ def _vm_baseline(**context) -> tuple[Baseline, str]:
     bench = parse_llama_bench_json(
         (CAPTURES / "llama-bench" / "llama-bench-json_vm-epyc-2cpu_tiny-f16_r3.json").read_text())
     tg = next(t for t in bench.tests if t.kind == "tg")
-    ctx = {"model fingerprint": "fp", "CPUs allowed": 2, "CPU quota (cgroup)": "none", **context}
+    ctx = {"model_fingerprint": "fp", "cpus_allowed": 2, "cpu_quota": "none", **context}
     return (Baseline("20261124T000000000Z-abcdef", 0.0, {t.name: list(t.samples_ts)
                                                         for t in bench.tests}, ctx, {},
                      {t.name: t.key for t in bench.tests}), tg.name)
@@ -238,9 +238,9 @@ def test_a_value_spelled_otherwise_is_the_same_value(server: str, bench: str, sa
 def test_where_the_toolkit_lives_is_not_a_difference_but_what_changes_speed_is() -> None:
     """On the lent H100 a matching server differed from its bench only in CUDA_HOME,
     CUDA_VERSION and LD_LIBRARY_PATH (recorded with the bench, not compared)."""
-    baseline, tg = _vm_baseline(**{"env CUDA_HOME": "/usr/local/cuda", "env CUDA_VERSION": "13.0.2",
-                                   "env LD_LIBRARY_PATH": "/usr/local/nvidia/lib64",
-                                   "env CUDA_VISIBLE_DEVICES": "0"})
+    baseline, tg = _vm_baseline(**{"env.CUDA_HOME": "/usr/local/cuda", "env.CUDA_VERSION": "13.0.2",
+                                   "env.LD_LIBRARY_PATH": "/usr/local/nvidia/lib64",
+                                   "env.CUDA_VISIBLE_DEVICES": "0"})
     assert differences(_server(env={"CUDA_VISIBLE_DEVICES": "0"}), baseline, tg) == []
     assert differences(_server(env={"CUDA_VISIBLE_DEVICES": "0,1", "OMP_NUM_THREADS": "4"}),
                        baseline, tg) == [

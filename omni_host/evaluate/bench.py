@@ -27,7 +27,21 @@ import statistics
 from dataclasses import dataclass
 from typing import Any, TypeGuard
 
-from omni_host.evaluate.ceiling import CCD_LINKS, CPU_BANDWIDTH, run_ceilings
+from omni_host.evaluate.ceiling import run_ceilings
+from omni_host.evaluate.context import (
+    CCD_LINKS,
+    CPU_BANDWIDTH,
+    ENV,
+    GPU,
+    LIB,
+    MODEL_FINGERPRINT,
+    OWN_CPU,
+    diff,
+    gpu_key,
+    keyed,
+    label,
+    same,
+)
 from omni_host.evaluate.meta import CheckMeta
 from omni_host.model import (
     Baseline,
@@ -50,13 +64,6 @@ from omni_host.probes.parsers.bench import (
 )
 
 CHECK_ID = "perf.tokens-per-s"
-NUMBER_TOLERANCE = 0.05
-LOAD_TOLERANCE_CPUS = 0.25
-# The CPU llama-bench got scales its rate: a one-thread bench that went from 0.66 to 0.41 of a
-# CPU beside more busy loops ran 41% slower, within the absolute 0.25 (seen beside
-# ordinary-machine's loops on both CPUs: "no change in the recorded host state").
-OWN_CPU_TOLERANCE = 0.20
-OWN_CPU = "CPU llama-bench got during the run (CPUs)"
 RANK = {Status.PASS: 0, Status.WARN: 1, Status.FAIL: 2}
 RANK_OF = {s.value: r for s, r in RANK.items()}
 
@@ -78,31 +85,30 @@ def _gpu_context(run: BenchRun) -> dict[str, Any]:
         i = row.get("index", "?")
         gen, width = na(row.get("pcie.link.gen.max")), na(row.get("pcie.link.width.max"))
         if gen or width:
-            out[f"GPU{i} PCIe link (max trained)"] = f"gen{gen} x{width}"
+            out[gpu_key(i, "pcie_max")] = f"gen{gen} x{width}"
         limit = _num(row.get("power.limit [W]"))
         if limit is not None:
-            out[f"GPU{i} power limit W"] = limit
-        for field, label in (("clocks.max.sm [MHz]", "max SM clock MHz"),
-                             ("clocks.max.memory [MHz]", "max memory clock MHz")):
+            out[gpu_key(i, "power_limit_w")] = limit
+        for field, key in (("clocks.max.sm [MHz]", "max_sm_mhz"),
+                           ("clocks.max.memory [MHz]", "max_memory_mhz")):
             value = _num(row.get(field))
             if value is not None:
-                out[f"GPU{i} {label}"] = value
-        out[f"GPU{i} name"] = row.get("name")
+                out[gpu_key(i, key)] = value
+        out[gpu_key(i, "name")] = row.get("name")
         if row.get("uuid"):  # another card than the baseline's is another machine's number
-            out[f"GPU{i} UUID"] = row.get("uuid")
+            out[gpu_key(i, "uuid")] = row.get("uuid")
     during = run.during or {}
     if rows:
-        out["GPU clock event reasons during the run"] = event_reasons(
-            during.get("event_reasons") or [])
+        out["gpu_event_reasons"] = event_reasons(during.get("event_reasons") or [])
         apps = [f"{a.get('pid')} {a.get('process_name')}"
                 for a in run.gate.get("compute_apps") or []]
-        out["other processes on the GPUs"] = ", ".join(
+        out["gpu_processes"] = ", ".join(
             sorted(set(apps + list(during.get("other_gpu_processes") or [])))) or "none"
         medians = _sm_medians(during.get("samples") or [])
         for i, mhz in medians.items():
-            out[f"GPU{i} SM clock MHz (median during the run)"] = mhz
+            out[gpu_key(i, "sm_mhz")] = mhz
         for i, link in links_during(during.get("samples") or []).items():
-            out[f"GPU{i} PCIe link during the run (median)"] = link.typical
+            out[gpu_key(i, "pcie")] = link.typical
     return out
 
 
@@ -156,40 +162,41 @@ def _sm_medians(samples: list[list[list[str]]]) -> dict[str, float]:
 
 
 def bench_context(summary: FactSummary, run: BenchRun) -> dict[str, Any]:
-    """The host state a bench ran under, by name: what a drop is explained by (the audit's
-    fact summary of the same bundle: it is evaluated once)."""
+    """The host state a bench ran under, by key (``evaluate.context``: labelled only where a
+    change is said): what a drop is explained by (the audit's fact summary of the same
+    bundle: it is evaluated once)."""
     ctx: dict[str, Any] = {}
     if summary.numa_nodes and summary.sockets:
-        ctx["NUMA nodes per socket"] = summary.numa_nodes / summary.sockets
-    ctx["NVIDIA driver"] = summary.driver_version
-    ctx["CUDA (driver)"] = summary.cuda_version
+        ctx["numa_per_socket"] = summary.numa_nodes / summary.sockets
+    ctx["driver"] = summary.driver_version
+    ctx["cuda"] = summary.cuda_version
     ctx["kernel"] = summary.kernel
     memory = summary.memory
     if memory is not None:
         if memory.channels:
-            ctx["CPU memory channels with DIMMs"] = f"{memory.channels_populated} of {memory.channels}"
-        ctx["CPU memory speed (MT/s)"] = memory.mts
+            ctx["memory_channels"] = f"{memory.channels_populated} of {memory.channels}"
+        ctx["memory_mts"] = memory.mts
         ctx[CPU_BANDWIDTH] = memory.bandwidth_gbs
         ctx[CCD_LINKS] = memory.ccd_links_gbs
     quota = run.context.get("cpu_quota")
-    ctx["CPU quota (cgroup)"] = (f"{quota['cpus']:g} CPUs ({quota['cgroup']})"
-                                 if isinstance(quota, dict) else "none")
-    ctx["CPUs allowed"] = run.context.get("cpus_allowed")
+    ctx["cpu_quota"] = (f"{quota['cpus']:g} CPUs ({quota['cgroup']})"
+                        if isinstance(quota, dict) else "none")
+    ctx["cpus_allowed"] = run.context.get("cpus_allowed")
     binary = run.context.get("binary") or {}
-    ctx["llama-bench sha256"] = str(binary.get("sha256", ""))[:16] or None
+    ctx["llama_bench_sha256"] = str(binary.get("sha256", ""))[:16] or None
     for lib, digest in sorted((binary.get("libs") or {}).items()):
-        ctx[f"{lib} sha256"] = str(digest)[:16]
+        ctx[LIB + str(lib)] = str(digest)[:16]
     if run.result is not None:
-        ctx["llama.cpp build"] = f"{run.result.build_commit} ({run.result.build_number})"
+        ctx["build"] = f"{run.result.build_commit} ({run.result.build_number})"
         ctx["backends"] = run.result.backends
     model = run.context.get("model") or {}
-    ctx["model bytes"] = model.get("size_bytes")
-    ctx["model fingerprint"] = model.get("fingerprint")
+    ctx["model_bytes"] = model.get("size_bytes")
+    ctx[MODEL_FINGERPRINT] = model.get("fingerprint")
     for name, value in sorted((run.context.get("env") or {}).items()):
-        ctx[f"env {name}"] = value
+        ctx[ENV + str(name)] = value
     load = (run.during or {}).get("other_cpu_load")
     if load is not None:
-        ctx["other CPU load during the run (CPUs)"] = load
+        ctx["other_cpu_load"] = load
     own = (run.during or {}).get("own_cpu_s")
     if _measured(own) and run.duration_s:
         # the other side of CPU contention: where the CPUs were busy before and after (a busy
@@ -197,37 +204,6 @@ def bench_context(summary: FactSummary, run: BenchRun) -> dict[str, Any]:
         ctx[OWN_CPU] = round(own / run.duration_s, 3)
     ctx.update(_gpu_context(run))
     return {k: v for k, v in ctx.items() if v is not None}
-
-
-def _same(key: str, a: Any, b: Any) -> bool:
-    if isinstance(a, (int, float)) and isinstance(b, (int, float)):
-        if key.endswith("(CPUs)"):  # CPU time measured: a quarter of a CPU is jitter
-            relative = OWN_CPU_TOLERANCE * max(a, b) if key == OWN_CPU else math.inf
-            return abs(a - b) <= min(LOAD_TOLERANCE_CPUS, relative)
-        return abs(a - b) <= NUMBER_TOLERANCE * max(abs(a), abs(b), 1e-9)
-    return bool(a == b)
-
-
-def _show(value: Any) -> str:
-    if isinstance(value, float):
-        return f"{value:g}"
-    return str(value)
-
-
-def context_diff(before: dict[str, Any], after: dict[str, Any]) -> tuple[list[str], list[str]]:
-    """(what changed, as "name: before -> after"; the names that did not)."""
-    changed, same = [], []
-    for key in [*before, *(k for k in after if k not in before)]:
-        a, b = before.get(key), after.get(key)
-        if key in before and key in after and _same(key, a, b):
-            same.append(key)
-        elif key not in before and any(word in key for word in SYMPTOMS):
-            continue  # measured since a later omni-host: the baseline did not, nothing moved
-        else:
-            gone = "unset" if key.startswith("env ") else "not seen"
-            changed.append(f"{key}: {_show(a) if key in before else gone} -> "
-                           f"{_show(b) if key in after else gone}")
-    return changed, same
 
 
 @dataclass(frozen=True)
@@ -516,7 +492,7 @@ def read_stored(details: Any) -> StoredRun:
     firsts: dict[str, float] = {}
     if isinstance(first, dict) and first.get("fit") is True and isinstance(first.get("centers"), dict):
         firsts = {str(n): c for n, v in first["centers"].items() if (c := rate(v)) is not None}
-    return StoredRun(tests, keys, context, details.get("recorded_baseline") is True, fit,
+    return StoredRun(tests, keys, keyed(context), details.get("recorded_baseline") is True, fit,
                      audit if isinstance(audit, str) else None, tuple(map(str, changed)), firsts)
 
 
@@ -528,31 +504,6 @@ def key_diff(before: tuple[tuple[str, str], ...], after: tuple[tuple[str, str], 
     """What a test measured differently ("-t 2 -> 1"), over the fields both records have."""
     a, b = dict(before), dict(after)
     return [f"{_flag(k)} {a[k]} -> {b[k]}" for k in sorted(a.keys() & b.keys()) if a[k] != b[k]]
-
-
-# The order changes are named in: what takes tokens/s away (other work, limits, the binary,
-# the environment, the platform) before what follows from it (clocks and their reasons).
-CAUSE_ORDER = ("other processes on the GPUs", "CPU quota", "CPUs allowed", "env ",
-               "llama-bench sha256", "lib", "llama.cpp build", "backends", "CPU memory",
-               "CPU CCD", "NUMA", "NVIDIA driver",
-               "CUDA", "kernel", "GPU", "other CPU load", "CPU llama-bench got", "model bytes")
-SYMPTOMS = ("GPU clock event reasons", "SM clock MHz (median", "PCIe link during the run")
-# What the run measured rather than how the host is set (with SYMPTOMS): a change of these
-# alone does not make an inconclusive comparison a warn (a disturbance does, by itself).
-MEASURED = ("other CPU load", "CPU llama-bench got", "other processes")
-
-
-def _setting(change: str) -> bool:
-    """A change of how the host is set (the environment, the binary, the driver...), not of
-    what the run measured."""
-    return not change.startswith(MEASURED) and not any(word in change for word in SYMPTOMS)
-
-
-def _rank(change: str) -> tuple[int, int]:
-    symptom = any(word in change for word in SYMPTOMS)
-    place = next((i for i, word in enumerate(CAUSE_ORDER) if change.startswith(word)),
-                 len(CAUSE_ORDER))
-    return int(symptom), place
 
 
 def comma_split(argv: tuple[str, ...] | list[str]) -> str | None:
@@ -601,11 +552,11 @@ def settle(now: dict[str, dict[str, Any]], first: dict[str, Any] | None
 def _starved(before: dict[str, Any], after: dict[str, Any],
              verdicts: list[TestVerdict]) -> str | None:
     """A drop past the tolerance that the noise alone cannot call, measured beside its cause:
-    llama-bench got less CPU than at the baseline (past the jitter ``_same`` allows). The CPU
+    llama-bench got less CPU than at the baseline (past the jitter ``context.same`` allows). The CPU
     it got is measured apart from its rate, so the two together say what neither says alone.
     The words that say so, or None."""
     a, b = before.get(OWN_CPU), after.get(OWN_CPU)
-    if not (_measured(a) and _measured(b)) or b >= a or _same(OWN_CPU, a, b):
+    if not (_measured(a) and _measured(b)) or b >= a or same(OWN_CPU, a, b):
         return None
     fell = [v for v in verdicts if v.tolerance < v.drop <= v.threshold]
     if not fell:
@@ -686,17 +637,16 @@ def judge(meta: CheckMeta, spec: BenchSpec, run: BenchRun, context: dict[str, An
         return meta.result(Status.PASS, summary + (f"; {ceiling_note}" if ceiling_note else ""),
                            actual=measured, evidence=evidence, details=details)
     details["baseline"] = {"audit": baseline.audit, "recorded_at": baseline.recorded_at}
-    other = [f"model fingerprint {baseline.context['model fingerprint']} -> "
-             f"{context.get('model fingerprint')} (another file at {spec.model})"] \
-        if baseline.context.get("model fingerprint") not in (None, context.get("model fingerprint")) \
+    was, now = baseline.context.get(MODEL_FINGERPRINT), context.get(MODEL_FINGERPRINT)
+    other = [f"{label(MODEL_FINGERPRINT)} {was} -> {now} (another file at {spec.model})"] \
+        if was not in (None, now) \
         else []
     differ = {n: key_diff(baseline.keys.get(n, ()), t.key) for n, t in tests.items()}
     comparable = [n for n in tests if n in baseline.tests and not differ[n] and not other]
     details["not_comparable"] = sorted({*other, *(d for n in tests for d in differ[n])})
-    changed, same = context_diff(baseline.context, context)
-    changed.sort(key=_rank)
-    details["changed"], details["unchanged"] = changed, same
-    settings = [c for c in changed if _setting(c)]
+    changes, details["unchanged"] = diff(baseline.context, context)
+    changed = details["changed"] = [c.line() for c in changes]  # the causes first
+    settings = [c.line() for c in changes if c.setting]
     trap = comma_split(run.argv)
     if not comparable:
         why = "; ".join(details["not_comparable"]) or \
@@ -739,7 +689,7 @@ def judge(meta: CheckMeta, spec: BenchSpec, run: BenchRun, context: dict[str, An
     if trap:
         text += f"; {trap}"
         status = Status.WARN if status is Status.PASS else status
-    if any(" UUID: " in c for c in changed):  # the baseline measured another card
+    if any(c.key.startswith(GPU) and c.key.endswith(".uuid") for c in changes):  # another card
         text += "; another GPU than the baseline's: record this one's with omni-host bench --baseline"
         status = Status.WARN if status is Status.PASS else status
     if unfit:

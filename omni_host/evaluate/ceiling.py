@@ -32,6 +32,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from omni_host.evaluate.context import CCD_LINKS, CPU_BANDWIDTH
 from omni_host.probes.parsers.bench import BenchRun, BenchTest, TensorMap, split_values
 
 CPU = "CPU"
@@ -226,8 +227,6 @@ def ceiling(read: dict[str, float], bandwidth: dict[str, float], row: bool) -> C
                    max(seconds, key=lambda d: seconds[d]), row)
 
 
-CPU_BANDWIDTH = "CPU memory bandwidth (GB/s)"
-CCD_LINKS = "CPU CCD links (GB/s)"
 
 
 def visible_gpus(run: BenchRun) -> list[dict[str, Any]]:

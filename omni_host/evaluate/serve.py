@@ -24,6 +24,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from omni_host.evaluate.context import ENV, MODEL_FINGERPRINT
 from omni_host.model import CheckResult, Evidence, InferenceServer, ServedCounters, Status
 from omni_host.probes.parsers.bench import estimate, rate
 from omni_host.remote.procfacts import option_value
@@ -183,12 +184,12 @@ def differences(server: InferenceServer, baseline: Baseline, test: str) -> list[
     if "--no-mmap" in server.argv and _bench_value(baseline, test, "use_mmap") not in ("False", None):
         found.append("mmap: the bench mapped the model, the server reads it in (--no-mmap)")
     ctx = baseline.context
-    bench_cpus = ctx.get("CPUs allowed")
+    bench_cpus = ctx.get("cpus_allowed")
     if server.cpus_allowed is not None and isinstance(bench_cpus, int) and \
             server.cpus_allowed != bench_cpus:
         found.append(f"CPUs allowed: the bench had {bench_cpus}, the server has "
                      f"{server.cpus_allowed} ({server.cpus_allowed_list})")
-    bench_quota = ctx.get("CPU quota (cgroup)")
+    bench_quota = ctx.get("cpu_quota")
     server_quota = (f"{server.quota_cpus:g} CPUs ({server.quota_cgroup})"
                     if server.quota_cpus is not None else "none")
     if bench_quota is not None and _quota_cpus(str(bench_quota)) != server.quota_cpus:
@@ -199,7 +200,8 @@ def differences(server: InferenceServer, baseline: Baseline, test: str) -> list[
         found.append(f"binary: the server runs {server.exe} (sha256 {server.sha256[:16]}), not "
                      f"the llama-server built beside the benched llama-bench "
                      f"({server.bench_server_path}, sha256 {server.bench_server_sha256[:16]})")
-    bench_env = {k[4:]: v for k, v in ctx.items() if k.startswith("env ") and _speed(k[4:])}
+    bench_env = {k[len(ENV):]: v for k, v in ctx.items()
+                 if k.startswith(ENV) and _speed(k[len(ENV):])}
     if server.env is not None:
         for name in sorted(set(bench_env) | {n for n in server.env if _speed(n)}):
             if bench_env.get(name) != server.env.get(name):
@@ -283,7 +285,7 @@ def _judge_server(server: InferenceServer, baseline: Baseline | None, min_fracti
     if baseline is None:
         return (Status.SKIP, f"{line}; no bench baseline of this host to compare with "
                 "(omni-host bench --baseline)", details)
-    bench_fp = baseline.context.get("model fingerprint")
+    bench_fp = baseline.context.get(MODEL_FINGERPRINT)
     if server.model_fingerprint is None or bench_fp != server.model_fingerprint:
         return (Status.SKIP, f"{line}; not comparable with the bench: the server's model "
                 f"{server.model_path} ({server.model_fingerprint or 'unread'}) is not the "

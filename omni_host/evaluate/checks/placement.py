@@ -13,8 +13,9 @@ from typing import Any
 
 from omni_host.evaluate.asked import Asked, PlanAsked
 from omni_host.evaluate.bench import bench_context
-from omni_host.evaluate.ceiling import CCD_LINKS, CPU, CPU_BANDWIDTH, n_layers, visible_gpus
+from omni_host.evaluate.ceiling import CPU, n_layers, visible_gpus
 from omni_host.evaluate.checks.runs import measured
+from omni_host.evaluate.context import CCD_LINKS, CPU_BANDWIDTH
 from omni_host.evaluate.facts import HostFacts
 from omni_host.evaluate.meta import CheckMeta, check_of_run
 from omni_host.evaluate.placement import (
