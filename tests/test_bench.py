@@ -668,3 +668,36 @@ def test_a_baseline_stored_by_labels_judges_an_unchanged_run_as_one_by_keys(tmp_
     assert compared is not None
     assert same.details["changed"] == ["env CUDA_VISIBLE_DEVICES: 1 -> unset"], same.summary
     assert "NVIDIA driver" in same.details["unchanged"]
+
+
+def test_a_lent_h100_names_the_environment_first_and_judges_again_alike(tmp_path: Path) -> None:
+    """The lent H100's benches (captures/keyed-h100, contexts stored by key): three unchanged
+    runs pass with nothing changed; the run with GGML_CUDA_DISABLE_GRAPHS=1 says the variable
+    first. Judged again offline from its bundle, with the past as it stood and its first run's
+    verdicts, the registered check says what it said on the host."""
+    import tarfile
+
+    from omni_host.app.bench import judged
+    from omni_host.app.past import past_of
+    from omni_host.evaluate.asked import Asked
+    from omni_host.report.history import History
+
+    with tarfile.open(CAPTURES / "keyed-h100" / "keyed-bench.tar.gz") as tar:
+        tar.extractall(tmp_path, filter="data")
+    history = load_history(tmp_path / "store-keyed")
+    oldest_first = list(reversed(history.audits))
+    verdicts = [a.host("gpu").result("perf.tokens-per-s") for a in oldest_first]
+    assert [v.status.value for v in verdicts] == ["pass"] * 4 + ["warn"]
+    assert verdicts[0].details["recorded_baseline"] is True
+    assert all(v.details["changed"] == [] for v in verdicts[1:4])
+    last = verdicts[-1]
+    assert last.details["changed"] == ["env GGML_CUDA_DISABLE_GRAPHS: unset -> 1"]
+    assert last.summary.startswith("since the baseline: env GGML_CUDA_DISABLE_GRAPHS: unset -> 1;")
+    assert "env.GGML_CUDA_DISABLE_GRAPHS" in last.details["context"]  # stored by key
+    stored = oldest_first[-1]
+    (bundle,) = read_bundles(stored.path / "bundles" / "gpu")
+    before = History([a for a in history.audits if a.started_at < stored.started_at])
+    asked = Asked(bench=True, first=last.details.get("first_run"))
+    again = judged(bundle, judge_plan(bundle, None, "keyed-h100"), past_of(before, "gpu"), asked)
+    now = again.result("perf.tokens-per-s")
+    assert now is not None and (now.status, now.summary) == (last.status, last.summary)

@@ -659,3 +659,45 @@ def test_the_proof_leaves_out_a_round_other_load_disturbed_unevenly() -> None:
         result.summary
     assert all(v["rounds"] == 2 for e in result.details["proof"].values()
                for v in e["arms"].values())
+
+
+# --- a lent H100's plan --prove, kept in one bundle and judged once (issue 45) ---------------
+KEYED = Path(__file__).parent / "fixtures" / "captures" / "keyed-h100"
+
+
+def test_a_stored_plan_and_its_proof_judge_again_from_their_one_bundle(tmp_path: Path) -> None:
+    """The lent H100's `plan --prove` (captures/keyed-h100): the proof's rounds were kept in the
+    plan's bundle (bench.proof beside bench.llama). Judged again offline by the registered
+    checks, with the host's past as it stood (the benches before it) and the keys the proof
+    ran, the plan and the proof say what they said on the host."""
+    import tarfile
+
+    from omni_host.app.audit import judge_plan
+    from omni_host.app.bench import judged
+    from omni_host.app.past import past_of
+    from omni_host.collect.bundle import read_bundles
+    from omni_host.evaluate.asked import Asked, PlanAsked, ProofAsked
+    from omni_host.report.history import History, load_history
+
+    with tarfile.open(KEYED / "keyed-more.tar.gz") as tar:
+        tar.extractall(tmp_path, filter="data")
+    history = load_history(tmp_path / "store-keyed")
+    stored = next(a for a in history.audits if a.host("gpu") is not None
+                  and a.host("gpu").result("perf.placement-proof") is not None)
+    (bundle,) = read_bundles(stored.path / "bundles" / "gpu")
+    assert {"bench.llama", "bench.proof"} <= set(bundle.results)
+    was = stored.host("gpu")
+    proof = was.result("perf.placement-proof")
+    keys = tuple(r["key"] for r in proof.details["proved"])
+    before = History([a for a in history.audits if a.started_at < stored.started_at])
+    plan = judge_plan(bundle, None, "keyed-h100")
+    asked = Asked(plan=PlanAsked(was.result("perf.placement").details["workload"]["ctx"],
+                                 was.result("perf.placement").details["workload"]["depth"]),
+                  proof=ProofAsked(keys))
+    again = judged(bundle, plan, past_of(before, "gpu"), asked)
+    for check in ("perf.placement", "perf.placement-proof"):
+        now, then = again.result(check), was.result(check)
+        assert now is not None and then is not None
+        assert (now.status, now.summary) == (then.status, then.summary), check
+        assert now.details == then.details, check
+    assert proof.status.value == "pass" and len(keys) >= 3
