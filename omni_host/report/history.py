@@ -3,8 +3,7 @@ cold cases (what changed state since a host's previous audit).
 
 Stored reports are read back as the typed report (``Report.from_dict``): one of a newer
 schema, a corrupt or truncated one, or one whose fields do not fit is skipped with a warning
-naming the file and the field. Every judgement here reads the typed reports; only the listing
-of the store reads their JSON.
+naming the file and the field. Everything here reads the typed reports.
 """
 
 from __future__ import annotations
@@ -59,7 +58,7 @@ COMPARED_FACTS = ("numa_nodes", "sockets", "driver_version", "cuda_version", "gp
 @dataclass(frozen=True)
 class StoredAudit:
     """One stored audit: its id, its directory, and the typed report it holds (decoded from
-    its JSON once, when first read: listing a store never decodes it)."""
+    its JSON once, when first read)."""
 
     id: str
     path: Path
