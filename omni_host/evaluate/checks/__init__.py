@@ -1,7 +1,8 @@
 """The check registry. A check is a pure function of (facts, policy) -> CheckResult, or of
 (facts, policy, the host's past) for those that judge against it (``check_with_past``), or
-also of what the run asked (``check_of_run``: a bench, a knob's A/B, a split sweep), registered
-under a stable dotted id whose metadata lives in ``checks/catalog.yaml``."""
+also of what the run asked (``check_of_run``: a bench, a knob's A/B, a split sweep, a watch's
+rounds, a plan and its proof), registered under a stable dotted id whose metadata lives in
+``checks/catalog.yaml``."""
 
 from __future__ import annotations
 
@@ -60,9 +61,9 @@ def run_checks(facts: HostFacts, policy: Policy, prior: Prior = NO_PRIOR,
     fns = registry()
     results = []
     for cid in sorted(metas, key=lambda c: c in ASKED_BY):  # stable: the catalog's order
-        fn, meta = fns.get(cid), metas[cid]
-        if fn is None or (only_asked and cid not in ASKED_BY):
+        if only_asked and cid not in ASKED_BY:
             continue
+        fn, meta = fns[cid], metas[cid]  # every catalog id has one (registry)
         try:
             result = fn(facts, policy, meta, prior, asked)
         except RunRefused:
