@@ -210,3 +210,18 @@ def test_memlock_on_the_lent_h100() -> None:
     assert len(same) == 10
     assert [r["details"].get("recommend") for r in same] == [None] * 10
     assert {r["status"] for r in same} == {"pass"}
+
+
+@pytest.mark.parametrize(("knob", "words"), [
+    ("bogus=1", "--knob 'bogus=1': give NAME=VALUE, NAME one of"),
+    ("memlock=lots", "--knob memlock: 'lots' is not a size (8M, 64K, unlimited)"),
+])
+def test_a_knob_that_is_not_one_is_refused_by_name_before_any_host(knob: str, words: str,
+                                                                    tmp_path: Path) -> None:
+    """The bench parses --knob where it resolves its hosts: a knob that is not one is refused
+    by name, exit 2, before any host is reached or the store is made."""
+    store = tmp_path / "store"
+    result = run_cli("bench", "--knob", knob, "--report-dir", str(store), timeout=30)
+    assert result.code == 2, result.stderr
+    assert words in result.stderr
+    assert not store.exists()

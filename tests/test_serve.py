@@ -953,3 +953,17 @@ def test_a_server_with_an_api_key_is_read(sshd: Sshd, benched, tmp_path: Path) -
         assert given["status"] == "pass", given  # read with the operator's key
     leaked = [str(p) for p in store.rglob("*") if p.is_file() and key.encode() in p.read_bytes()]
     assert not leaked, leaked
+
+
+def test_a_watch_of_a_pattern_of_two_hosts_is_refused_before_any_connection(tmp_path: Path) -> None:
+    """The watch resolves its hosts itself (the command line hands it the inventory, the
+    pattern and the -e values): a pattern of two hosts is refused by name, exit 2, before any
+    host is reached (the hosts here do not exist) and nothing is stored."""
+    inv = tmp_path / "hosts.ini"
+    inv.write_text("[gpus]\ngpu01 ansible_host=192.0.2.1\ngpu02 ansible_host=192.0.2.2\n")
+    store = tmp_path / "store"
+    result = run_cli("serve", "watch", "-i", str(inv), "gpus", "--for", "2s", "--every", "1s",
+                     "--report-dir", str(store), timeout=30)
+    assert result.code == 2, result.stderr
+    assert "serve watch watches one host; the pattern selects 2" in result.stderr
+    assert not store.exists()

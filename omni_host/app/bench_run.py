@@ -15,18 +15,17 @@ if TYPE_CHECKING:
     from omni_host.app.audit import AuditRun
     from omni_host.app.bench import BenchHost
     from omni_host.collect.transport.base import SshOptions
-    from omni_host.plan.hosts import HostPlan
-    from omni_host.plan.knobs import Knob
+    from omni_host.plan.hosts import Targets
 
 
 @dataclass(frozen=True)
 class BenchRequest:
-    plans: tuple[HostPlan, ...]
+    targets: Targets  # the hosts, resolved by ``run``
     ssh: SshOptions
     record: bool = False  # --baseline
     force: bool = False
     sweep: bool = False
-    knob: tuple[Knob, str] | None = None
+    knob: str | None = None  # --knob NAME=VALUE, parsed by ``run``
     pairs: int = 6
     waivers: Path | None = None  # None: the default waivers file, where there is one
     store_root: Path | None = None  # None: the default store
@@ -46,13 +45,17 @@ class Benched:
 
 def run(req: BenchRequest) -> Benched:
     """Bench the hosts and store the report (unless ``req.store`` is off). Raises UsageError
-    where the store is one others can write (no baseline can be found or kept there)."""
+    where the store is one others can write (no baseline can be found or kept there), where
+    the knob is not one, or where the pattern selects no host."""
     from omni_host.app.ahead import bench_ahead
     from omni_host.app.stored import store_at
+    from omni_host.plan.knobs import parse_knob
 
+    knob = parse_knob(req.knob) if req.knob is not None else None
+    plans = req.targets.plans()
     store_root = store_at(req.store_root)
-    started = None if req.knob is not None else bench_ahead(
-        list(req.plans), req.ssh, store_root, sweep=req.sweep, force=req.force,
+    started = None if knob is not None else bench_ahead(
+        plans, req.ssh, store_root, sweep=req.sweep, force=req.force,
         waivers_given=req.waivers is not None, probe_timeout_s=req.probe_timeout_s)
     import contextlib
 
@@ -69,10 +72,10 @@ def run(req: BenchRequest) -> Benched:
                 started.bundle()
         raise UsageError(f"bench refused: {history.unreadable}; no baseline can be found or "
                          "kept there (--report-dir names another store)")
-    done, hosts = bench(list(req.plans), req.ssh, history, record=req.record, force=req.force,
+    done, hosts = bench(plans, req.ssh, history, record=req.record, force=req.force,
                         waivers=waivers, inventory=req.inventory,
                         probe_timeout_s=req.probe_timeout_s, sweep=req.sweep,
-                        hint_args=req.hint_args, under_way=started, knob=req.knob,
+                        hint_args=req.hint_args, under_way=started, knob=knob,
                         pairs=req.pairs)
     stored = audit.keep(done, store_root) if req.store else None
     return Benched(done, hosts, stored, tuple(history.warnings))

@@ -15,11 +15,11 @@ from omni_host import interrupts
 from omni_host.app.audit import Audited, Hosts, conclude
 from omni_host.collect.run import collect, open_transport
 from omni_host.collect.transport.base import SshOptions, Transport
-from omni_host.errors import TransportError
+from omni_host.errors import TransportError, UsageError
 from omni_host.evaluate.asked import Asked, Sample, WatchAsked
 from omni_host.evaluate.audit import evaluate_watch, unreachable
 from omni_host.model import Source
-from omni_host.plan.hosts import HostPlan
+from omni_host.plan.hosts import HostPlan, Targets
 from omni_host.probes.catalog import PROBES, evaluate
 
 SERVE = next(p for p in PROBES if p.id == "serve.servers")
@@ -42,9 +42,10 @@ def sample(plan: HostPlan, transport: Transport) -> Sample:
 
 @dataclass(frozen=True)
 class WatchRequest:
-    """``omni-host serve watch``, parsed: one host, the window and its interval."""
+    """``omni-host serve watch``, parsed: one host (``targets`` must select one), the window
+    and its interval."""
 
-    plan: HostPlan
+    targets: Targets
     ssh: SshOptions
     duration_s: float
     every_s: float
@@ -60,7 +61,10 @@ def run(req: WatchRequest,
     is told of each round (progress)."""
     from omni_host.app.stored import store_at
 
-    plan = req.plan
+    plans = req.targets.plans()
+    if len(plans) != 1:
+        raise UsageError(f"serve watch watches one host; the pattern selects {len(plans)}")
+    plan = plans[0]
     store_root = store_at(req.store_root) if req.store else None
     started, samples, interrupted, terminated = time.time(), [], False, False
     rounds = max(2, int(req.duration_s // req.every_s) + 1)

@@ -22,6 +22,7 @@ from omni_host.cli.common import (
     out,
     plans,
     ssh_options,
+    targets,
 )
 
 
@@ -129,21 +130,17 @@ def cmd_bench(args: argparse.Namespace) -> int:
         err("--sweep-split never records a baseline: run omni-host bench --baseline with the "
             "split it found fastest")
         return EXIT_USAGE
-    knob = None
     if args.knob is not None:
-        from omni_host.plan.knobs import parse_knob
-
         if args.baseline or args.sweep_split:
             err("--knob measures a knob and is never a baseline or a sweep: run it alone")
             return EXIT_USAGE
         if not 1 <= args.pairs <= 50:
             err("--pairs must be 1 to 50")
             return EXIT_USAGE
-        knob = parse_knob(args.knob)
     from omni_host.app.bench_run import BenchRequest, run
 
-    request = BenchRequest(tuple(plans(args)), ssh_options(args), record=args.baseline,
-                           force=args.force, sweep=args.sweep_split, knob=knob,
+    request = BenchRequest(targets(args), ssh_options(args), record=args.baseline,
+                           force=args.force, sweep=args.sweep_split, knob=args.knob,
                            pairs=args.pairs, waivers=args.waivers, store_root=args.report_dir,
                            store=not args.no_store,
                            inventory=str(args.inventory) if args.inventory else None,

@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from omni_host.app.stored import History
     from omni_host.collect.transport.base import SshOptions
     from omni_host.model import Report
-    from omni_host.plan.hosts import HostPlan
+    from omni_host.plan.hosts import HostPlan, Targets
     from omni_host.plan.inventory import Inventory
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_UNREACHABLE, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
@@ -168,6 +168,14 @@ def extra_vars(args: argparse.Namespace) -> dict[str, Any] | None:
     from omni_host.plan.inventory import parse_extra_vars
 
     return parse_extra_vars(args.extra_vars)
+
+
+def targets(args: argparse.Namespace) -> Targets:
+    """What ``args`` target (the inventory loaded, the ``-e`` values parsed): the use case
+    resolves the hosts."""
+    from omni_host.plan.hosts import Targets
+
+    return Targets(load_inventory_arg(args), args.pattern, args.limit, extra_vars(args))
 
 
 def plans_of(args: argparse.Namespace, inv: Inventory | None) -> list[HostPlan]:

@@ -21,8 +21,8 @@ from omni_host.cli.common import (
     err,
     exit_code,
     hint_args,
-    plans,
     ssh_options,
+    targets,
 )
 
 if TYPE_CHECKING:
@@ -107,11 +107,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     if args.every < 1 or args.every > args.duration:
         err("--every must be at least 1s and at most --for")
         return EXIT_USAGE
-    host_plans = plans(args)
-    if len(host_plans) != 1:
-        err(f"serve watch watches one host; the pattern selects {len(host_plans)}")
-        return EXIT_USAGE
-    done = run(WatchRequest(host_plans[0], ssh_options(args), args.duration, args.every,
+    done = run(WatchRequest(targets(args), ssh_options(args), args.duration, args.every,
                             args.report_dir, not args.no_store,
                             str(args.inventory) if args.inventory else None, hint_args(args)),
                _Progress())

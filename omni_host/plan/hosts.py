@@ -141,3 +141,18 @@ def plan_targets(inv: Inventory | None, pattern: str | None, limit: str | None,
             raise UsageError(f"host pattern {limit or pattern!r} needs an inventory (-i)")
         return [local_plan(extra)]
     return plan_inventory(inv, pattern or "all", limit, extra)
+
+
+@dataclass(frozen=True)
+class Targets:
+    """What a run targets as its command line says it: the inventory (None: this machine), the
+    hosts' pattern and limit, the run's ``-e`` values. The use case resolves the hosts
+    (``plans``), so the command line hands over what it parsed and nothing more."""
+
+    inventory: Inventory | None
+    pattern: str | None = None
+    limit: str | None = None
+    extra: dict[str, Any] | None = None
+
+    def plans(self) -> list[HostPlan]:
+        return plan_targets(self.inventory, self.pattern, self.limit, self.extra)
