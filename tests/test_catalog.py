@@ -417,8 +417,8 @@ def test_init_unreachable_host(sshd, tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("machine", ["h100-x1", "h200-x2"])
 def test_init_of_the_gpu_machines_then_audit_passes_what_it_recorded(machine: str) -> None:
-    from omni_host.evaluate.baseline import observed_vars
     from omni_host.evaluate.facts import facts_from_bundle
+    from omni_host.evaluate.observed import observed_vars
 
     bundle = gpu_bundle(machine)
     recorded = observed_vars(facts_from_bundle(bundle))
@@ -530,8 +530,8 @@ def test_init_records_what_it_saw_so_the_next_audit_passes(tmp_path: Path) -> No
 
 def test_init_records_a_swap_file_at_its_size_in_mib() -> None:
     """/proc/swaps shows a 64 MiB file as 65532 KiB (the header page is not counted)."""
-    from omni_host.evaluate.baseline import observed_vars
     from omni_host.evaluate.facts import facts_from_bundle
+    from omni_host.evaluate.observed import observed_vars
 
     swaps = ("Filename\t\t\t\tType\t\tSize\t\tUsed\t\tPriority\n"
              "/swapfile                               file\t\t65532\t\t0\t\t-2\n")

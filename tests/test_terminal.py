@@ -14,8 +14,8 @@ from conftest import run_cli
 from helpers import BUNDLES, gpu_bundle
 
 from omni_host.evaluate.audit import evaluate_bundle
-from omni_host.evaluate.baseline import observed_vars
 from omni_host.evaluate.facts import facts_from_bundle
+from omni_host.evaluate.observed import observed_vars
 from omni_host.model import HostReport, Report, Source
 from omni_host.plan.policy import policy_from_vars, reference_vars
 from omni_host.report.history import History

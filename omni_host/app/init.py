@@ -9,8 +9,8 @@ from pathlib import Path
 from omni_host.collect.run import collect_host
 from omni_host.collect.transport.base import SshOptions
 from omni_host.errors import UsageError
-from omni_host.evaluate.baseline import diff, merged_text, observed_vars
 from omni_host.evaluate.facts import facts_from_bundle
+from omni_host.evaluate.observed import diff, merged_text, observed_vars
 from omni_host.plan.hosts import HostPlan
 from omni_host.resources import atomic_write
 

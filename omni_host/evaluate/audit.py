@@ -16,9 +16,9 @@ from omni_host.collect.run import collect_host, host_deadline_s, import_transpor
 from omni_host.collect.transport.base import SshOptions
 from omni_host.errors import TransportError
 from omni_host.evaluate.asked import NOTHING, Asked
-from omni_host.evaluate.baseline import observed_vars
 from omni_host.evaluate.checks import run_checks
 from omni_host.evaluate.facts import HostFacts, facts_from_bundle
+from omni_host.evaluate.observed import observed_vars
 from omni_host.evaluate.prior import NO_PRIOR, Prior
 from omni_host.evaluate.sentinel import fact_summary, strategic
 from omni_host.model import Bundle, CheckResult, HostReport, PolicyRecord, ProbeNote, Status, scrub_host

@@ -154,7 +154,7 @@ def defaults() -> dict[str, Any]:
 KNOWN_VARS = frozenset(spec())
 
 
-# What ``omni-host init`` records from what it observes on any host (evaluate/baseline.
+# What ``omni-host init`` records from what it observes on any host (evaluate/observed.
 # observed_vars; it records omni_zen5_tunables_containers only on Zen 5 with masked containers,
 # so that one is not promised): an expectation outside it (models, binaries, disk floors) is
 # the operator's to write.
