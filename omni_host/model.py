@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from omni_host import __version__, codec
+from omni_host.safe_text import each_string
 
 
 @dataclass(frozen=True)
@@ -627,21 +628,17 @@ SCRUBBED = "<vaulted>"
 
 def scrub(value: Any, secrets: tuple[str, ...]) -> Any:
     """``value`` (JSON-like, or a model dataclass) with every occurrence of each secret
-    replaced in its strings; enum members (statuses, outcomes) are words of ours, kept."""
-    if not secrets or isinstance(value, enum.Enum):
+    replaced in its strings, in every field (the raw bundle too); enum members (statuses,
+    outcomes) are words of ours, kept."""
+    if not secrets:
         return value
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return dataclasses.replace(value, **{f.name: scrub(getattr(value, f.name), secrets)
-                                             for f in dataclasses.fields(value) if f.init})
-    if isinstance(value, str):
+
+    def clear(text: str) -> str:
         for secret in secrets:
-            value = value.replace(secret, SCRUBBED)
-        return value
-    if isinstance(value, dict):
-        return {k: scrub(v, secrets) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return type(value)(scrub(v, secrets) for v in value)
-    return value
+            text = text.replace(secret, SCRUBBED)
+        return text
+
+    return each_string(value, clear, keys=False, unstored=True)
 
 
 def scrub_host(host: HostReport, secrets: tuple[str, ...]) -> HostReport:

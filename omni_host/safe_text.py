@@ -34,22 +34,23 @@ def xml_safe(text: str) -> str:
     return _XML.sub(_escape, text)
 
 
-def each_string(value: Any, fix: Any) -> Any:
+def each_string(value: Any, fix: Any, *, keys: bool = True, unstored: bool = False) -> Any:
     """``value`` (a report, any of its parts, or their JSON form) with ``fix`` applied to every
-    string in it, dict keys too; enum members (statuses, outcomes) are words of ours, kept, and a
-    field that is never stored (a host report's raw bundle) is no view's to show: kept as it is."""
+    string in it, dict keys too (``keys``); enum members (statuses, outcomes) are words of ours,
+    kept. A field that is never stored (a host report's raw bundle) is kept as it is, unless
+    ``unstored``: no view shows it, but a secret must leave it too (``model.scrub``)."""
     if isinstance(value, enum.Enum):
         return value
     if isinstance(value, str):
         return fix(value)
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return dataclasses.replace(value, **{
-            f.name: each_string(getattr(value, f.name), fix) for f in dataclasses.fields(value)
-            if f.init and f.metadata.get("stored", True)})
+            f.name: each_string(getattr(value, f.name), fix, keys=keys, unstored=unstored)
+            for f in dataclasses.fields(value)
+            if f.init and (unstored or f.metadata.get("stored", True))})
     if isinstance(value, dict):
-        return {fix(k) if isinstance(k, str) else k: each_string(v, fix) for k, v in value.items()}
-    if isinstance(value, tuple):
-        return tuple(each_string(v, fix) for v in value)
-    if isinstance(value, list):
-        return [each_string(v, fix) for v in value]
+        return {fix(k) if keys and isinstance(k, str) else k:
+                each_string(v, fix, keys=keys, unstored=unstored) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(each_string(v, fix, keys=keys, unstored=unstored) for v in value)
     return value
