@@ -14,7 +14,7 @@ from typing import Any
 from omni_host.evaluate.asked import Asked, PlanAsked
 from omni_host.evaluate.bench import bench_context
 from omni_host.evaluate.ceiling import CPU, n_layers, visible_gpus
-from omni_host.evaluate.checks.runs import measured
+from omni_host.evaluate.checks.runs import measured, rounds
 from omni_host.evaluate.context import CCD_LINKS, CPU_BANDWIDTH
 from omni_host.evaluate.facts import HostFacts
 from omni_host.evaluate.meta import CheckMeta, check_of_run
@@ -171,8 +171,5 @@ def placement_proof(facts: HostFacts, policy: Policy, meta: CheckMeta, prior: Pr
     ranked, about = found
     rows = {r.key: r for r in map(row, ranked)}
     proved = [rows[key] for key in asked.proof.keys if key in rows]
-    run = measured(facts, "proof", BENCH_PROOF.id)
-    if isinstance(run, str) or run.ab is None:
-        return meta.result(Status.ERROR, run if isinstance(run, str)
-                           else "the bench helper ran no rounds")
-    return prove_result(meta, proved, run.ab, about)
+    ab = rounds(facts, meta, "proof", "the bench helper ran no rounds", BENCH_PROOF.id)
+    return ab if isinstance(ab, CheckResult) else prove_result(meta, proved, ab, about)

@@ -53,13 +53,15 @@ def tokens_per_s(facts: HostFacts, policy: Policy, meta: CheckMeta, prior: Prior
                  record=asked.record, first=dict(asked.first) if asked.first else None)
 
 
-def rounds(facts: HostFacts, meta: CheckMeta, what: str, none: str) -> KnobAB | CheckResult:
-    """The rounds of an A/B or a sweep, else the error that says why there are none."""
-    run = measured(facts, what)
+def rounds(facts: HostFacts, meta: CheckMeta, what: str, none: str,
+           probe_id: str = BENCH.id) -> KnobAB | CheckResult:
+    """The rounds of an A/B, a sweep or a proof, else the error that says why there are none
+    (``none``: the words for a helper that ran none)."""
+    run = measured(facts, what, probe_id)
     if isinstance(run, str):
         return meta.result(Status.ERROR, run)
     if run.ab is None:
-        return meta.result(Status.ERROR, f"the bench helper ran no {none} (an older helper?)")
+        return meta.result(Status.ERROR, none)
     return run.ab
 
 
@@ -69,7 +71,7 @@ def knob_ab(facts: HostFacts, policy: Policy, meta: CheckMeta, prior: Prior,
     """What one knob costs here: its A/B, never a baseline."""
     if asked.knob is None:
         return None
-    ab = rounds(facts, meta, "A/B", "A/B")
+    ab = rounds(facts, meta, "A/B", "the bench helper ran no A/B (an older helper?)")
     return ab if isinstance(ab, CheckResult) else \
         judge_knob(meta, asked.knob.knob, asked.knob.value, ab, asked.knob.now)
 
@@ -80,7 +82,7 @@ def split_sweep(facts: HostFacts, policy: Policy, meta: CheckMeta, prior: Prior,
     """Every split configuration's rounds against the advised split (never a baseline)."""
     if asked.sweep is None:
         return None
-    ab = rounds(facts, meta, "sweep", "rounds")
+    ab = rounds(facts, meta, "sweep", "the bench helper ran no rounds (an older helper?)")
     return ab if isinstance(ab, CheckResult) else \
         judge_sweep(meta, ab, asked.sweep.advised, asked.sweep.dropped)
 
