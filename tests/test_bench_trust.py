@@ -477,3 +477,17 @@ def test_without_nvml_the_run_is_sampled_through_nvidia_smi(tmp_path: Path) -> N
     assert during["other_gpu_processes"] == ["5632 python3"]  # the capture's own line
     link = links_during(during["samples"])["0"]
     assert (link.typical, link.changes) == ("gen5 x16", 0)
+
+
+def test_another_card_is_a_gpus_uuid_moving_and_nothing_else() -> None:
+    """A GPU's UUID that moved is another card than the baseline's (the verdict then says so and
+    warns); its other facts moving are changes of that card."""
+    from omni_host.evaluate.context import diff
+
+    (uuid,), _ = diff({"gpu.0.uuid": "GPU-1cfce0e4"}, {"gpu.0.uuid": "GPU-9a2b7c11"})
+    assert uuid.card and uuid.setting
+    assert uuid.line() == "GPU0 UUID: GPU-1cfce0e4 -> GPU-9a2b7c11"
+    (limit,), _ = diff({"gpu.0.power_limit_w": 700.0}, {"gpu.0.power_limit_w": 500.0})
+    assert not limit.card and limit.line() == "GPU0 power limit W: 700 -> 500"
+    (env,), _ = diff({"env.CUDA_VISIBLE_DEVICES": "0"}, {"env.CUDA_VISIBLE_DEVICES": "1"})
+    assert not env.card

@@ -32,7 +32,6 @@ from omni_host.evaluate.context import (
     CCD_LINKS,
     CPU_BANDWIDTH,
     ENV,
-    GPU,
     LIB,
     MODEL_FINGERPRINT,
     OWN_CPU,
@@ -689,7 +688,7 @@ def judge(meta: CheckMeta, spec: BenchSpec, run: BenchRun, context: dict[str, An
     if trap:
         text += f"; {trap}"
         status = Status.WARN if status is Status.PASS else status
-    if any(c.key.startswith(GPU) and c.key.endswith(".uuid") for c in changes):  # another card
+    if any(c.card for c in changes):  # the baseline measured another card
         text += "; another GPU than the baseline's: record this one's with omni-host bench --baseline"
         status = Status.WARN if status is Status.PASS else status
     if unfit:

@@ -93,6 +93,14 @@ def gpu_key(index: Any, field: str) -> str:
     return f"{GPU}{index}.{field}"
 
 
+def _gpu_parts(key: str) -> tuple[str, str] | None:
+    """(index, field) of a GPU's key (``gpu.0.uuid``), None for another key."""
+    if not key.startswith(GPU):
+        return None
+    index, _, field = key[len(GPU):].partition(".")
+    return (index, field) if field in GPU_FACTS else None
+
+
 def fact(key: str) -> Fact:
     """What a key names; a key of a later omni-host (or an unreadable one) is its own label."""
     if key in FACTS:
@@ -101,11 +109,10 @@ def fact(key: str) -> Fact:
         return Fact(f"env {key[len(ENV):]}", ENV_RANK)
     if key.startswith(LIB):
         return Fact(f"{key[len(LIB):]} sha256", LIB_RANK)
-    if key.startswith(GPU):
-        index, _, field = key[len(GPU):].partition(".")
-        if field in GPU_FACTS:
-            label, kind = GPU_FACTS[field]
-            return Fact(f"GPU{index} {label}", GPU_RANK, kind)
+    gpu = _gpu_parts(key)
+    if gpu is not None:
+        label, kind = GPU_FACTS[gpu[1]]
+        return Fact(f"GPU{gpu[0]} {label}", GPU_RANK, kind)
     return Fact(key, UNKNOWN_RANK)
 
 
@@ -157,6 +164,12 @@ class Change:
         """A change of how the host is set (the environment, the binary, the driver...), not
         of what the run measured."""
         return self.fact.kind is Kind.SETTING
+
+    @property
+    def card(self) -> bool:
+        """A GPU's UUID moved: the baseline measured another card."""
+        gpu = _gpu_parts(self.key)
+        return gpu is not None and gpu[1] == "uuid"
 
     @property
     def rank(self) -> tuple[int, int]:
