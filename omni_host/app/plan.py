@@ -80,10 +80,9 @@ def plan_one(plan: HostPlan, ssh: SshOptions, past: Past, req: PlanRequest, *,
     except TransportError as exc:
         return BenchHost(unreachable(plan, str(exc), time.monotonic() - start), False, None)
     asked = Asked(plan=PlanAsked(req.ctx, req.depth))
-    if not req.prove:
-        return BenchHost(judged(bundle, plan, past, asked, duration_s=time.monotonic() - start),
-                         False, None)
     first = judged(bundle, plan, past, asked, duration_s=time.monotonic() - start)
+    if not req.prove:
+        return BenchHost(first, False, None)
     planned = first.result(CHECK_ID)
     rows = rows_of(planned.details.get("plan")) if planned is not None else []
     if not rows:  # no plan: nothing to prove (its verdict says why)

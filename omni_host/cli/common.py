@@ -158,7 +158,7 @@ def load_inventory_arg(args: argparse.Namespace) -> Inventory | None:
 
 def plans(args: argparse.Namespace) -> list[HostPlan]:
     """The hosts of ``args``'s inventory and pattern, or this machine without an inventory."""
-    return plans_of(args, load_inventory_arg(args))
+    return targets(args).plans()
 
 
 def extra_vars(args: argparse.Namespace) -> dict[str, Any] | None:
@@ -176,13 +176,6 @@ def targets(args: argparse.Namespace) -> Targets:
     from omni_host.plan.hosts import Targets
 
     return Targets(load_inventory_arg(args), args.pattern, args.limit, extra_vars(args))
-
-
-def plans_of(args: argparse.Namespace, inv: Inventory | None) -> list[HostPlan]:
-    """``plans`` with the inventory already loaded."""
-    from omni_host.plan.hosts import plan_targets
-
-    return plan_targets(inv, args.pattern, args.limit, extra_vars(args))
 
 
 def exit_code(report: Report) -> int:
