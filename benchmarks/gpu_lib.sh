@@ -52,15 +52,19 @@ random_moe() {  # random_moe OUT.gguf LOG: the plan's random mixture of experts 
     --heads 16 --experts 32 --experts-used 4 > "$2" 2>&1
 }
 
-gpu_dense_bench() {  # gpu_dense_bench OUTDIR: sets $bin (llama-bench, CUDA) and $model (the 1.7 GB
-  # random F16 llama), built once per machine (a warm one keeps them), and $t0; exits where the
-  # build failed, its log's tail printed
+gpu_dense_bench() {  # gpu_dense_bench OUTDIR [TARGET...]: sets $bin (llama-bench, CUDA) and
+  # $model (the 1.7 GB random F16 llama), built once per machine (a warm one keeps them) with the
+  # other TARGETs beside it (llama-fit-params for a plan), and $t0; exits where the build
+  # failed, its log's tail printed
+  local out=$1 target missing=
+  shift
   bin=$LLAMA_BIN/llama-bench model=/tmp/model.gguf
   t0=$(date +%s)
-  if [ ! -x "$bin" ]; then
-    gpu_build_start "$1" llama-bench
-    random_dense "$model" "$1/model.log"
+  for target in llama-bench "$@"; do [ -x "$LLAMA_BIN/$target" ] || missing=1; done
+  if [ -n "$missing" ]; then
+    gpu_build_start "$out" llama-bench "$@"
+    random_dense "$model" "$out/model.log"
     wait $build; echo "build exit $? after $(( $(date +%s) - t0 )) s"
   fi
-  [ -x "$bin" ] || { tail -20 "$1/build.log"; exit 1; }
+  [ -x "$bin" ] || { tail -20 "$out/build.log"; exit 1; }
 }

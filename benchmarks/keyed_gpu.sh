@@ -12,14 +12,8 @@ phase=$1 final=$2 out=/tmp/keyed-$1
 mkdir -p "$out" "$final"
 . benchmarks/gpu_lib.sh
 gpu_python "$out"
-bin=$LLAMA_BIN/llama-bench model=/tmp/model.gguf S=/tmp/store-keyed
-t0=$(date +%s)
-if [ ! -x "$bin" ] || [ ! -x "$LLAMA_BIN/llama-fit-params" ]; then
-  gpu_build_start "$out" llama-bench llama-fit-params
-  random_dense "$model" "$out/model.log"
-  wait $build; echo "build exit $? after $(( $(date +%s) - t0 )) s"
-fi
-[ -x "$bin" ] || { tail -20 "$out/build.log"; exit 1; }
+gpu_dense_bench "$out" llama-fit-params
+S=/tmp/store-keyed
 nvidia-smi --query-gpu=index,name,uuid,driver_version --format=csv,noheader
 DOC='["-p", "512", "-n", "128", "-ngl", "99", "-fa", "1"]'
 bench_inventory /tmp/inv.yml "$bin" "$model" "$DOC"
