@@ -378,15 +378,22 @@ def test_prove_runs_the_candidates_in_rounds_and_judges_them(sshd, llama, moe_mo
     n = len(keys)
     assert len(arms) == 4 * n
     assert arms[:n] == keys and arms[n:2 * n] == keys[::-1]  # the order reversed each round
+    # Beside another bench (an operator's box may run one), a round whose other processes' CPU
+    # use moved between its runs is left out, and the summary names it: the rest are judged.
+    left_out = details.get("disturbed_rounds") or {}
+    kept = 4 - len(left_out)
+    assert kept >= 2, left_out
+    assert not left_out or f"{len(left_out)} round(s) left out" in proof["summary"]
     for test in ("pp16", "tg8"):
         entry = details["proof"][test]
         assert entry["leader"] in keys
         assert entry["run_noise"] is not None  # three arms or more: the rounds' drift taken out
         others = [v["against_leader"] for arm, v in entry["arms"].items() if arm != entry["leader"]]
-        assert len(others) == n - 1 and all(v["rounds"] == 4 for v in entry["arms"].values())
+        assert len(others) == n - 1 and all(v["rounds"] == kept for v in entry["arms"].values())
         # the median of the pairs' ratios may lean above the leader (its rounds' median is the
         # highest); never measurably
-        assert all(a["pairs"] == 4 and (a["effect"] <= 0 or not a["measurable"]) for a in others)
+        assert all(a["pairs"] == kept and (a["effect"] <= 0 or not a["measurable"])
+                   for a in others)
     assert proof["status"] in ("pass", "warn")
     assert ("beats the current args" in proof["summary"]) == (proof["status"] == "warn")
     assert not any(r["id"] == "perf.tokens-per-s" for r in host["results"])  # never a baseline
