@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import math
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any, ClassVar
 
 from omni_host import __version__, codec
@@ -196,6 +198,9 @@ class CheckResult:
 
     def to_dict(self) -> dict[str, Any]:
         return codec.document(self)
+
+
+BENCH_CHECK = "perf.tokens-per-s"  # the check whose details hold a bench's outcome
 
 
 # -- reports ---------------------------------------------------------------------------------
@@ -442,6 +447,190 @@ class LinkUnderLoad:
         return int(head[3:]) if head.startswith("gen") and head[3:].isdigit() else None
 
 
+# -- a bench's outcome (issue 45) -------------------------------------------------------------
+# What ``omni-host bench`` measured and judged, typed. Its JSON form is what the perf.tokens-per-s
+# result keeps in its details (the form every view shows and the store keeps, unchanged since
+# the keys were first stored); ``HostReport.bench`` reads it back into these types, and no code
+# reads those details by key. Every field has a default: a bench stored by an earlier omni-host
+# lacks some of them.
+MAX_TS = 1e9  # tokens/s past this is not a measurement
+
+
+@dataclass(frozen=True)
+class MeasuredTest:
+    """One llama-bench test as measured: every repetition's tokens/s and what it measured."""
+
+    kind: str = ""  # "pp", "tg" or "pg"
+    samples_ts: tuple[float, ...] = ()
+    mean_ts: float = 0.0
+    cv: float = 0.0
+    center_ts: float | None = None  # the estimator judged (None in benches stored before it)
+    spread: float = 0.0
+    params: dict[str, Any] = field(default_factory=dict)
+    key: dict[str, Any] = field(default_factory=dict)  # what it measured: the comparability key
+
+    @property
+    def rate(self) -> float:
+        """Its tokens/s as judged: the median after the warm-up repetition (the mean in benches
+        stored before that)."""
+        return self.center_ts if self.center_ts is not None else self.mean_ts
+
+    def key_items(self) -> tuple[tuple[str, str], ...]:
+        return tuple(sorted((str(k), str(v)) for k, v in self.key.items()))
+
+
+@dataclass(frozen=True)
+class JudgedTest:
+    """One test's verdict against the baseline, as the bench said it."""
+
+    status: Status
+    drop: float = 0.0  # fraction below the reference (negative: faster)
+    threshold: float = 0.0
+    noise: float = 0.0
+    detectable: float = 0.0
+    reference_ts: float | None = None
+    modes: tuple[float, ...] = ()
+    drift: float | None = None
+    dropped: bool = False
+    blind: bool = False
+    line: str = ""
+
+
+@dataclass(frozen=True)
+class DeviceShare:
+    """One device's part of a token: the bytes it reads, its bandwidth, its milliseconds."""
+
+    gb_per_token: float = 0.0
+    gbs: float = 0.0
+    ms: float = 0.0
+
+
+@dataclass(frozen=True)
+class Ceiling:
+    """A generation test's memory-bandwidth ceiling and how near the run came to it."""
+
+    ceiling_ts: float
+    fraction: float
+    limit: str = ""
+    basis: str = "theoretical"  # or the measured rate it was predicted at
+    bytes_per_token: int = 0
+    bandwidth_gbs: tuple[float, ...] = ()
+    devices: dict[str, DeviceShare] = field(default_factory=dict)
+    source: str = ""
+    cpu_bandwidth_from: str | None = None
+    cpu_effective_gbs: float | None = None
+
+
+@dataclass(frozen=True)
+class FirstRun:
+    """The first of two runs, that a second run is judged with (a drop or a scattered run is
+    measured once more before it is said)."""
+
+    verdicts: dict[str, JudgedTest] = field(default_factory=dict)
+    centers: dict[str, float] = field(default_factory=dict)
+    fit: bool = False
+    disturbed: str | None = None
+
+
+@dataclass(frozen=True)
+class BenchRef:
+    """The stored bench a run was judged against."""
+
+    audit: str
+    recorded_at: float = 0.0
+
+
+@dataclass(frozen=True)
+class BenchOutcome:
+    """A bench: its tests, the host state it ran in (the context, by key), its ceilings, and
+    its verdicts against the baseline (none where it recorded one or was not comparable)."""
+
+    tests: dict[str, MeasuredTest]
+    context: dict[str, Any] = field(default_factory=dict)
+    ceiling: dict[str, Ceiling] = field(default_factory=dict)
+    no_ceiling: dict[str, str] = field(default_factory=dict)
+    cpu_rates: dict[str, float] = field(default_factory=dict)  # the rate the CPU read weights at
+    recorded_baseline: bool = False
+    forced: bool = False
+    fit: bool = True
+    unfit: tuple[str, ...] = ()
+    disturbances: tuple[str, ...] = ()
+    links: tuple[LinkUnderLoad, ...] = ()  # each GPU's PCIe link while it ran
+    resolution: dict[str, float] | None = None  # a recorded baseline's, by test
+    baseline: BenchRef | None = None
+    not_comparable: tuple[str, ...] = ()
+    unchanged: tuple[str, ...] = ()
+    changed: tuple[str, ...] = ()  # what moved since the baseline, the causes first
+    verdicts: dict[str, JudgedTest] = field(default_factory=dict)
+    first_run: FirstRun | None = None
+
+    def centers(self) -> dict[str, float]:
+        return {name: t.rate for name, t in self.tests.items()}
+
+    def generation(self) -> str | None:
+        """The test an operator reads first: the generation test, else the first."""
+        return next((n for n, t in self.tests.items() if t.kind == "tg"), next(iter(self.tests), None))
+
+    def figures(self) -> tuple[float | None, float | None]:
+        """Its generation test against the baseline it was judged with and against its
+        ceiling, as fractions (None where not known)."""
+        name = self.generation()
+        if name is None:
+            return None, None
+        verdict, ceiling = self.verdicts.get(name), self.ceiling.get(name)
+        reference = verdict.reference_ts if verdict is not None else None
+        center = self.tests[name].rate
+        return (center / reference if center and reference else None), \
+            (ceiling.fraction if ceiling is not None else None)
+
+
+def _known(cls: type, doc: Any, what: str) -> dict[str, Any]:
+    """``doc``'s keys that ``cls`` stores (a key an earlier omni-host wrote and this one does
+    not is left behind); ValueError where ``doc`` is not a mapping."""
+    if not isinstance(doc, dict):
+        raise ValueError(f"{what} is not a mapping")
+    names = {f.name for f in dataclasses.fields(cls)}
+    return {k: v for k, v in doc.items() if k in names}
+
+
+def _rates(values: Any) -> bool:
+    return isinstance(values, list) and bool(values) and all(
+        isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+        and 0 < v < MAX_TS for v in values)
+
+
+def read_bench(details: Any) -> BenchOutcome:
+    """A perf.tokens-per-s result's details as the typed outcome, from any omni-host that
+    stored one. ValueError naming what is wrong (a hand-edited or foreign report costs its
+    host one warning, never its bench)."""
+    doc = _known(BenchOutcome, details, "the details")
+    if not isinstance(doc.get("tests"), dict) or not doc["tests"]:
+        raise ValueError("no tests")
+    tests = {}
+    for name, test in doc["tests"].items():
+        one = _known(MeasuredTest, test, str(name))
+        if not _rates(one.get("samples_ts")):
+            raise ValueError(f"{name}: samples_ts is not a list of positive numbers")
+        one.setdefault("mean_ts", math.fsum(one["samples_ts"]) / len(one["samples_ts"]))
+        tests[str(name)] = one
+    doc["tests"] = tests
+    for part, cls in (("verdicts", JudgedTest), ("ceiling", Ceiling)):
+        if isinstance(doc.get(part), dict):
+            doc[part] = {n: _known(cls, v, f"{part}.{n}") for n, v in doc[part].items()}
+    if isinstance(doc.get("first_run"), dict):
+        first = doc["first_run"] = _known(FirstRun, doc["first_run"], "first_run")
+        if isinstance(first.get("verdicts"), dict):
+            first["verdicts"] = {n: _known(JudgedTest, v, f"first_run.verdicts.{n}")
+                                 for n, v in first["verdicts"].items()}
+    if isinstance(doc.get("baseline"), dict):
+        doc["baseline"] = _known(BenchRef, doc["baseline"], "baseline")
+    if isinstance(doc.get("links"), list):
+        doc["links"] = [_known(LinkUnderLoad, v, "links") for v in doc["links"]]
+    # a run stored before fitness was recorded: fit unless it was forced
+    doc["fit"] = details.get("fit", not details.get("forced")) is True
+    return codec.from_dict(BenchOutcome, doc)
+
+
 @dataclass(frozen=True)
 class LastBench:
     """An audit's word on the host's newest stored bench (an audit never runs one)."""
@@ -493,6 +682,27 @@ class HostReport:
     def result(self, check_id: str) -> CheckResult | None:
         """This host's result of one check, None where it has none."""
         return next((r for r in self.results if r.id == check_id), None)
+
+    @cached_property
+    def _bench(self) -> BenchOutcome | str | None:
+        perf = self.result(BENCH_CHECK)
+        if perf is None or perf.status is Status.ERROR:
+            return None
+        try:
+            return read_bench(perf.details)
+        except ValueError as exc:
+            return str(exc)
+
+    @property
+    def bench(self) -> BenchOutcome | None:
+        """What this host's bench measured and judged, typed (None for an audit, a bench that
+        failed, or one whose stored details do not read: ``bench_unread`` says why)."""
+        return self._bench if isinstance(self._bench, BenchOutcome) else None
+
+    @property
+    def bench_unread(self) -> str | None:
+        """Why this host's stored bench does not read, None where it does or there is none."""
+        return self._bench if isinstance(self._bench, str) else None
 
     def no_expected_state(self) -> dict[str, str]:
         """Check id -> the unset variable, for checks skipped for want of expected state."""

@@ -633,14 +633,15 @@ def test_a_context_stored_by_its_labels_reads_by_key_losing_nothing(path: Path) 
     stored, in the stored order; none is left unknown."""
     import json
 
-    from omni_host.evaluate.bench import read_stored
+    from omni_host.evaluate.bench import stored_run
     from omni_host.evaluate.context import UNKNOWN_RANK, fact, label
+    from omni_host.model import read_bench
 
     perf = next(r for r in json.loads(path.read_text())["hosts"][0]["results"]
                 if r["id"] == "perf.tokens-per-s")
     stored = perf["details"]["context"]
     assert "NVIDIA driver" in stored and "other processes on the GPUs" in stored  # by label
-    keyed = read_stored(perf["details"]).context
+    keyed = stored_run(read_bench(perf["details"])).context
     assert [label(k) for k in keyed] == list(stored)
     assert list(keyed.values()) == list(stored.values())
     assert all(fact(k).rank != UNKNOWN_RANK or k == "model_fingerprint" for k in keyed)
@@ -697,7 +698,7 @@ def test_a_lent_h100_names_the_environment_first_and_judges_again_alike(tmp_path
     stored = oldest_first[-1]
     (bundle,) = read_bundles(stored.path / "bundles" / "gpu")
     before = History([a for a in history.audits if a.started_at < stored.started_at])
-    asked = Asked(bench=True, first=last.details.get("first_run"))
+    asked = Asked(bench=True, first=stored.host("gpu").bench.first_run)
     again = judged(bundle, judge_plan(bundle, None, "keyed-h100"), past_of(before, "gpu"), asked)
     now = again.result("perf.tokens-per-s")
     assert now is not None and (now.status, now.summary) == (last.status, last.summary)

@@ -23,7 +23,7 @@ from omni_host.app.audit import Hosts, finish, judge_plan, keep
 from omni_host.app.bench import first_of, judge_bench
 from omni_host.collect.bundle import read_bundles
 from omni_host.evaluate.bench import comma_split, judge_test, modes, settle, slide
-from omni_host.model import Bundle, CheckResult, Status
+from omni_host.model import Bundle, CheckResult, FirstRun, JudgedTest, Status
 from omni_host.plan.policy import policy_from_vars
 from omni_host.report.history import load_history
 
@@ -151,18 +151,17 @@ def test_a_step_down_or_a_slide_is_a_drift_never_a_mode_nor_noise() -> None:
 
 
 def test_a_drop_must_show_in_both_runs_and_a_scattered_run_is_settled_by_a_steadier() -> None:
-    def v(status: str, drop: float, dropped: bool) -> dict:
-        return {"status": status, "line": f"{status} {drop}", "dropped": dropped,
-                "blind": False, "drop": drop}
+    def v(status: str, drop: float, dropped: bool) -> JudgedTest:
+        return JudgedTest(Status(status), drop, line=f"{status} {drop}", dropped=dropped)
 
-    first = {"pp512": v("warn", 0.02, False), "tg128": v("warn", 0.08, True)}
+    first = FirstRun({"pp512": v("warn", 0.02, False), "tg128": v("warn", 0.08, True)})
     now = {"pp512": v("pass", 0.01, False), "tg128": v("warn", 0.07, True)}
     settled = settle(now, first)
     assert [s for s, *_ in settled] == [Status.WARN, Status.PASS]
     assert settled[0][1] == "warn 0.07 (the second of two runs)"
     assert settled[1][1] == "pass 0.01 (the second of two runs)"
     assert [s for s, *_ in settle({"tg128": v("pass", 0.0, False)},
-                                  {"tg128": v("fail", 0.3, True)})] == [Status.PASS]
+                                  FirstRun({"tg128": v("fail", 0.3, True)}))] == [Status.PASS]
 
 
 def test_tolerance_by_test_kind() -> None:

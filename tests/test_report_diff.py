@@ -26,7 +26,8 @@ def _entry(*, swap: str = "pass", served: float | None = None, bench: dict | Non
             "servers": [{"server": "llama-server pid 41", "served_ts": served}]}))
     if bench is not None:
         results.append(_result("perf.tokens-per-s", bench["status"],
-                               {"changed": bench["changed"], "tests": {}}))
+                               {"changed": bench["changed"], "tests": {
+                                   "tg128": {"kind": "tg", "samples_ts": [50.0, 50.0]}}}))
     values = {"omni_bench": {"tolerance_pct": tolerance}} if tolerance is not None else {}
     return HostReport("box", None, "local", True, None, 1.0, tuple(results),
                       policy=PolicyRecord(values, {}))

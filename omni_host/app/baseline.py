@@ -5,10 +5,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from omni_host.evaluate.bench import StoredRun, read_stored
-from omni_host.model import Baseline, Source, Status
+from omni_host.evaluate.bench import StoredRun, stored_run
+from omni_host.model import Baseline, Source
 from omni_host.report.history import History, HostEntries
-from omni_host.report.results import perf_result
 
 
 def find_baseline(history: History, host: str, warn: Callable[[str], None] = lambda _: None
@@ -27,15 +26,13 @@ def baseline_in(entries: HostEntries, warn: Callable[[str], None] = lambda _: No
     for audit, entry in entries:
         if audit.report.source is not Source.BENCH:
             continue
-        perf = perf_result(entry)
-        if perf is None or perf.status is Status.ERROR:
-            continue
-        try:
-            stored = read_stored(perf.details)
-        except (ValueError, TypeError, AttributeError) as exc:
+        if entry.bench_unread:
             warn(f"{audit.path / 'report.json'}: {entry.host}'s stored bench is malformed "
-                 f"({exc}): skipped")
+                 f"({entry.bench_unread}): skipped")
             continue
+        if entry.bench is None:  # it failed: nothing measured
+            continue
+        stored = stored_run(entry.bench)
         if not stored.recorded_baseline:
             later.append(stored)
             continue

@@ -9,7 +9,6 @@ from __future__ import annotations
 import dataclasses
 import time
 from dataclasses import dataclass
-from typing import Any
 
 from omni_host.app.audit import AuditRun, Hosts, finish
 from omni_host.app.past import Past, past_of
@@ -20,7 +19,7 @@ from omni_host.evaluate.asked import Asked, KnobAsked, RunRefused, SweepAsked
 from omni_host.evaluate.audit import evaluate_bundle, unreachable
 from omni_host.evaluate.bench import CHECK_ID, first_run
 from omni_host.evaluate.sweep import SweepPlan, plan_sweep
-from omni_host.model import Bundle, HostReport, Source, Status, scrub_host
+from omni_host.model import Bundle, FirstRun, HostReport, Source, Status, scrub_host
 from omni_host.plan.hosts import HostPlan
 from omni_host.plan.knobs import Knob
 from omni_host.plan.knobs import arms as knob_arms
@@ -127,10 +126,10 @@ def bench_host(plan: HostPlan, ssh: SshOptions, past: Past, *, record: bool,
                                                    "verdict stands unconfirmed"))
 
 
-def first_of(done: BenchHost) -> dict[str, Any] | None:
+def first_of(done: BenchHost) -> FirstRun | None:
     """The first run's verdicts, when they call for a second run (evaluate.bench.first_run)."""
-    result = next((r for r in done.report.results if r.id == CHECK_ID), None)
-    return first_run(result) if result is not None else None
+    result = done.report.result(CHECK_ID)
+    return first_run(result.status, done.report.bench) if result is not None else None
 
 
 def judge_sweep_bundle(bundle: Bundle, plan: HostPlan, advised: tuple[int, ...],
@@ -143,7 +142,7 @@ def judge_sweep_bundle(bundle: Bundle, plan: HostPlan, advised: tuple[int, ...],
 
 
 def judge_bench(bundle: Bundle, plan: HostPlan, history: History | None, *, record: bool,
-                duration_s: float = 0.0, first: dict[str, Any] | None = None,
+                duration_s: float = 0.0, first: FirstRun | None = None,
                 past: Past | None = None) -> BenchHost:
     """A collected bench bundle (live, or recorded) judged: its audit and its tokens/s, each
     probe's output parsed once; against ``past`` (the host's, read once by the run), else the
@@ -155,8 +154,9 @@ def judge_bench(bundle: Bundle, plan: HostPlan, history: History | None, *, reco
                     duration_s=duration_s)
     result = report.result(CHECK_ID)
     assert result is not None  # asked for: the check always says something
-    recorded = bool(result.details.get("recorded_baseline"))
-    unfit = result.details.get("unfit") or []
+    outcome = report.bench
+    recorded = outcome is not None and outcome.recorded_baseline
+    unfit = outcome.unfit if outcome is not None else ()
     refused = "; ".join(unfit) if record and not recorded and unfit else None
     compared = past.baseline.audit if past.baseline is not None and not record \
         and result.status is not Status.ERROR else None

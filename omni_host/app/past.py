@@ -20,7 +20,6 @@ from omni_host.report.history import (
     last_bench,
     last_plan,
 )
-from omni_host.report.results import PERF, details_of
 
 
 @dataclass(frozen=True)
@@ -57,20 +56,16 @@ def measured_rates(entries: HostEntries) -> dict[str, Any]:
     for audit, entry in entries:
         if audit.report.source is not Source.BENCH:
             continue
-        details = details_of(entry, PERF)
-        ceilings = details.get("ceiling")
-        ceilings = ceilings if isinstance(ceilings, dict) else {}
-        for name, c in ceilings.items():
-            devices = (c.get("devices") or {}) if isinstance(c, dict) else {}
-            ms = {d: float(v.get("ms") or 0) for d, v in devices.items() if isinstance(v, dict)}
-            if ms and ms.get(CPU, 0.0) <= 0.01 * sum(ms.values()) and c.get("fraction") \
+        if (bench := entry.bench) is None:
+            continue
+        for name, c in bench.ceiling.items():
+            ms = {d: v.ms for d, v in c.devices.items()}
+            if ms and ms.get(CPU, 0.0) <= 0.01 * sum(ms.values()) and c.fraction \
                     and "gpu_efficiency" not in found:
-                found["gpu_efficiency"] = float(c["fraction"])
+                found["gpu_efficiency"] = c.fraction
                 found["gpu_from"] = f"{name} of stored bench {audit.id}"
-        rates = details.get("cpu_rates")
-        rates = rates if isinstance(rates, dict) else {}
-        for name, gbs in rates.items():
-            if isinstance(gbs, int | float) and gbs > 0 and "cpu_gbs" not in found:
+        for name, gbs in bench.cpu_rates.items():
+            if gbs > 0 and "cpu_gbs" not in found:
                 found["cpu_gbs"] = float(gbs) * 1e9
                 found["cpu_from"] = f"measured by {name} of stored bench {audit.id}"
         if "gpu_efficiency" in found and "cpu_gbs" in found:

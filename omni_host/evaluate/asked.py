@@ -8,11 +8,10 @@ verdict to a finished report."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from omni_host.model import InferenceServer
+from omni_host.model import FirstRun, InferenceServer
 
 if TYPE_CHECKING:
     from omni_host.plan.knobs import Knob
@@ -63,7 +62,7 @@ class ProofAsked:
 class Asked:
     bench: bool = False  # a bench run: perf.tokens-per-s judges it
     record: bool = False  # ... asked to become the host's baseline (--baseline)
-    first: Mapping[str, Any] | None = None  # the first run's verdicts, when this is the second
+    first: FirstRun | None = None  # the first run's verdicts, when this is the second
     knob: KnobAsked | None = None  # an A/B of one knob: perf.knob judges it
     sweep: SweepAsked | None = None  # a split sweep: perf.split-sweep judges it
     watch: WatchAsked | None = None  # a stability watch's rounds: serve.stability judges them

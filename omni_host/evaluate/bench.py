@@ -27,6 +27,7 @@ import statistics
 from dataclasses import dataclass
 from typing import Any, TypeGuard
 
+from omni_host.codec import document, from_dict
 from omni_host.evaluate.ceiling import run_ceilings
 from omni_host.evaluate.context import (
     CCD_LINKS,
@@ -43,11 +44,18 @@ from omni_host.evaluate.context import (
 )
 from omni_host.evaluate.meta import CheckMeta
 from omni_host.model import (
+    BENCH_CHECK,
     Baseline,
+    BenchOutcome,
+    BenchRef,
+    Ceiling,
     CheckResult,
     Evidence,
     FactSummary,
+    FirstRun,
+    JudgedTest,
     LinkUnderLoad,
+    MeasuredTest,
     Status,
 )
 from omni_host.plan.policy import BenchSpec
@@ -58,13 +66,11 @@ from omni_host.probes.parsers.bench import (
     BenchTest,
     Estimate,
     estimate,
-    rate,
     robust_spread,
 )
 
-CHECK_ID = "perf.tokens-per-s"
+CHECK_ID = BENCH_CHECK
 RANK = {Status.PASS: 0, Status.WARN: 1, Status.FAIL: 2}
-RANK_OF = {s.value: r for s, r in RANK.items()}
 
 
 def _num(value: Any) -> float | None:
@@ -442,7 +448,7 @@ def unfit_reasons(spec: BenchSpec, run: BenchRun) -> list[str]:
 
 @dataclass(frozen=True)
 class StoredRun:
-    """A stored bench's perf.tokens-per-s details, validated: what a later bench reads."""
+    """A stored bench as a later bench reads it: its repetitions, keys and context by key."""
 
     tests: dict[str, list[float]]
     keys: dict[str, tuple[tuple[str, str], ...]]
@@ -459,40 +465,15 @@ class StoredRun:
         return {name: estimate(samples).center_ts for name, samples in self.tests.items()}
 
 
-def read_stored(details: Any) -> StoredRun:
-    """The details of a stored perf.tokens-per-s result; ValueError naming what is wrong (a
-    hand-edited or foreign report must cost its host one warning, never its bench)."""
-    if not isinstance(details, dict) or not isinstance(details.get("tests"), dict):
-        raise ValueError("no tests")
-    tests, keys = {}, {}
-    for name, test in details["tests"].items():
-        samples = test.get("samples_ts") if isinstance(test, dict) else None
-        values = [rate(v) for v in samples] if isinstance(samples, list) and samples else [None]
-        if any(v is None for v in values):
-            raise ValueError(f"{name}: samples_ts is not a list of positive numbers")
-        tests[str(name)] = [float(v) for v in values if v is not None]
-        key = test.get("key") or {}
-        if not isinstance(key, dict):
-            raise ValueError(f"{name}: key is not a mapping")
-        keys[str(name)] = tuple(sorted((str(k), str(v)) for k, v in key.items()))
-    if not tests:
-        raise ValueError("no tests")
-    context = details.get("context") or {}
-    if not isinstance(context, dict):
-        raise ValueError("context is not a mapping")
-    base = details.get("baseline")
-    audit = base.get("audit") if isinstance(base, dict) else None
-    changed = details.get("changed") or []
-    if not isinstance(changed, list):
-        raise ValueError("changed is not a list")
-    # a run stored before fitness was recorded: fit unless it was forced
-    fit = details.get("fit", not details.get("forced")) is True
-    first = details.get("first_run")
-    firsts: dict[str, float] = {}
-    if isinstance(first, dict) and first.get("fit") is True and isinstance(first.get("centers"), dict):
-        firsts = {str(n): c for n, v in first["centers"].items() if (c := rate(v)) is not None}
-    return StoredRun(tests, keys, keyed(context), details.get("recorded_baseline") is True, fit,
-                     audit if isinstance(audit, str) else None, tuple(map(str, changed)), firsts)
+def stored_run(bench: BenchOutcome) -> StoredRun:
+    """What a later bench reads of a stored one (its context by key: a bench stored before
+    the keys kept it by display label)."""
+    first = bench.first_run
+    return StoredRun({n: list(t.samples_ts) for n, t in bench.tests.items()},
+                     {n: t.key_items() for n, t in bench.tests.items()},
+                     keyed(bench.context), bench.recorded_baseline, bench.fit,
+                     bench.baseline.audit if bench.baseline else None, bench.changed,
+                     dict(first.centers) if first is not None and first.fit else {})
 
 
 def _flag(field: str) -> str:
@@ -522,28 +503,34 @@ def comma_split(argv: tuple[str, ...] | list[str]) -> str | None:
     return None
 
 
-def _test_details(t: BenchTest) -> dict[str, Any]:
+def _measured_test(t: BenchTest) -> MeasuredTest:
     est = t.estimate
-    return {"kind": t.kind, "samples_ts": list(t.samples_ts), "mean_ts": round(t.mean_ts, 3),
-            "cv": round(t.cv, 4), "center_ts": round(est.center_ts, 3),
-            "spread": round(est.spread, 4), "params": t.params, "key": dict(t.key)}
+    return MeasuredTest(t.kind, t.samples_ts, round(t.mean_ts, 3), round(t.cv, 4),
+                        round(est.center_ts, 3), round(est.spread, 4), t.params, dict(t.key))
 
 
-def settle(now: dict[str, dict[str, Any]], first: dict[str, Any] | None
+def _judgement(v: TestVerdict) -> JudgedTest:
+    return JudgedTest(v.status, round(v.drop, 4), round(v.threshold, 4), round(v.noise, 4),
+                         round(v.detectable, 4), round(v.baseline_ts, 3),
+                         tuple(round(m, 3) for m in v.modes),
+                         None if v.drift is None else round(v.drift, 4), v.dropped, v.blind,
+                         v.line())
+
+
+def settle(now: dict[str, JudgedTest], first: FirstRun | None
            ) -> list[tuple[Status, str, bool, bool]]:
     """Each test's (status, line, dropped, blind), worst first. After a first run that did not
     pass (``first``: its verdicts), a test is decided by the run that judged it better: a drop
     must show in both runs to be called, a scattered run is settled by a steadier one."""
     out = []
     for name, v in now.items():
-        earlier = (first or {}).get(name)
+        earlier = first.verdicts.get(name) if first is not None else None
         take, which = v, ""
-        if isinstance(earlier, dict) and earlier.get("status") in RANK_OF:
+        if earlier is not None and earlier.status in RANK:
             which = " (the second of two runs)"
-            if RANK_OF[earlier["status"]] < RANK_OF[v["status"]]:
+            if RANK[earlier.status] < RANK[v.status]:
                 take, which = earlier, " (the first of two runs)"
-        out.append((Status(take["status"]), str(take["line"]) + which, bool(take["dropped"]),
-                    bool(take["blind"]), float(take["drop"])))
+        out.append((take.status, take.line + which, take.dropped, take.blind, take.drop))
     out.sort(key=lambda t: (-RANK[t[0]], -t[4]))
     return [t[:4] for t in out]
 
@@ -566,62 +553,72 @@ def _starved(before: dict[str, Any], after: dict[str, Any],
             "is the likely cause")
 
 
-def first_run(result: CheckResult) -> dict[str, Any] | None:
+def first_run(status: Status, bench: BenchOutcome | None) -> FirstRun | None:
     """What a second run is judged with, when this compared run's verdict did not pass on the
     tests' own evidence (a drop, or a run that scattered): the bench runs once more before it
-    says so (``settle``). None when it passed, or was not compared (from its details alone)."""
-    if result.status is Status.ERROR:
+    says so (``settle``). None when it passed, or was not compared."""
+    if status is Status.ERROR or bench is None or bench.first_run is not None or not any(
+            v.status is not Status.PASS for v in bench.verdicts.values()):
         return None
-    verdicts = result.details.get("verdicts") or {}
-    if result.details.get("first_run") or not any(
-            v.get("status") != Status.PASS.value for v in verdicts.values()):
-        return None
-    centers = {n: t["center_ts"] for n, t in (result.details.get("tests") or {}).items()}
-    return {"verdicts": verdicts, "centers": centers, "fit": result.details.get("fit") is True,
-            "disturbed": "; ".join(result.details.get("disturbances") or ()) or None}
+    return FirstRun(bench.verdicts, bench.centers(), bench.fit,
+                    "; ".join(bench.disturbances) or None)
+
+
+def _outcome(run: BenchRun, spec: BenchSpec, context: dict[str, Any],
+             links: list[LinkUnderLoad]) -> BenchOutcome:
+    """What the run measured, before any baseline: its tests, context, ceilings, fitness."""
+    assert run.result is not None
+    limits = run_ceilings(run, context)
+    unfit = unfit_reasons(spec, run)
+    return BenchOutcome(
+        {t.name: _measured_test(t) for t in run.result.tests}, context,
+        {n: from_dict(Ceiling, c) for n, c in limits.items() if "ceiling_ts" in c},
+        {n: c["why_not"] for n, c in limits.items() if "why_not" in c},
+        # the rate the CPU read weights at, where a test says it (omni-host plan predicts with it)
+        {n: c["cpu_effective_gbs"] for n, c in limits.items() if c.get("cpu_effective_gbs")},
+        forced=bool(run.gate.get("forced")), fit=not unfit, unfit=tuple(unfit),
+        disturbances=tuple(disturbances(spec, run)),
+        # each GPU's PCIe link while it ran: the audit's gpu.pcie-link reads it from here
+        links=tuple(links))
+
+
+def _ceiling_note(ceilings: dict[str, Ceiling]) -> str:
+    return "; ".join(
+        f"{n} at {c.fraction:.0%} of " + (f"its {c.ceiling_ts:g} t/s ceiling"
+                                          if c.basis == "theoretical"
+                                          else f"the {c.ceiling_ts:g} t/s predicted at {c.basis}")
+        + f" ({c.limit} limits it)" for n, c in ceilings.items())
 
 
 def judge(meta: CheckMeta, spec: BenchSpec, run: BenchRun, context: dict[str, Any],
           baseline: Baseline | None, *, record: bool,
-          first: dict[str, Any] | None = None) -> CheckResult:
+          first: FirstRun | None = None) -> CheckResult:
     """The verdict on one run. ``record``: this run is asked to become the baseline
     (--baseline); with no baseline the run becomes one if fit. A run that is not fit is never
-    a baseline: it is judged (when there is a baseline) and kept as evidence, and says why."""
+    a baseline: it is judged (when there is a baseline) and kept as evidence, and says why.
+    The result's details are the typed outcome's JSON form (``HostReport.bench`` reads it)."""
     links = list(links_during((run.during or {}).get("samples") or []).values())
     evidence = _evidence(run, links)
     if run.error or run.result is None:
         return meta.result(Status.ERROR, f"llama-bench failed: {run.error}", evidence=evidence,
                            details={"error": run.error, "stderr_tail": list(run.stderr_tail)})
     tests = {t.name: t for t in run.result.tests}
-    limits = run_ceilings(run, context)
-    ceilings = {n: c for n, c in limits.items() if "ceiling_ts" in c}
-    no_ceiling = {n: c["why_not"] for n, c in limits.items() if "why_not" in c}
-    unfit = unfit_reasons(spec, run)
-    details: dict[str, Any] = {
-        "tests": {t.name: _test_details(t) for t in run.result.tests},
-        "context": context, "ceiling": ceilings, "no_ceiling": no_ceiling,
-        # the rate the CPU read weights at, where a test says it (omni-host plan predicts with it)
-        "cpu_rates": {n: c["cpu_effective_gbs"] for n, c in limits.items()
-                      if c.get("cpu_effective_gbs")},
-        "recorded_baseline": False, "forced": bool(run.gate.get("forced")),
-        "fit": not unfit, "unfit": unfit, "disturbances": disturbances(spec, run),
-        # each GPU's PCIe link while it ran: the audit's gpu.pcie-link reads it from here
-        "links": [dataclasses.asdict(link) for link in links]}
-    ceiling_note = "; ".join(
-        f"{n} at {c['fraction']:.0%} of " + (f"its {c['ceiling_ts']:g} t/s ceiling"
-                                             if c.get("basis", "theoretical") == "theoretical"
-                                             else f"the {c['ceiling_ts']:g} t/s predicted at "
-                                             f"{c['basis']}") + f" ({c['limit']} limits it)"
-        for n, c in ceilings.items())
+    outcome = _outcome(run, spec, context, links)
+    unfit = list(outcome.unfit)
+    ceiling_note = _ceiling_note(outcome.ceiling)
     measured = ", ".join(f"{t.name} {t.estimate.center_ts:.1f} t/s ±{t.estimate.spread:.1%}"
                          for t in run.result.tests)
+
+    def result(status: Status, summary: str, done: BenchOutcome, **more: Any) -> CheckResult:
+        return meta.result(status, summary, actual=measured, evidence=evidence,
+                           details=document(done), **more)
+
     if record or baseline is None:
         if unfit:
             ask = "--baseline refused" if record else "no baseline yet"
-            return meta.result(Status.WARN, f"{ask}: this run is not fit to be one ("
-                               f"{'; '.join(unfit)}); run omni-host bench again when the host is "
-                               f"idle: {measured}", actual=measured, evidence=evidence,
-                               details=details)
+            return result(Status.WARN, f"{ask}: this run is not fit to be one ("
+                          f"{'; '.join(unfit)}); run omni-host bench again when the host is "
+                          f"idle: {measured}", outcome)
         why = "recorded on purpose (--baseline)" if record else "the host's first bench"
         summary = f"baseline recorded ({why}): {measured}"
         resolution = {t.name: max(spec.tolerance_for(t.kind) / 100, SIGMAS * t.estimate.spread)
@@ -631,45 +628,36 @@ def judge(meta: CheckMeta, spec: BenchSpec, run: BenchRun, context: dict[str, An
         if coarse:  # said once, here: later runs are judged at it without a warn each time
             summary += (f"; its repetitions' spread resolves {', '.join(coarse)} until the "
                         "spread between runs is measured")
-        details["resolution"] = {n: round(r, 4) for n, r in resolution.items()}
-        details["recorded_baseline"] = True
-        return meta.result(Status.PASS, summary + (f"; {ceiling_note}" if ceiling_note else ""),
-                           actual=measured, evidence=evidence, details=details)
-    details["baseline"] = {"audit": baseline.audit, "recorded_at": baseline.recorded_at}
+        return result(Status.PASS, summary + (f"; {ceiling_note}" if ceiling_note else ""),
+                      dataclasses.replace(outcome, recorded_baseline=True, resolution={
+                          n: round(r, 4) for n, r in resolution.items()}))
     was, now = baseline.context.get(MODEL_FINGERPRINT), context.get(MODEL_FINGERPRINT)
     other = [f"{label(MODEL_FINGERPRINT)} {was} -> {now} (another file at {spec.model})"] \
         if was not in (None, now) \
         else []
     differ = {n: key_diff(baseline.keys.get(n, ()), t.key) for n, t in tests.items()}
     comparable = [n for n in tests if n in baseline.tests and not differ[n] and not other]
-    details["not_comparable"] = sorted({*other, *(d for n in tests for d in differ[n])})
-    changes, details["unchanged"] = diff(baseline.context, context)
-    changed = details["changed"] = [c.line() for c in changes]  # the causes first
+    changes, unchanged = diff(baseline.context, context)
+    changed = [c.line() for c in changes]  # the causes first
+    outcome = dataclasses.replace(
+        outcome, baseline=BenchRef(baseline.audit, baseline.recorded_at),
+        not_comparable=tuple(sorted({*other, *(d for n in tests for d in differ[n])})),
+        unchanged=tuple(unchanged), changed=tuple(changed))
     settings = [c.line() for c in changes if c.setting]
     trap = comma_split(run.argv)
     if not comparable:
-        why = "; ".join(details["not_comparable"]) or \
+        why = "; ".join(outcome.not_comparable) or \
             f"the baseline measured other tests ({', '.join(baseline.tests)})"
         moved = f"; since the baseline: {'; '.join(settings)}" if settings else ""
-        return meta.result(Status.WARN, f"not comparable with baseline {baseline.audit}: {why}"
-                           f"{moved}{'; ' + trap if trap else ''}; record a new baseline: "
-                           "omni-host bench --baseline",
-                           actual=measured, evidence=evidence, details=details)
+        return result(Status.WARN, f"not comparable with baseline {baseline.audit}: {why}"
+                      f"{moved}{'; ' + trap if trap else ''}; record a new baseline: "
+                      "omni-host bench --baseline", outcome)
     verdicts = [judge_test(n, baseline.tests[n], list(tests[n].samples_ts),
                            spec.tolerance_for(tests[n].kind), baseline.run_centers.get(n, ()))
                 for n in comparable]
-    details["verdicts"] = {v.name: {"status": v.status.value, "drop": round(v.drop, 4),
-                                    "threshold": round(v.threshold, 4),
-                                    "noise": round(v.noise, 4),
-                                    "detectable": round(v.detectable, 4),
-                                    "reference_ts": round(v.baseline_ts, 3),
-                                    "modes": [round(m, 3) for m in v.modes],
-                                    "drift": None if v.drift is None else round(v.drift, 4),
-                                    "dropped": v.dropped, "blind": v.blind, "line": v.line()}
-                           for v in verdicts}
-    settled = settle(details["verdicts"], (first or {}).get("verdicts"))
-    if first:
-        details["first_run"] = first
+    outcome = dataclasses.replace(outcome, verdicts={v.name: _judgement(v) for v in verdicts},
+                                  first_run=first)
+    settled = settle(outcome.verdicts, first)
     status = max((s for s, _, _, _ in settled), key=RANK.__getitem__)
     text = "; ".join(line for _, line, _, _ in settled)
     dropped = any(d for _, _, d, _ in settled)
@@ -693,10 +681,9 @@ def judge(meta: CheckMeta, spec: BenchSpec, run: BenchRun, context: dict[str, An
         status = Status.WARN if status is Status.PASS else status
     if unfit:
         text += f"; not used to learn the noise ({'; '.join(unfit)})"
-    if details["disturbances"] and status is Status.PASS:  # it measured the host and something else
+    if outcome.disturbances and status is Status.PASS:  # it measured the host and something else
         status = Status.WARN
-    if first and first.get("disturbed") and status is Status.PASS:
+    if first and first.disturbed and status is Status.PASS:
         status = Status.WARN
-        text += f"; the first of two runs was disturbed ({first['disturbed']})"
-    return meta.result(status, text, expected=f"within the noise of baseline {baseline.audit}",
-                       actual=measured, evidence=evidence, details=details)
+        text += f"; the first of two runs was disturbed ({first.disturbed})"
+    return result(status, text, outcome, expected=f"within the noise of baseline {baseline.audit}")

@@ -11,14 +11,10 @@ from xml.etree import ElementTree as ET
 from omni_host.model import CheckResult, HostReport, Report, Status
 from omni_host.report.plots import Point, Series, svg
 from omni_host.report.results import (
-    PERF,
     STABILITY,
-    bench_figures,
-    bench_tests,
     details_of,
     perf_result,
     served_rates,
-    test_rate,
 )
 from omni_host.report.text import (
     ENGINE_WORDS,
@@ -75,7 +71,8 @@ def _bench_cell(host: HostReport) -> dict[str, str] | None:
     the baseline and against the ceiling, where known."""
     perf = perf_result(host)
     if perf is not None:
-        status, figures = status_of(perf), bench_figures(perf.details)
+        status = status_of(perf)
+        figures = host.bench.figures() if host.bench else (None, None)
     elif host.last_bench:
         last = host.last_bench
         status, figures = last.status.value, (last.of_baseline, last.of_ceiling)
@@ -241,16 +238,15 @@ def _tokens_gauges(report: Report) -> list[str]:
                                   "tokens_per_second_ceiling_ratio": [],
                                   "served_tokens_per_second": [], "served_fraction_of_bench": []}
     for h in report.hosts:
-        ceilings = details_of(h, PERF).get("ceiling") or {}
-        for name, t in bench_tests(h).items():
-            if (rate := test_rate(t)) is None:
-                continue
-            labels = f'host="{_label(h.host)}",test="{_label(name)}",kind="{_label(t["kind"])}"'
-            rows["tokens_per_second"].append(f"omni_host_tokens_per_second{{{labels}}} {rate}")
-            rows["tokens_per_second_cv"].append(f"omni_host_tokens_per_second_cv{{{labels}}} {t['cv']}")
-            if name in ceilings:
+        if h.bench is None:
+            continue
+        for name, t in h.bench.tests.items():
+            labels = f'host="{_label(h.host)}",test="{_label(name)}",kind="{_label(t.kind)}"'
+            rows["tokens_per_second"].append(f"omni_host_tokens_per_second{{{labels}}} {t.rate}")
+            rows["tokens_per_second_cv"].append(f"omni_host_tokens_per_second_cv{{{labels}}} {t.cv}")
+            if (ceiling := h.bench.ceiling.get(name)) is not None:
                 rows["tokens_per_second_ceiling_ratio"].append(
-                    f"omni_host_tokens_per_second_ceiling_ratio{{{labels}}} {ceilings[name]['fraction']}")
+                    f"omni_host_tokens_per_second_ceiling_ratio{{{labels}}} {ceiling.fraction}")
     for h in report.hosts:
         for name, s in served_rates(h).items():
             labels = f'host="{_label(h.host)}",server="{_label(name)}"'

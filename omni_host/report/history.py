@@ -17,17 +17,18 @@ from pathlib import Path
 from typing import Any
 
 from omni_host import __version__
-from omni_host.codec import FormatError, from_dict, to_dict
+from omni_host.codec import FormatError, to_dict
 from omni_host.model import (
     BLOCKED_ENGINE,
     REPORT_SCHEMA,
+    BenchOutcome,
     Change,
     ColdCase,
     ColdCaseItem,
     HostDiff,
     HostReport,
+    JudgedTest,
     LastBench,
-    LinkUnderLoad,
     Report,
     Source,
     Status,
@@ -37,15 +38,10 @@ from omni_host.probes.parsers.bench import rate
 from omni_host.report.plots import Point, Series
 from omni_host.report.results import (
     KNOB,
-    PERF,
     PLACEMENT,
     PROOF,
-    bench_figures,
-    bench_tests,
-    details_of,
     perf_result,
     served_rates,
-    test_rate,
 )
 from omni_host.report.store import audit_dirs
 from omni_host.resources import TooLarge, atomic_write, not_own, read_bounded
@@ -234,10 +230,9 @@ def diff_hosts(old: HostReport, new: HostReport,
     blocked_then = {e.engine for e in old.strategic if e.blocked}
     unblocked = sorted(e.engine for e in new.strategic
                        if e.status.value == "re-evaluate" and e.engine in blocked_then)
-    changed = details_of(new, PERF).get("changed") or []
     return HostDiff(tuple(new_failures), tuple(fixed), tuple(still), policy, facts,
                     tuple(resurrected), tuple(unblocked), tokens_changes(old, new), tuple(moved),
-                    tuple(warned), tuple(str(c) for c in changed if isinstance(c, str)))
+                    tuple(warned), new.bench.changed if new.bench is not None else ())
 
 
 def moved_with(policy: dict[str, Change]) -> frozenset[str]:
@@ -250,8 +245,8 @@ def tokens_changes(old: HostReport, new: HostReport) -> dict[str, Change]:
     """Each test both entries measured (two benches), and each server whose served rate both
     read (``served by <server>``): its tokens/s then and now, where it moved (the same
     stored counters judged twice, a recheck, are no change)."""
-    before = {n: test_rate(t) for n, t in bench_tests(old).items()}
-    after = {n: test_rate(t) for n, t in bench_tests(new).items()}
+    before: dict[str, float | None] = dict(old.bench.centers()) if old.bench else {}
+    after: dict[str, float | None] = dict(new.bench.centers()) if new.bench else {}
     served = {f"served by {n}": rate(s["served_ts"]) for n, s in served_rates(new).items()}
     before |= {f"served by {n}": rate(s["served_ts"]) for n, s in served_rates(old).items()}
     after |= served
@@ -305,22 +300,11 @@ def last_bench(entries: HostEntries) -> LastBench | None:
         if audit.report.source is Source.BENCH:
             perf = perf_result(entry)
             if perf is not None:
-                of_baseline, of_ceiling = bench_figures(perf.details)
+                bench = entry.bench
+                of_baseline, of_ceiling = bench.figures() if bench else (None, None)
                 return LastBench(audit.id, audit.started_at, perf.status, perf.summary,
-                                 of_baseline, of_ceiling, _links(perf.details.get("links")))
+                                 of_baseline, of_ceiling, bench.links if bench else ())
     return None
-
-
-def _links(stored: Any) -> tuple[LinkUnderLoad, ...]:
-    """A stored bench's PCIe links under load; () for a bench stored before they were
-    sampled, and for entries that do not read as one (a hand-edited report)."""
-    found = []
-    for doc in stored if isinstance(stored, list) else ():
-        try:
-            found.append(from_dict(LinkUnderLoad, doc))
-        except FormatError:
-            continue
-    return tuple(found)
 
 
 def cold_case(entries: HostEntries, current: HostReport) -> ColdCase:
@@ -380,16 +364,19 @@ def timelines(history: History, report: Report) -> dict[str, dict[str, list[tupl
     return out
 
 
-def _mark(details: dict[str, Any], name: str) -> str:
+NO_BENCH = BenchOutcome({})  # an entry that holds no bench: no tests
+
+
+def _mark(bench: BenchOutcome, name: str) -> str:
     """What a stored bench's point of one test is, for a plot."""
-    verdict = (details.get("verdicts") or {}).get(name) or {}
-    if details.get("recorded_baseline"):
+    verdict = bench.verdicts.get(name)
+    if bench.recorded_baseline:
         return "baseline"
-    if not details.get("verdicts") and details.get("baseline"):
+    if not bench.verdicts and bench.baseline:
         return "not comparable"
-    if details.get("disturbances"):
+    if bench.disturbances:
         return "disturbed"
-    return "failing" if verdict.get("status") == "fail" else "judged"
+    return "failing" if verdict is not None and verdict.status is Status.FAIL else "judged"
 
 
 def tokens_series(history: History, report: Report) -> dict[str, list[Series]]:
@@ -402,31 +389,30 @@ def tokens_series(history: History, report: Report) -> dict[str, list[Series]]:
     for host in report.hosts:
         points: dict[str, list[Point]] = {}
         kinds: dict[str, str] = {}
-        judged: dict[str, dict[str, Any]] = {}
+        judged: dict[str, JudgedTest] = {}
         now = served_rates(host)
         served: dict[str, list[Point]] = {n: [] for n in now}
         benched = {n for n, s in now.items() if rate(s.get("fraction")) is not None}
         for at, entry in _entries(history, report, host):
-            details = details_of(entry, PERF)
-            for name, test in bench_tests(entry).items():
-                if (measured := test_rate(test)) is None:
-                    continue
-                verdict = (details.get("verdicts") or {}).get(name) or {}
-                points.setdefault(name, []).append(Point(at, measured, _mark(details, name),
-                                                         str(verdict.get("status") or "")))
-                kinds[name] = str(test.get("kind") or "")
-                if name in (details.get("verdicts") or {}):
-                    judged[name] = details["verdicts"][name]
+            for name, test in (bench := entry.bench or NO_BENCH).tests.items():
+                verdict = bench.verdicts.get(name)
+                points.setdefault(name, []).append(Point(
+                    at, test.rate, _mark(bench, name), verdict.status.value if verdict else ""))
+                kinds[name] = test.kind
+                if verdict is not None:
+                    judged[name] = verdict
             for name, server in served_rates(entry).items():
                 if name in served:
                     served[name].append(Point(at, float(server["served_ts"]), "judged"))
         series = []
         for name, line in points.items():
-            verdict = judged.get(name) or {}
+            verdict = judged.get(name)
             beside = tuple(Series(f"served by {n}", tuple(p)) for n, p in served.items()
                            if p and n in benched) if kinds.get(name) == "tg" else ()
-            series.append(Series(name, tuple(line), baseline=rate(verdict.get("reference_ts")),
-                                 band=rate(verdict.get("threshold")), beside=beside))
+            series.append(Series(name, tuple(line),
+                                 baseline=verdict.reference_ts if verdict else None,
+                                 band=rate(verdict.threshold) if verdict else None,
+                                 beside=beside))
         drawn = {b.name for s in series for b in s.beside}  # the rest: a plot of their own
         series += [Series(f"served by {n}", tuple(p)) for n, p in served.items()
                    if p and f"served by {n}" not in drawn]

@@ -50,7 +50,7 @@ def tokens_per_s(facts: HostFacts, policy: Policy, meta: CheckMeta, prior: Prior
         return meta.result(Status.ERROR, "no omni_bench in the host's policy (docs/bench.md)")
     context = bench_context(fact_summary(facts, policy), run)
     return judge(meta, policy.bench, run, context, None if asked.record else prior.baseline,
-                 record=asked.record, first=dict(asked.first) if asked.first else None)
+                 record=asked.record, first=asked.first)
 
 
 def rounds(facts: HostFacts, meta: CheckMeta, what: str, none: str,
