@@ -126,3 +126,24 @@ def test_no_module_imports_itself_back() -> None:
                if graph.chain_exists(importer=a, imported=b)
                and graph.chain_exists(importer=b, imported=a)]
     assert circles == []
+
+
+def test_the_catalog_names_its_parsers_without_importing_them() -> None:
+    """A run's collection starts once the catalog is imported; its parsers (70 ms of imports
+    on the lent H100, issue 44) load with the evaluation, while the host's probes run. Every
+    parser the catalog names is a function of its module, and the evaluation loads them."""
+    code = ("import sys, omni_host.probes.catalog as c\n"
+            "print(sorted(m for m in sys.modules if m.startswith('omni_host.probes.parsers.')))\n"
+            "import omni_host.evaluate.facts\n"
+            "print(sorted(m for m in sys.modules if m.startswith('omni_host.probes.parsers.')))\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          check=True)
+    before, after = proc.stdout.splitlines()
+    assert before == "[]"
+    from omni_host.probes.catalog import BENCH, PROBES_BY_ID
+
+    named = {repr(p.parse).split(".")[0] for p in (*PROBES_BY_ID.values(), BENCH)}
+    assert {f"omni_host.probes.parsers.{m}" for m in named} <= set(ast.literal_eval(after))
+    for probe in (*PROBES_BY_ID.values(), BENCH):
+        parse = probe.parse.resolve()  # type: ignore[attr-defined]
+        assert callable(parse) and parse.__name__ == repr(probe.parse).split(".")[1], probe.id

@@ -6,10 +6,13 @@ newest stored audit). The CLI asks here and prints what comes back; it imports n
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from omni_host.report.history import History, StoredAudit, diff_hosts, load_history
 from omni_host.report.store import default_report_dir
+
+if TYPE_CHECKING:  # the history is read once a command needs it: where the store is, a bench
+    # knows before it starts its host's probes (issue 44), and the history's imports follow
+    from omni_host.report.history import History, StoredAudit
 
 __all__ = ["History", "StoredAudit", "diffs", "history_at", "newest", "store_at"]
 
@@ -22,6 +25,8 @@ def store_at(report_dir: Path | None) -> Path:
 
 def history_at(report_dir: Path | None) -> History:
     """The stored audits of a store (None: the default one)."""
+    from omni_host.report.history import load_history
+
     return load_history(store_at(report_dir))
 
 
@@ -36,6 +41,7 @@ def diffs(history: History, a: str | None, b: str | None) -> list[dict[str, Any]
     host's latest (of ``a`` where given) against its previous. A host without a previous audit
     says so."""
     from omni_host import codec
+    from omni_host.report.history import diff_hosts
 
     pairs: list[tuple[str, StoredAudit | None, StoredAudit | None, list[Any]]] = []
     if a and b:

@@ -14,9 +14,15 @@ from omni_host.probes.catalog import (
     PROBES_BY_ID,
     Probe,
     evaluate,
+    load_parsers,
     probes_for,
 )
 from omni_host.probes.parsers.nvidia import NVML_SECTIONS
+
+# The catalog names its parsers without importing them, so that a run's collection starts
+# first (issue 44); they load here, with the evaluation, which a run imports while its host's
+# probes run.
+load_parsers()
 
 
 @dataclass(frozen=True)

@@ -10,6 +10,7 @@ runs the collector on the host, so psutil, pynvml and py-cpuinfo are found where
 from __future__ import annotations
 
 import dataclasses
+import importlib
 import json
 import shlex
 from collections.abc import Callable
@@ -19,21 +20,35 @@ from typing import Any
 from omni_host.errors import ParseError
 from omni_host.model import CommandResult, Outcome, ProbeResult
 from omni_host.plan.policy import BenchSpec, Policy
-from omni_host.probes.parsers import (
-    bench,
-    build,
-    cpu,
-    docker,
-    host,
-    knobs,
-    memory,
-    numa,
-    nvidia,
-    serve,
-    system,
-)
 from omni_host.probes.parsers import excerpt as _excerpt
 from omni_host.resources import resources_text
+
+
+class _Parser:
+    """The parser ``name`` of ``probes.parsers.<module>``, imported at its first call: the
+    collector's program is sent before any parser is imported, so a bench's probes start that
+    much sooner (issue 44: the parsers were 70 ms of imports on the lent H100 before the
+    collection could start)."""
+
+    __slots__ = ("module", "name")
+
+    def __init__(self, module: str, name: str) -> None:
+        self.module, self.name = module, name
+
+    def resolve(self) -> Callable[[str], Any]:
+        found: Callable[[str], Any] = getattr(
+            importlib.import_module(f"omni_host.probes.parsers.{self.module}"), self.name)
+        return found
+
+    def __call__(self, text: str) -> Any:
+        return self.resolve()(text)
+
+    def __repr__(self) -> str:
+        return f"{self.module}.{self.name}"
+
+
+_parser = _Parser
+
 
 # Helpers run with the host's python3; exit 3 means the module is not importable there.
 _IMPORT = ("import json,sys\ntry:\n import {mod}\n"
@@ -184,47 +199,47 @@ NVIDIA_DRIVER = ("/proc/driver/nvidia/version", "no NVIDIA kernel driver loaded"
 TWO_GPUS = ("/proc/driver/nvidia/gpus", "fewer than two GPUs: no GPU topology to read")
 
 PROBES: tuple[Probe, ...] = (
-    Probe("numa.numactl", ("numactl", "--hardware"), numa.parse_numactl_hardware),
-    Probe("numa.sysfs", ("sh", "-c", SYSFS_NODES), numa.parse_sysfs_nodes,
+    Probe("numa.numactl", ("numactl", "--hardware"), _parser("numa", "parse_numactl_hardware")),
+    Probe("numa.sysfs", ("sh", "-c", SYSFS_NODES), _parser("numa", "parse_sysfs_nodes"),
           fallback_for="numa.numactl"),
-    Probe("gpu.nvml", ("{python}", "-I", "-S", "-c", _NVML_HELPER), nvidia.parse_nvml,
+    Probe("gpu.nvml", ("{python}", "-I", "-S", "-c", _NVML_HELPER), _parser("nvidia", "parse_nvml"),
           timeout_s=30, requires=NVIDIA_DRIVER, label=NVML_LABEL),
-    Probe("gpu.nvidia-smi", ("nvidia-smi", "-q", "-x"), nvidia.parse_nvidia_smi_xml, timeout_s=30,
-          fallback_for="gpu.nvml"),
-    Probe("gpu.topo", ("nvidia-smi", "topo", "-m"), nvidia.parse_topo_matrix, timeout_s=30,
-          requires=TWO_GPUS, requires_entries=2, fallback_for="gpu.nvml"),
-    Probe("gpu.p2p", ("nvidia-smi", "topo", "-p2p", "r"), nvidia.parse_topo_matrix, timeout_s=30,
-          requires=TWO_GPUS, requires_entries=2, fallback_for="gpu.nvml"),
-    Probe("gpu.pynvml", ("{python}", "-c", PYNVML_CODE), nvidia.parse_pynvml, timeout_s=30,
+    Probe("gpu.nvidia-smi", ("nvidia-smi", "-q", "-x"), _parser("nvidia", "parse_nvidia_smi_xml"),
+          timeout_s=30, fallback_for="gpu.nvml"),
+    Probe("gpu.topo", ("nvidia-smi", "topo", "-m"), _parser("nvidia", "parse_topo_matrix"),
+          timeout_s=30, requires=TWO_GPUS, requires_entries=2, fallback_for="gpu.nvml"),
+    Probe("gpu.p2p", ("nvidia-smi", "topo", "-p2p", "r"), _parser("nvidia", "parse_topo_matrix"),
+          timeout_s=30, requires=TWO_GPUS, requires_entries=2, fallback_for="gpu.nvml"),
+    Probe("gpu.pynvml", ("{python}", "-c", PYNVML_CODE), _parser("nvidia", "parse_pynvml"), timeout_s=30,
           fallback_for="gpu.nvidia-smi", requires=NVIDIA_DRIVER),
-    Probe("cpu.cpuinfo", ("cat", "/proc/cpuinfo"), cpu.parse_cpuinfo, inline=True),
-    Probe("cpu.pycpuinfo", ("{python}", "-c", PYCPUINFO_CODE), cpu.parse_pycpuinfo,
+    Probe("cpu.cpuinfo", ("cat", "/proc/cpuinfo"), _parser("cpu", "parse_cpuinfo"), inline=True),
+    Probe("cpu.pycpuinfo", ("{python}", "-c", PYCPUINFO_CODE), _parser("cpu", "parse_pycpuinfo"),
           timeout_s=20, fallback_for="cpu.cpuinfo"),
-    Probe("mem.swaps", ("cat", "/proc/swaps"), memory.parse_proc_swaps, inline=True),
-    Probe("mem.meminfo", ("cat", "/proc/meminfo"), memory.parse_meminfo, inline=True),
-    Probe("mem.psutil", ("{python}", "-c", PSUTIL_CODE), memory.parse_psutil,
+    Probe("mem.swaps", ("cat", "/proc/swaps"), _parser("memory", "parse_proc_swaps"), inline=True),
+    Probe("mem.meminfo", ("cat", "/proc/meminfo"), _parser("memory", "parse_meminfo"), inline=True),
+    Probe("mem.psutil", ("{python}", "-c", PSUTIL_CODE), _parser("memory", "parse_psutil"),
           fallback_for="mem.meminfo"),
-    Probe("fs.fstab", ("cat", "/etc/fstab"), memory.parse_fstab, inline=True),
-    Probe("mem.dimms", ("dmidecode", "-t", "4", "-t", "17"), memory.parse_dmidecode_memory,
+    Probe("fs.fstab", ("cat", "/etc/fstab"), _parser("memory", "parse_fstab"), inline=True),
+    Probe("mem.dimms", ("dmidecode", "-t", "4", "-t", "17"), _parser("memory", "parse_dmidecode_memory"),
           timeout_s=20),
-    Probe("cpu.l3", ("sh", "-c", L3_DOMAINS), memory.parse_l3_domains,
+    Probe("cpu.l3", ("sh", "-c", L3_DOMAINS), _parser("memory", "parse_l3_domains"),
           label="sort -u /sys/devices/system/cpu/cpu*/cache/index3/shared_cpu_list"),
     Probe("docker.containers", ("{python}", "-c", _DOCKER_API, "containers"),
-          docker.parse_docker_inspect, timeout_s=20, redact="docker-inspect", inline=True,
+          _parser("docker", "parse_docker_inspect"), timeout_s=20, redact="docker-inspect", inline=True,
           label="docker inspect $(docker ps -q) (Docker API on its socket)"),
-    Probe("system.kernel", ("uname", "-r"), system.parse_uname_r),
+    Probe("system.kernel", ("uname", "-r"), _parser("system", "parse_uname_r")),
     Probe("gpu.query", ("nvidia-smi", f"--query-gpu={GPU_QUERY_FIELDS}", "--format=csv,noheader"),
-          build.parse_gpu_query, timeout_s=30, fallback_for="gpu.nvml",
+          _parser("build", "parse_gpu_query"), timeout_s=30, fallback_for="gpu.nvml",
           label="nvidia-smi --query-gpu=compute_cap,pcie.link.*,persistence_mode,ecc.*"),
-    Probe("gpu.xid", ("sh", "-c", XID), host.parse_xid, label="dmesg | grep 'NVRM: Xid'"),
-    Probe("cuda.nvcc", ("sh", "-c", NVCC), build.parse_nvcc_version, label="nvcc --version"),
+    Probe("gpu.xid", ("sh", "-c", XID), _parser("host", "parse_xid"), label="dmesg | grep 'NVRM: Xid'"),
+    Probe("cuda.nvcc", ("sh", "-c", NVCC), _parser("build", "parse_nvcc_version"), label="nvcc --version"),
     Probe("docker.networks", ("{python}", "-c", _DOCKER_API, "networks"),
-          docker.parse_docker_networks, timeout_s=20, inline=True,
+          _parser("docker", "parse_docker_networks"), timeout_s=20, inline=True,
           label="docker network ls (Docker API on its socket)"),
-    Probe("host.knobs", ("{python}", "-c", helper_code("knobs", ())), knobs.parse_knobs,
+    Probe("host.knobs", ("{python}", "-c", helper_code("knobs", ())), _parser("knobs", "parse_knobs"),
           inline=True, label="kernel and CPU knobs (THP, NUMA balancing, cpufreq, SMT, ASPM: "
                              "sysfs and /proc)"),
-    Probe("serve.servers", ("{python}", "-c", helper_code("serve")), serve.parse_servers,
+    Probe("serve.servers", ("{python}", "-c", helper_code("serve")), _parser("serve", "parse_servers"),
           timeout_s=20, inline=True,
           label="llama-server processes (/proc), their /metrics and /props on the loopback"),
 )
@@ -234,14 +249,15 @@ PROBES: tuple[Probe, ...] = (
 # a fixed script, so no inventory value is ever parsed by a shell.
 _MODELS_HELPER = helper_code("gguf_models", ("gguf",))
 DYNAMIC: tuple[Probe, ...] = (
-    Probe("llamacpp.cuobjdump", ("sh", "-c", CUOBJDUMP, "cuobjdump"), build.parse_cuobjdump,
+    Probe("llamacpp.cuobjdump", ("sh", "-c", CUOBJDUMP, "cuobjdump"), _parser("build", "parse_cuobjdump"),
           timeout_s=60, label="cuobjdump --list-elf <omni_llamacpp_binaries>"),
-    Probe("llamacpp.readelf", ("sh", "-c", READELF, "readelf"), build.parse_readelf, timeout_s=30,
-          label="readelf -d --dyn-syms <omni_llamacpp_binaries>"),
-    Probe("model.files", ("{python}", "-c", _MODELS_HELPER), host.parse_models, timeout_s=120,
+    Probe("llamacpp.readelf", ("sh", "-c", READELF, "readelf"), _parser("build", "parse_readelf"),
+          timeout_s=30, label="readelf -d --dyn-syms <omni_llamacpp_binaries>"),
+    Probe("model.files", ("{python}", "-c", _MODELS_HELPER), _parser("host", "parse_models"), timeout_s=120,
           label="python3 gguf_models helper <omni_models> (headers only)"),
-    Probe("disk.df", ("sh", "-c", DF, "df"), host.parse_df, label="df -P -k <omni_disk_free paths>"),
-    Probe("packages.dpkg", ("sh", "-c", DPKG, "dpkg"), host.parse_dpkg,
+    Probe("disk.df", ("sh", "-c", DF, "df"), _parser("host", "parse_df"),
+          label="df -P -k <omni_disk_free paths>"),
+    Probe("packages.dpkg", ("sh", "-c", DPKG, "dpkg"), _parser("host", "parse_dpkg"),
           label="dpkg-query -W <omni_build_packages>"),
 )
 
@@ -251,7 +267,7 @@ DYNAMIC: tuple[Probe, ...] = (
 # start-up never pays for it.
 # -S: the helper is standard library only; a GPU box's site-packages (.pth hooks) cost its
 # start-up 70 ms on the lent H100, every bench.
-BENCH = Probe("bench.llama", ("{python}", "-S", "-c"), bench.parse_bench_run,
+BENCH = Probe("bench.llama", ("{python}", "-S", "-c"), _parser("bench", "parse_bench_run"),
               label="llama-bench -o json <omni_bench> (bench helper: idle gate, context)",
               last=True, prepare=True)
 
@@ -261,6 +277,14 @@ BENCH_PROOF = dataclasses.replace(BENCH, id="bench.proof",
                                   label="llama-bench -o json per candidate, in rounds (the proof)")
 
 PROBES_BY_ID = {p.id: p for p in (*PROBES, *DYNAMIC)}  # an audit's; a run's checks read BENCH
+
+
+def load_parsers() -> None:
+    """Import every probe's parser now: what evaluates a bundle does so on import, while the
+    host's probes (started before it) run."""
+    for probe in (*PROBES_BY_ID.values(), BENCH):
+        if isinstance(probe.parse, _Parser):
+            probe.parse.resolve()
 
 
 def bench_probe(spec: BenchSpec, *, force: bool = False) -> Probe:
