@@ -6,8 +6,6 @@ from __future__ import annotations
 import difflib
 from typing import Any
 
-import yaml
-
 from omni_host.evaluate.facts import HostFacts
 from omni_host.plan.policy import ZEN5_HWCAPS, Policy, masked_hwcaps
 
@@ -50,6 +48,8 @@ def observed_vars(facts: HostFacts, policy: Policy | None = None) -> dict[str, A
 
 
 def merged_text(existing: dict[str, Any], observed: dict[str, Any], host: str) -> str:
+    import yaml  # only ``init`` writes YAML: an audit or a bench never loads it
+
     merged = {**existing, **observed}
     header = (f"# Expected state of {host}, recorded from the host by `omni-host init`.\n"
               "# Edit freely: omni-host audit and the playbooks read these variables.\n")
