@@ -1,29 +1,15 @@
 #!/bin/bash
 # Where the bench's fixed cost goes on a lent GPU machine, this tree against an earlier one
-# (extracted into .devold, carried), each run by a virtual environment's interpreter as a
-# user's install runs it (the machine's system python3 runs .pth hooks of its CUDA packages
-# on every start) and by the system python3: benchmarks/profile_fixed_cost.py for each.
+# (extracted into .devold, carried), interleaved (benchmarks/profile_fixed_cost.py --tree),
+# run by a virtual environment's interpreter as a user's install runs it (the machine's system
+# python3 may run .pth hooks of its CUDA packages on every start).
 # Usage: bash benchmarks/fixed_cost_split_gpu.sh OUTDIR [RUNS]
 set -u
 out=$1 runs=${2:-9}
 mkdir -p "$out"
 . benchmarks/gpu_lib.sh
-gpu_python "$out"
-python3 -m venv --without-pip /tmp/venv > "$out/venv.log" 2>&1 || echo "no venv: $(tail -1 "$out/venv.log")"
-venv=/tmp/venv/bin/python
-for py in "$venv" python3; do
-  for i in 1 2 3 4 5; do /usr/bin/time -f "%e" "$py" -c pass; done 2>> "$out/start-$(basename "$(dirname "$py")")-$(basename "$py").txt"
-done
+gpu_python /tmp
+python3 -m venv --without-pip /tmp/venv > /tmp/venv.log 2>&1 || echo "no venv: $(tail -1 /tmp/venv.log)"
 python3 -m compileall -q .devold/omni_host > /dev/null 2>&1
-for py in "$venv" python3; do
-  tag=$( [ "$py" = python3 ] && echo sys || echo venv )
-  for tree in new old; do
-    dir=$PWD; [ $tree = old ] && dir=$PWD/.devold
-    (cd "$dir" && PYTHONPATH=/tmp/site:$dir "$py" "$OLDPWD/benchmarks/profile_fixed_cost.py" \
-       --out "$out/$tag-$tree" --runs "$runs") | sed "s/^/$tag $tree: /"
-  done
-done
-# what comes back: each run's walls and probe durations; the profile of the venv's new tree
-find "$out" -name bench.prof -not -path "*/venv-new/*" -delete
-find "$out" -name importtime.txt -not -path "*/venv-new/*" -delete
-rm -f "$out/pip.log" "$out/venv.log"
+for i in 1 2 3 4 5; do /usr/bin/time -f "venv %e" /tmp/venv/bin/python -c pass; /usr/bin/time -f "system %e" python3 -c pass; done 2> "$out/starts.txt"
+/tmp/venv/bin/python benchmarks/profile_fixed_cost.py --out "$out" --runs "$runs" --tree . --tree .devold
