@@ -17,6 +17,8 @@ nvidia-smi --query-gpu=index,name,driver_version --format=csv,noheader
 bench_inventory /tmp/inv.yml "$bin" "$model" '["-p", "512", "-n", "128", "-ngl", "99", "-fa", "1"]'
 /tmp/venv/bin/python benchmarks/bench_overhead.py "$bin" "$model" /tmp/inv.yml "$out" \
   --pairs "$rounds" --tree . --tree .devold
+python3 benchmarks/stored_verdicts.py /tmp/store-overhead-0 /tmp/store-overhead-1 > "$out/verdicts.txt"
+grep -c '"first": {}' "$out/verdicts.txt"; grep -v '"first": {}' "$out/verdicts.txt" | cut -c1-600
 /tmp/venv/bin/python benchmarks/profile_fixed_cost.py --out "$out/split" --runs 9 --tree . --tree .devold \
   | tr -d '\n ' ; echo
 rm -f "$out/split/bench.prof" "$out/split/importtime.txt"
