@@ -8,8 +8,6 @@ set -u
 out=$1 runs=${2:-9}
 mkdir -p "$out"
 . benchmarks/gpu_lib.sh
-gpu_python /tmp
-python3 -m venv --without-pip /tmp/venv > /tmp/venv.log 2>&1 || echo "no venv: $(tail -1 /tmp/venv.log)"
-python3 -m compileall -q .devold/omni_host > /dev/null 2>&1
+gpu_trees
 for i in 1 2 3 4 5; do /usr/bin/time -f "venv %e" /tmp/venv/bin/python -c pass; /usr/bin/time -f "system %e" python3 -c pass; done 2> "$out/starts.txt"
 /tmp/venv/bin/python benchmarks/profile_fixed_cost.py --out "$out" --runs "$runs" --tree . --tree .devold

@@ -11,6 +11,14 @@ gpu_python() {  # gpu_python OUTDIR: the carried wheels and this tree on PYTHONP
   python3 -m compileall -q omni_host /tmp/site > /dev/null 2>&1  # as pip install does
 }
 
+gpu_trees() {  # gpu_trees: gpu_python, a venv's interpreter at /tmp/venv/bin/python (a user's
+  # install: the machine's python3 may run .pth hooks of its CUDA packages on every start), and
+  # the earlier tree carried in .devold compiled
+  gpu_python /tmp
+  python3 -m venv --without-pip /tmp/venv > /tmp/venv.log 2>&1 || echo "no venv: $(tail -1 /tmp/venv.log)"
+  python3 -m compileall -q .devold/omni_host > /dev/null 2>&1
+}
+
 gpu_build_start() {  # gpu_build_start OUTDIR TARGET...: llama.cpp with CUDA (sm_90, static) in
   # the background, its log in OUTDIR/build.log; its pid in $build
   local out=$1 server=OFF

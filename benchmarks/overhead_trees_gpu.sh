@@ -9,9 +9,7 @@ set -u
 out=$1 rounds=${2:-9}
 mkdir -p "$out"
 . benchmarks/gpu_lib.sh
-gpu_python /tmp
-python3 -m venv --without-pip /tmp/venv > /tmp/venv.log 2>&1 || echo "no venv: $(tail -1 /tmp/venv.log)"
-python3 -m compileall -q .devold/omni_host > /dev/null 2>&1
+gpu_trees
 gpu_dense_bench /tmp
 nvidia-smi --query-gpu=index,name,driver_version --format=csv,noheader
 bench_inventory /tmp/inv.yml "$bin" "$model" '["-p", "512", "-n", "128", "-ngl", "99", "-fa", "1"]'
