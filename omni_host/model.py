@@ -453,7 +453,15 @@ class LinkUnderLoad:
 # the keys were first stored); ``HostReport.bench`` reads it back into these types, and no code
 # reads those details by key. Every field has a default: a bench stored by an earlier omni-host
 # lacks some of them.
-MAX_TS = 1e9  # tokens/s past this is not a measurement
+MAX_TS = 1e9  # tokens/s past this is not a measurement (samples_ts of 1e308 overflowed the mean)
+
+
+def rate(value: Any) -> float | None:
+    """A tokens/s value, or None where it is not one (a bool, NaN, infinite, <= 0, absurd)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    number = float(value)
+    return number if math.isfinite(number) and 0 < number < MAX_TS else None
 
 
 @dataclass(frozen=True)
@@ -594,9 +602,7 @@ def _known(cls: type, doc: Any, what: str) -> dict[str, Any]:
 
 
 def _rates(values: Any) -> bool:
-    return isinstance(values, list) and bool(values) and all(
-        isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
-        and 0 < v < MAX_TS for v in values)
+    return isinstance(values, list) and bool(values) and all(rate(v) is not None for v in values)
 
 
 def read_bench(details: Any) -> BenchOutcome:

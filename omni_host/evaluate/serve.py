@@ -25,8 +25,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from omni_host.evaluate.context import ENV, MODEL_FINGERPRINT
-from omni_host.model import CheckResult, Evidence, InferenceServer, ServedCounters, Status
-from omni_host.probes.parsers.bench import estimate, rate
+from omni_host.model import CheckResult, Evidence, InferenceServer, ServedCounters, Status, rate
+from omni_host.probes.parsers.bench import estimate
 from omni_host.remote.procfacts import option_value
 
 if TYPE_CHECKING:  # types only: the check registry imports this module

@@ -32,9 +32,9 @@ from omni_host.model import (
     Report,
     Source,
     Status,
+    rate,
 )
 from omni_host.plan.policy import check_readers
-from omni_host.probes.parsers.bench import rate
 from omni_host.report.plots import Point, Series
 from omni_host.report.results import (
     KNOB,

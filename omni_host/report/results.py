@@ -8,8 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from omni_host.model import BENCH_CHECK, CheckResult, HostReport
-from omni_host.probes.parsers.bench import rate
+from omni_host.model import BENCH_CHECK, CheckResult, HostReport, rate
 
 PERF = BENCH_CHECK
 SERVED = "serve.tokens-per-s"

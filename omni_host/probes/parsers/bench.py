@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from omni_host.errors import ParseError
+from omni_host.model import rate  # the parser's check of a tokens/s value is the stored report's
 from omni_host.probes.parsers import excerpt, na
 
 # Parameters that tell two records of one run apart (llama-bench takes lists for each).
@@ -40,7 +41,6 @@ SHORT = {"tensor_buft_overrides": "ot",
 NOT_KEY = frozenset({"build_commit", "build_number", "cpu_info", "gpu_info", "backends",
                      "model_filename", "test_time", "avg_ns", "stddev_ns", "avg_ts", "stddev_ts",
                      "samples_ns", "samples_ts"})
-MAX_TS = 1e9  # tokens/s past this is not a measurement (samples_ts of 1e308 overflowed the mean)
 WARM_UP = 1  # repetitions dropped first: llama-bench's first is slow on both machines measured
 MAD_TO_SD = 1.4826  # a normal distribution's standard deviation from its median absolute deviation
 
@@ -107,14 +107,6 @@ def spread(samples: list[float] | tuple[float, ...]) -> tuple[float, float]:
     return mean, sd / mean if mean else 0.0
 
 
-def rate(value: Any) -> float | None:
-    """A tokens/s value, or None where it is not one (a bool, NaN, infinite, <= 0, absurd)."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return None
-    number = float(value)
-    return number if math.isfinite(number) and 0 < number < MAX_TS else None
-
-
 @dataclass(frozen=True)
 class LlamaBench:
     tests: tuple[BenchTest, ...]
@@ -150,7 +142,7 @@ def _name(rec: dict[str, Any]) -> tuple[str, str]:
 
 
 def _samples(rec: dict[str, Any]) -> tuple[float, ...]:
-    """Every repetition's tokens/s, each a finite positive number below MAX_TS (checked here,
+    """Every repetition's tokens/s, each a finite positive number below model.MAX_TS (checked here,
     at the boundary: a 0 baseline divided every later bench by zero)."""
     samples = rec.get("samples_ts")
     if samples is not None and not isinstance(samples, list):  # never a silent ±0% baseline
