@@ -72,10 +72,14 @@ def read_yaml(path: Path) -> Any:
     return value
 
 
+def cache_home() -> Path:
+    """omni-host's folder in the user's cache (``$XDG_CACHE_HOME``, else ``~/.cache``)."""
+    return Path(os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache")) / "omni-host"
+
+
 def data_cache() -> Path:
     """Where the parsed forms of the shipped YAML files are kept (a cache: any entry may go)."""
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache")
-    return Path(base) / "omni-host" / "data"
+    return cache_home() / "data"
 
 
 def load_yaml(text: str) -> Any:

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from omni_host import __version__
-from omni_host.resources import atomic_write
+from omni_host.resources import atomic_write, cache_home
 
 MAX_FILES = 2000  # a larger tree is not worth scanning on every run: no cache
 KEEP_ENTRIES = 32
@@ -34,8 +34,7 @@ _DYNAMIC_MARKERS = (b"$ANSIBLE_VAULT", b"{{", b"{%", b"\nplugin:", b"\nplugin :"
 
 
 def cache_dir() -> Path:
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache")
-    return Path(base) / "omni-host" / "inventory"
+    return cache_home() / "inventory"
 
 
 def _files(source: Path) -> list[Path] | None:

@@ -44,7 +44,7 @@ from omni_host.report.results import (
     served_rates,
 )
 from omni_host.report.store import audit_dirs
-from omni_host.resources import TooLarge, atomic_write, not_own, read_bounded
+from omni_host.resources import TooLarge, atomic_write, cache_home, not_own, read_bounded
 
 BAD = ("fail", "error")
 COMPARED_FACTS = ("numa_nodes", "sockets", "driver_version", "cuda_version", "gpus", "swap_total_mib",
@@ -159,12 +159,10 @@ def _checked_path(root: Path) -> Path:
     """Where this user's record of the store's checked reports lies: the user's cache (the
     store's layout stays one directory per audit)."""
     import hashlib
-    import os
 
-    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
     # another omni-host may read the stored form otherwise: it checks the store again
     key = hashlib.sha256(f"{root.resolve()}\0{__version__}".encode()).hexdigest()[:16]
-    return cache / "omni-host" / f"checked-{key}.json"
+    return cache_home() / f"checked-{key}.json"
 
 
 def _stamp(path: Path) -> list[int]:
