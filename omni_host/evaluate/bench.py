@@ -511,10 +511,9 @@ def _measured_test(t: BenchTest) -> MeasuredTest:
 
 def _judgement(v: TestVerdict) -> JudgedTest:
     return JudgedTest(v.status, round(v.drop, 4), round(v.threshold, 4), round(v.noise, 4),
-                         round(v.detectable, 4), round(v.baseline_ts, 3),
-                         tuple(round(m, 3) for m in v.modes),
-                         None if v.drift is None else round(v.drift, 4), v.dropped, v.blind,
-                         v.line())
+                      round(v.detectable, 4), round(v.baseline_ts, 3),
+                      tuple(round(m, 3) for m in v.modes),
+                      None if v.drift is None else round(v.drift, 4), v.dropped, v.blind, v.line())
 
 
 def settle(now: dict[str, JudgedTest], first: FirstRun | None

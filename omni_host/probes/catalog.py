@@ -47,8 +47,6 @@ class _Parser:
         return f"{self.module}.{self.name}"
 
 
-_parser = _Parser
-
 
 # Helpers run with the host's python3; exit 3 means the module is not importable there.
 _IMPORT = ("import json,sys\ntry:\n import {mod}\n"
@@ -199,47 +197,47 @@ NVIDIA_DRIVER = ("/proc/driver/nvidia/version", "no NVIDIA kernel driver loaded"
 TWO_GPUS = ("/proc/driver/nvidia/gpus", "fewer than two GPUs: no GPU topology to read")
 
 PROBES: tuple[Probe, ...] = (
-    Probe("numa.numactl", ("numactl", "--hardware"), _parser("numa", "parse_numactl_hardware")),
-    Probe("numa.sysfs", ("sh", "-c", SYSFS_NODES), _parser("numa", "parse_sysfs_nodes"),
+    Probe("numa.numactl", ("numactl", "--hardware"), _Parser("numa", "parse_numactl_hardware")),
+    Probe("numa.sysfs", ("sh", "-c", SYSFS_NODES), _Parser("numa", "parse_sysfs_nodes"),
           fallback_for="numa.numactl"),
-    Probe("gpu.nvml", ("{python}", "-I", "-S", "-c", _NVML_HELPER), _parser("nvidia", "parse_nvml"),
+    Probe("gpu.nvml", ("{python}", "-I", "-S", "-c", _NVML_HELPER), _Parser("nvidia", "parse_nvml"),
           timeout_s=30, requires=NVIDIA_DRIVER, label=NVML_LABEL),
-    Probe("gpu.nvidia-smi", ("nvidia-smi", "-q", "-x"), _parser("nvidia", "parse_nvidia_smi_xml"),
+    Probe("gpu.nvidia-smi", ("nvidia-smi", "-q", "-x"), _Parser("nvidia", "parse_nvidia_smi_xml"),
           timeout_s=30, fallback_for="gpu.nvml"),
-    Probe("gpu.topo", ("nvidia-smi", "topo", "-m"), _parser("nvidia", "parse_topo_matrix"),
+    Probe("gpu.topo", ("nvidia-smi", "topo", "-m"), _Parser("nvidia", "parse_topo_matrix"),
           timeout_s=30, requires=TWO_GPUS, requires_entries=2, fallback_for="gpu.nvml"),
-    Probe("gpu.p2p", ("nvidia-smi", "topo", "-p2p", "r"), _parser("nvidia", "parse_topo_matrix"),
+    Probe("gpu.p2p", ("nvidia-smi", "topo", "-p2p", "r"), _Parser("nvidia", "parse_topo_matrix"),
           timeout_s=30, requires=TWO_GPUS, requires_entries=2, fallback_for="gpu.nvml"),
-    Probe("gpu.pynvml", ("{python}", "-c", PYNVML_CODE), _parser("nvidia", "parse_pynvml"), timeout_s=30,
+    Probe("gpu.pynvml", ("{python}", "-c", PYNVML_CODE), _Parser("nvidia", "parse_pynvml"), timeout_s=30,
           fallback_for="gpu.nvidia-smi", requires=NVIDIA_DRIVER),
-    Probe("cpu.cpuinfo", ("cat", "/proc/cpuinfo"), _parser("cpu", "parse_cpuinfo"), inline=True),
-    Probe("cpu.pycpuinfo", ("{python}", "-c", PYCPUINFO_CODE), _parser("cpu", "parse_pycpuinfo"),
+    Probe("cpu.cpuinfo", ("cat", "/proc/cpuinfo"), _Parser("cpu", "parse_cpuinfo"), inline=True),
+    Probe("cpu.pycpuinfo", ("{python}", "-c", PYCPUINFO_CODE), _Parser("cpu", "parse_pycpuinfo"),
           timeout_s=20, fallback_for="cpu.cpuinfo"),
-    Probe("mem.swaps", ("cat", "/proc/swaps"), _parser("memory", "parse_proc_swaps"), inline=True),
-    Probe("mem.meminfo", ("cat", "/proc/meminfo"), _parser("memory", "parse_meminfo"), inline=True),
-    Probe("mem.psutil", ("{python}", "-c", PSUTIL_CODE), _parser("memory", "parse_psutil"),
+    Probe("mem.swaps", ("cat", "/proc/swaps"), _Parser("memory", "parse_proc_swaps"), inline=True),
+    Probe("mem.meminfo", ("cat", "/proc/meminfo"), _Parser("memory", "parse_meminfo"), inline=True),
+    Probe("mem.psutil", ("{python}", "-c", PSUTIL_CODE), _Parser("memory", "parse_psutil"),
           fallback_for="mem.meminfo"),
-    Probe("fs.fstab", ("cat", "/etc/fstab"), _parser("memory", "parse_fstab"), inline=True),
-    Probe("mem.dimms", ("dmidecode", "-t", "4", "-t", "17"), _parser("memory", "parse_dmidecode_memory"),
+    Probe("fs.fstab", ("cat", "/etc/fstab"), _Parser("memory", "parse_fstab"), inline=True),
+    Probe("mem.dimms", ("dmidecode", "-t", "4", "-t", "17"), _Parser("memory", "parse_dmidecode_memory"),
           timeout_s=20),
-    Probe("cpu.l3", ("sh", "-c", L3_DOMAINS), _parser("memory", "parse_l3_domains"),
+    Probe("cpu.l3", ("sh", "-c", L3_DOMAINS), _Parser("memory", "parse_l3_domains"),
           label="sort -u /sys/devices/system/cpu/cpu*/cache/index3/shared_cpu_list"),
     Probe("docker.containers", ("{python}", "-c", _DOCKER_API, "containers"),
-          _parser("docker", "parse_docker_inspect"), timeout_s=20, redact="docker-inspect", inline=True,
+          _Parser("docker", "parse_docker_inspect"), timeout_s=20, redact="docker-inspect", inline=True,
           label="docker inspect $(docker ps -q) (Docker API on its socket)"),
-    Probe("system.kernel", ("uname", "-r"), _parser("system", "parse_uname_r")),
+    Probe("system.kernel", ("uname", "-r"), _Parser("system", "parse_uname_r")),
     Probe("gpu.query", ("nvidia-smi", f"--query-gpu={GPU_QUERY_FIELDS}", "--format=csv,noheader"),
-          _parser("build", "parse_gpu_query"), timeout_s=30, fallback_for="gpu.nvml",
+          _Parser("build", "parse_gpu_query"), timeout_s=30, fallback_for="gpu.nvml",
           label="nvidia-smi --query-gpu=compute_cap,pcie.link.*,persistence_mode,ecc.*"),
-    Probe("gpu.xid", ("sh", "-c", XID), _parser("host", "parse_xid"), label="dmesg | grep 'NVRM: Xid'"),
-    Probe("cuda.nvcc", ("sh", "-c", NVCC), _parser("build", "parse_nvcc_version"), label="nvcc --version"),
+    Probe("gpu.xid", ("sh", "-c", XID), _Parser("host", "parse_xid"), label="dmesg | grep 'NVRM: Xid'"),
+    Probe("cuda.nvcc", ("sh", "-c", NVCC), _Parser("build", "parse_nvcc_version"), label="nvcc --version"),
     Probe("docker.networks", ("{python}", "-c", _DOCKER_API, "networks"),
-          _parser("docker", "parse_docker_networks"), timeout_s=20, inline=True,
+          _Parser("docker", "parse_docker_networks"), timeout_s=20, inline=True,
           label="docker network ls (Docker API on its socket)"),
-    Probe("host.knobs", ("{python}", "-c", helper_code("knobs", ())), _parser("knobs", "parse_knobs"),
+    Probe("host.knobs", ("{python}", "-c", helper_code("knobs", ())), _Parser("knobs", "parse_knobs"),
           inline=True, label="kernel and CPU knobs (THP, NUMA balancing, cpufreq, SMT, ASPM: "
                              "sysfs and /proc)"),
-    Probe("serve.servers", ("{python}", "-c", helper_code("serve")), _parser("serve", "parse_servers"),
+    Probe("serve.servers", ("{python}", "-c", helper_code("serve")), _Parser("serve", "parse_servers"),
           timeout_s=20, inline=True,
           label="llama-server processes (/proc), their /metrics and /props on the loopback"),
 )
@@ -249,15 +247,15 @@ PROBES: tuple[Probe, ...] = (
 # a fixed script, so no inventory value is ever parsed by a shell.
 _MODELS_HELPER = helper_code("gguf_models", ("gguf",))
 DYNAMIC: tuple[Probe, ...] = (
-    Probe("llamacpp.cuobjdump", ("sh", "-c", CUOBJDUMP, "cuobjdump"), _parser("build", "parse_cuobjdump"),
+    Probe("llamacpp.cuobjdump", ("sh", "-c", CUOBJDUMP, "cuobjdump"), _Parser("build", "parse_cuobjdump"),
           timeout_s=60, label="cuobjdump --list-elf <omni_llamacpp_binaries>"),
-    Probe("llamacpp.readelf", ("sh", "-c", READELF, "readelf"), _parser("build", "parse_readelf"),
+    Probe("llamacpp.readelf", ("sh", "-c", READELF, "readelf"), _Parser("build", "parse_readelf"),
           timeout_s=30, label="readelf -d --dyn-syms <omni_llamacpp_binaries>"),
-    Probe("model.files", ("{python}", "-c", _MODELS_HELPER), _parser("host", "parse_models"), timeout_s=120,
+    Probe("model.files", ("{python}", "-c", _MODELS_HELPER), _Parser("host", "parse_models"), timeout_s=120,
           label="python3 gguf_models helper <omni_models> (headers only)"),
-    Probe("disk.df", ("sh", "-c", DF, "df"), _parser("host", "parse_df"),
+    Probe("disk.df", ("sh", "-c", DF, "df"), _Parser("host", "parse_df"),
           label="df -P -k <omni_disk_free paths>"),
-    Probe("packages.dpkg", ("sh", "-c", DPKG, "dpkg"), _parser("host", "parse_dpkg"),
+    Probe("packages.dpkg", ("sh", "-c", DPKG, "dpkg"), _Parser("host", "parse_dpkg"),
           label="dpkg-query -W <omni_build_packages>"),
 )
 
@@ -267,7 +265,7 @@ DYNAMIC: tuple[Probe, ...] = (
 # start-up never pays for it.
 # -S: the helper is standard library only; a GPU box's site-packages (.pth hooks) cost its
 # start-up 70 ms on the lent H100, every bench.
-BENCH = Probe("bench.llama", ("{python}", "-S", "-c"), _parser("bench", "parse_bench_run"),
+BENCH = Probe("bench.llama", ("{python}", "-S", "-c"), _Parser("bench", "parse_bench_run"),
               label="llama-bench -o json <omni_bench> (bench helper: idle gate, context)",
               last=True, prepare=True)
 
