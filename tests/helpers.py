@@ -107,3 +107,11 @@ def swap_verdict() -> str:
     if one_file and areas[0][0] not in listed:
         return "warn"
     return "warn" if size and used * 100 > 50 * size else "pass"
+
+
+def kept(runs: int, left_out: dict) -> int:
+    """The pairs or rounds an A/B or a proof judged: those it ran less those it left out as
+    disturbed by other processes (its own rule, named in its details: beside another bench a
+    pair may be), at least 2 of them."""
+    assert runs - len(left_out) >= 2, left_out
+    return runs - len(left_out)

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 from conftest import Sshd, run_cli, until_unlocked
+from helpers import kept
 from test_bench import _inventory
 
 pytestmark = pytest.mark.system
@@ -47,15 +48,6 @@ def _knob(sshd: Sshd, inv: Path, store: Path, knob: str, pairs: int = 4) -> dict
                 if r["id"] == "perf.knob")
 
 
-def _kept(details: dict, pairs: int) -> int:
-    """The pairs an A/B judged: those it ran less those it left out as disturbed by other
-    processes (its own rule, named in its details; beside another bench a pair may be), at
-    least 2 of them."""
-    left_out = details.get("disturbed_pairs") or {}
-    assert pairs - len(left_out) >= 2, left_out
-    return pairs - len(left_out)
-
-
 def test_thp_is_measured_and_restored(sshd: Sshd, loop) -> None:
     inv, store = loop
     before = _thp()
@@ -66,10 +58,10 @@ def test_thp_is_measured_and_restored(sshd: Sshd, loop) -> None:
     assert details["before"] == {str(THP): before}
     assert details["restored"] == {str(THP): "ok"}
     assert result["summary"].startswith(f"thp={other} against thp {before}: ")
-    kept = _kept(details, 4)
+    judged = kept(4, details.get("disturbed_pairs") or {})
     for test in ("pp16", "tg8"):  # each test: its pairs, its effect, its uncertainty
         found = details["tests"][test]
-        assert found["pairs"] == kept and len(found["ratios"]) == kept
+        assert found["pairs"] == judged and len(found["ratios"]) == judged
         assert isinstance(found["measurable"], bool) and found["uncertainty"] >= 0
     # the runs interleaved, the order alternating: now, knob, knob, now, ...
     arms = [line.split(" (pair")[0] for line in result["evidence"][0]["lines"]]
@@ -91,7 +83,7 @@ def test_threads_are_measured_without_touching_the_host(sshd: Sshd, loop) -> Non
     assert result["details"]["before"] == {} and result["details"]["restored"] == {}
     assert result["summary"].startswith("threads=2 against threads 1: ")
     tg = result["details"]["tests"]["tg8"]
-    assert tg["pairs"] == _kept(result["details"], 4)
+    assert tg["pairs"] == kept(4, result["details"].get("disturbed_pairs") or {})
     if tg["measurable"]:  # beside other work it may not be: then the summary says so
         assert result["status"] == ("warn" if tg["effect"] > 0 else "pass")
     else:

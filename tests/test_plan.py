@@ -12,6 +12,7 @@ import shlex
 from pathlib import Path
 
 import pytest
+from helpers import kept
 from test_ceiling import ATTN, EMBD, EXPERT_FFN, EXPERTS, LAYERS, OUTPUT, ROUTER, ROW, USED, _read, _write
 
 from omni_host.evaluate.ceiling import CPU
@@ -381,18 +382,17 @@ def test_prove_runs_the_candidates_in_rounds_and_judges_them(sshd, llama, moe_mo
     # Beside another bench (an operator's box may run one), a round whose other processes' CPU
     # use moved between its runs is left out, and the summary names it: the rest are judged.
     left_out = details.get("disturbed_rounds") or {}
-    kept = 4 - len(left_out)
-    assert kept >= 2, left_out
+    judged = kept(4, left_out)
     assert not left_out or f"{len(left_out)} round(s) left out" in proof["summary"]
     for test in ("pp16", "tg8"):
         entry = details["proof"][test]
         assert entry["leader"] in keys
         assert entry["run_noise"] is not None  # three arms or more: the rounds' drift taken out
         others = [v["against_leader"] for arm, v in entry["arms"].items() if arm != entry["leader"]]
-        assert len(others) == n - 1 and all(v["rounds"] == kept for v in entry["arms"].values())
+        assert len(others) == n - 1 and all(v["rounds"] == judged for v in entry["arms"].values())
         # the median of the pairs' ratios may lean above the leader (its rounds' median is the
         # highest); never measurably
-        assert all(a["pairs"] == kept and (a["effect"] <= 0 or not a["measurable"])
+        assert all(a["pairs"] == judged and (a["effect"] <= 0 or not a["measurable"])
                    for a in others)
     assert proof["status"] in ("pass", "warn")
     assert ("beats the current args" in proof["summary"]) == (proof["status"] == "warn")
