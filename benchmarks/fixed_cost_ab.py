@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_fixed_cost import stand_in  # noqa: E402  (the same stand-in, one place)
+from bench_fixed_cost import compiled, stand_in  # noqa: E402  (the same stand-in, one place)
 
 
 def one(tree: Path, inv: Path, store: Path) -> dict[str, float]:
@@ -46,11 +46,8 @@ def main() -> None:
     work = Path(tempfile.mkdtemp(prefix="omni-fixed-ab-"))
     _, inv = stand_in(work, max_busy_pct=100)
     trees = {"old": args.old.resolve(), "new": args.new.resolve()}
-    for tree in trees.values():  # as pip install does: a tree without .pyc (a fresh worktree,
-        # PYTHONDONTWRITEBYTECODE) would compile every module each run, 0.3 s here
-        subprocess.run([sys.executable, "-m", "compileall", "-q", str(tree / "omni_host")],
-                       check=True, capture_output=True, env={**os.environ,
-                                                             "PYTHONDONTWRITEBYTECODE": ""})
+    for tree in trees.values():
+        compiled(tree)
     runs: dict[str, list[dict[str, float]]] = {"old": [], "new": []}
     for name, tree in trees.items():  # each tree's baseline, caches warm
         one(tree, inv, work / f"store-{name}")
