@@ -11,7 +11,10 @@ preparation, its wait for the word to go) and each probe's duration from the sto
 For the first tree, one run under cProfile (its pstats file, to read anywhere) and one under
 ``python -X importtime``.
 
-    python3 benchmarks/profile_fixed_cost.py --out DIR [--runs 9] [--tree PATH ...]
+    python3 benchmarks/profile_fixed_cost.py --out DIR [--runs 9] [--tree PATH ...] [--sleep S]
+
+``--sleep S``: the stand-in takes S seconds before it answers, as a real llama-bench does: the
+imports that overlap the host's work end within it (``after_bench`` counts from its answer).
 """
 
 from __future__ import annotations
@@ -56,10 +59,11 @@ def _split(argv: list[str], tree: Path, marks: Path, store: Path) -> dict[str, f
     end = time.time()
     seen = dict(line.split() for line in marks.read_text().splitlines() if line.strip())
     collector, bench = float(seen.get("collector", "nan")), float(seen.get("bench", "nan"))
+    answered = float(seen.get("answered", bench))
     helper = json.loads((_newest(store) / "probes" / "bench.llama.stdout").read_text())
     timing = helper.get("timing") or {}
     return {"wall": end - start, "to_collector": collector - start, "to_bench": bench - start,
-            "after_bench": end - bench, "helper_before": timing.get("before_s", float("nan")),
+            "after_bench": end - answered, "helper_before": timing.get("before_s", float("nan")),
             "helper_waited": timing.get("waited_s", float("nan"))}
 
 
@@ -68,14 +72,15 @@ def main() -> None:
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--runs", type=int, default=9)
     ap.add_argument("--tree", type=Path, action="append", default=None)
+    ap.add_argument("--sleep", type=float, default=0.0)
     args = ap.parse_args()
     trees = [t.resolve() for t in args.tree or [Path(__file__).resolve().parent.parent]]
     args.out.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix="omni-prof-"))
     fake, inv = stand_in(work)
     marks = work / "marks"
-    fake.write_text(f"#!/bin/sh\necho bench $(date +%s.%N) >> {marks}\n" +
-                    fake.read_text().split("\n", 1)[1])
+    fake.write_text(f"#!/bin/sh\necho bench $(date +%s.%N) >> {marks}\nsleep {args.sleep}\n"
+                    f"echo answered $(date +%s.%N) >> {marks}\n" + fake.read_text().split("\n", 1)[1])
     shim = work / "python3"
     shim.write_text(f"#!/bin/sh\necho collector $(date +%s.%N) >> {marks}\n"
                     f"exec {sys.executable} \"$@\"\n")

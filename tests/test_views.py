@@ -79,3 +79,31 @@ def test_the_fixed_report_holds_what_the_goldens_must_show() -> None:
     assert [h["reachable"] for h in doc["hosts"]] == [True, True, False]
     assert doc["hosts"][0]["cold_case"]["previous"] == "20260824T194640000Z-aaaaaa"
     assert json.loads(render("json", report, ViewContext()))["summary"]["unreachable"] == 1
+
+
+_READY = """
+import sys
+sys.path.insert(0, {tests!r})
+from test_views import fixed_report
+from omni_host.report.views import ready, render
+report, ctx = fixed_report()
+ready({fmt!r})
+before = set(sys.modules)
+render({fmt!r}, report, ctx)
+print(sorted(m for m in set(sys.modules) - before if m.split('.')[0] in ('rich', 'omni_host')))
+"""
+
+
+@pytest.mark.parametrize("fmt", sorted(EXTENSIONS))
+def test_a_view_made_ready_imports_nothing_more_to_render(fmt: str) -> None:
+    """A bench readies its view while the host works (issue 44: rich alone was 15 ms of its
+    fixed cost here, after llama-bench); what rendering then imports of ours or rich's is
+    what ``ready`` missed."""
+    import subprocess
+    import sys
+
+    code = _READY.format(tests=str(Path(__file__).resolve().parent), fmt=fmt)
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          check=False)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.strip() == "[]"

@@ -57,9 +57,7 @@ def bench_ahead(plans: list[HostPlan], ssh: SshOptions, store_root: Path, *, swe
         return None
     if not_own(store_root):
         return None  # the store will refuse, and says so before anything runs
-    from omni_host.collect.run import Background, collect_host
+    from omni_host.collect.run import collect_ahead
     from omni_host.probes.catalog import bench_probe
 
-    plan = plans[0]
-    return Background(lambda: collect_host(plan, ssh, probe_timeout_s,
-                                           extra=(bench_probe(spec, force=force),)))
+    return collect_ahead(plans[0], ssh, probe_timeout_s, extra=(bench_probe(spec, force=force),))

@@ -7,6 +7,7 @@ fixed_cost_ab.py measures what it saves)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -33,6 +34,7 @@ class BenchRequest:
     inventory: str | None = None
     probe_timeout_s: float | None = None
     hint_args: tuple[str, ...] = ()
+    ready: Callable[[], None] | None = None  # what the caller wants done while the host works
 
 
 @dataclass(frozen=True)
@@ -66,6 +68,8 @@ def run(req: BenchRequest) -> Benched:
 
     waivers = audit.read_waivers(req.waivers)
     history = load_history(store_root)
+    if req.ready is not None:
+        req.ready()
     if history.unreadable:  # every bench would call itself the host's first
         if started is not None:  # not foreseen: the run is not kept
             with contextlib.suppress(Exception):

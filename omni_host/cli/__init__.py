@@ -13,10 +13,11 @@ fast. One module per command group; ``common`` holds what they share.
 from __future__ import annotations
 
 import argparse
+import importlib
 from collections.abc import Callable
+from types import ModuleType
 
 from omni_host import __version__, interrupts
-from omni_host.cli import audit, bench, catalog, completion, remediate, report, serve
 from omni_host.cli.common import (
     EXIT_INTERRUPTED,
     EXIT_PIPE,
@@ -25,9 +26,18 @@ from omni_host.cli.common import (
     err,
 )
 
-GROUPS = {"audit": audit, "collect": audit, "bench": bench, "plan": bench, "remediate": remediate,
-          "bootstrap": remediate, "report": report, "schedule": report, "payload": catalog, "checks": catalog,
-          "init": catalog, "completion": completion, "serve": serve}
+# command -> the module of its group (omni_host.cli.NAME), imported only for that command: a
+# bench starts its host's collection before the other groups' imports (issue 44)
+GROUPS = {"audit": "audit", "collect": "audit", "bench": "bench", "plan": "bench",
+          "remediate": "remediate", "bootstrap": "remediate", "report": "report",
+          "schedule": "report", "payload": "catalog", "checks": "catalog", "init": "catalog",
+          "completion": "completion", "serve": "serve"}
+ORDER = ("audit", "bench", "catalog", "remediate", "report", "serve", "completion")
+
+
+def group(name: str) -> ModuleType:
+    """The command group ``omni_host.cli.NAME``, imported now."""
+    return importlib.import_module(f"omni_host.cli.{name}")
 
 
 def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
@@ -39,26 +49,33 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"omni-host {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     named = GROUPS.get(argv[0]) if argv else None
-    for group in (named,) if named else (audit, bench, catalog, remediate, report, serve,
-                                         completion):
-        group.add_parsers(sub)
+    for name in (named,) if named else ORDER:
+        group(name).add_parsers(sub)
     return parser
 
 
 Handler = Callable[[argparse.Namespace], int]
-HANDLERS: dict[str, Handler] = {
-    "audit": audit.cmd_audit, "collect": audit.cmd_collect, "bench": bench.cmd_bench,
-    "plan": bench.cmd_plan,
-    "remediate": remediate.cmd_remediate, "bootstrap": remediate.cmd_bootstrap,
-    "report": report.cmd_report, "schedule": report.cmd_schedule,
-    "payload": catalog.cmd_payload, "checks": catalog.cmd_checks, "init": catalog.cmd_init,
-    "serve": serve.cmd_serve, "completion": lambda args: _completion(args)}
+# command -> its handler, a function of its group's module (completion's is here: it reads the
+# whole parser)
+HANDLERS: dict[str, str] = {
+    "audit": "cmd_audit", "collect": "cmd_collect", "bench": "cmd_bench", "plan": "cmd_plan",
+    "remediate": "cmd_remediate", "bootstrap": "cmd_bootstrap", "report": "cmd_report",
+    "schedule": "cmd_schedule", "payload": "cmd_payload", "checks": "cmd_checks",
+    "init": "cmd_init", "serve": "cmd_serve", "completion": "_completion"}
+
+
+def handler(command: str) -> Handler:
+    import sys
+
+    home = sys.modules[__name__] if command == "completion" else group(GROUPS[command])
+    found: Handler = getattr(home, HANDLERS[command])
+    return found
 
 
 def _completion(args: argparse.Namespace) -> int:
     import sys
 
-    sys.stdout.write(completion.script(build_parser(), args.shell))
+    sys.stdout.write(group("completion").script(build_parser(), args.shell))
     return 0
 
 
@@ -100,7 +117,7 @@ def main(argv: list[str] | None = None) -> int:
         args = build_parser(argv).parse_args(argv)
         _warnings_to_stderr()
         interrupts.install()
-        return HANDLERS[args.command](args)
+        return handler(args.command)(args)
     except OmniHostError as exc:
         err(str(exc))
         return EXIT_USAGE

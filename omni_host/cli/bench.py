@@ -138,13 +138,15 @@ def cmd_bench(args: argparse.Namespace) -> int:
             err("--pairs must be 1 to 50")
             return EXIT_USAGE
     from omni_host.app.bench_run import BenchRequest, run
+    from omni_host.report.views import ready
 
     request = BenchRequest(targets(args), ssh_options(args), record=args.baseline,
                            force=args.force, sweep=args.sweep_split, knob=args.knob,
                            pairs=args.pairs, waivers=args.waivers, store_root=args.report_dir,
                            store=not args.no_store,
                            inventory=str(args.inventory) if args.inventory else None,
-                           probe_timeout_s=args.probe_timeout, hint_args=hint_args(args))
+                           probe_timeout_s=args.probe_timeout, hint_args=hint_args(args),
+                           ready=lambda: ready(args.format))
     try:
         done = run(request)
     except KeyboardInterrupt as exc:  # the collector's process group went with the session

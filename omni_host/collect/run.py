@@ -13,14 +13,16 @@ import time
 from collections.abc import Callable
 from functools import lru_cache
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from omni_host.collect.bundle import bundle_from_output
 from omni_host.collect.transport.base import SshOptions, Transport, collector_argv
 from omni_host.collect.transport.loading import import_ssh
-from omni_host.model import Bundle
 from omni_host.plan.connection import DEFAULT_PYTHON
 from omni_host.plan.hosts import HostPlan
 from omni_host.probes.catalog import DYNAMIC, PROBES, Probe, probes_for
+
+if TYPE_CHECKING:
+    from omni_host.model import Bundle
 
 # Room for the fallbacks that run after the primaries, and for the connection itself.
 _SLACK_S = 15.0
@@ -68,6 +70,9 @@ def collect(
     started = time.time()
     raw = transport.run(collector_argv(python), stdin=payload(probes, probe_timeout_s),
                         timeout_s=deadline_s(probes, probe_timeout_s), sudo=become)
+    # the report's types load once the host runs its probes, never before a bench starts them
+    from omni_host.collect.bundle import bundle_from_output
+
     return bundle_from_output(host, transport.name, stdout=raw.stdout, stderr=raw.stderr,
                               exit_code=raw.exit_code, duration_s=raw.duration_s,
                               started=started, python=python)
@@ -94,9 +99,10 @@ def collect_host(plan: HostPlan, ssh: SshOptions, probe_timeout_s: float | None,
 class Background:
     """A collection under way in a thread of its own, so that the caller's own work (imports,
     reading the store) overlaps the host's. ``bundle()`` gives what the collection gave, or
-    raises what it raised."""
+    raises what it raised. ``ready``: the caller goes on once it is set (or the work ended):
+    a local collector gets its program before the caller's imports hold the interpreter."""
 
-    def __init__(self, work: Callable[[], Bundle]) -> None:
+    def __init__(self, work: Callable[[], Bundle], ready: threading.Event | None = None) -> None:
         self._bundle: Bundle | None = None
         self._error: BaseException | None = None
 
@@ -108,6 +114,8 @@ class Background:
 
         self._thread = threading.Thread(target=run, name="collection", daemon=True)
         self._thread.start()
+        while ready is not None and not ready.wait(0.1) and self._thread.is_alive():
+            pass  # short waits: Ctrl-C reaches the main thread
 
     def bundle(self) -> Bundle:
         while self._thread.is_alive():  # short joins: Ctrl-C reaches the main thread
@@ -116,6 +124,24 @@ class Background:
             raise self._error
         assert self._bundle is not None
         return self._bundle
+
+
+def collect_ahead(plan: HostPlan, ssh: SshOptions, probe_timeout_s: float | None, *,
+                  extra: tuple[Probe, ...] = ()) -> Background:
+    """``collect_host`` under way in the background, returned once a local host's collector
+    has its program: the caller's imports, which hold the interpreter for a while, then
+    overlap the host's probes instead of delaying their start (issue 44)."""
+    from omni_host.collect.transport.local import LocalTransport
+
+    transport = open_transport(plan, ssh)
+
+    def work() -> Bundle:
+        try:
+            return collect_over(plan, transport, probe_timeout_s, extra)
+        finally:
+            transport.close()
+
+    return Background(work, transport.fed if isinstance(transport, LocalTransport) else None)
 
 
 def open_transport(plan: HostPlan, ssh: SshOptions) -> Transport:

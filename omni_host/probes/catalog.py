@@ -15,13 +15,15 @@ import json
 import shlex
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from omni_host.errors import ParseError
-from omni_host.model import CommandResult, Outcome, ProbeResult
 from omni_host.plan.policy import BenchSpec, Policy
 from omni_host.probes.parsers import excerpt as _excerpt
 from omni_host.resources import resources_text
+
+if TYPE_CHECKING:
+    from omni_host.model import CommandResult, ProbeResult
 
 
 class _Parser:
@@ -370,6 +372,8 @@ def _unavailable_reason(result: CommandResult) -> str | None:
 
 def evaluate(probe: Probe, result: CommandResult | None) -> ProbeResult:
     """A probe's outcome: observed (with a fact), unavailable (why) or unparseable (excerpt)."""
+    from omni_host.model import Outcome, ProbeResult  # with the evaluation: see load_parsers
+
     if result is None:
         missing = ("not requested by the policy" if probe in DYNAMIC else
                    "not collected in this bundle")

@@ -11,10 +11,12 @@ import secrets
 import shutil
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from omni_host.collect.bundle import write_bundle_dir
 from omni_host.errors import StoreError
-from omni_host.model import Report
+
+if TYPE_CHECKING:
+    from omni_host.model import Report
 
 
 def default_report_dir() -> Path:
@@ -28,6 +30,8 @@ def store_report(report: Report, root: Path, *, attach: dict[str, Path] | None =
     """Write the report (its JSON form, with the audit's id) and every host's bundle; returns
     the audit's directory. ``attach`` moves directories (e.g. ansible-runner artifacts) into
     the audit's directory under the given names."""
+    from omni_host.collect.bundle import write_bundle_dir  # not on a bench's way to its host
+
     # Milliseconds in the name: audits sort by time even when two start in the same second.
     millis = int(report.started_at * 1000) % 1000
     stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime(report.started_at)) + f"{millis:03d}Z"

@@ -10,11 +10,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from omni_host.model import Report
-
 if TYPE_CHECKING:
     from rich.console import Console
 
+    from omni_host.model import Report
     from omni_host.report.formats import Timelines, Trends
     from omni_host.report.history import History
 
@@ -109,6 +108,21 @@ VIEWS: dict[str, Callable[[Report, ViewContext], str]] = {
     "prometheus": _prometheus,
 }
 NEEDS_HISTORY = frozenset({"html"})
+# what each view imports to render: ``ready`` imports it ahead
+NEEDS_MODULES = {
+    "table": ("rich.console", "rich.text", "omni_host.report.terminal"),
+    "markdown": ("omni_host.report.text",), "html": ("omni_host.report.formats",),
+    "junit": ("omni_host.report.formats",), "prometheus": ("omni_host.report.formats",),
+}
+
+
+def ready(fmt: str) -> None:
+    """Import now what rendering ``fmt`` needs (the terminal view: rich, 15-40 ms), so that a
+    run can do it while its host works instead of after (the bench's fixed cost, issue 44)."""
+    import importlib
+
+    for name in NEEDS_MODULES.get(fmt, ()):
+        importlib.import_module(name)
 
 
 def render(fmt: str, report: Report, ctx: ViewContext) -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import threading
 import time
 
 from omni_host.collect.transport.base import RawRun, over_cap
@@ -16,6 +17,9 @@ class LocalTransport:
     environment's psutil, pynvml and py-cpuinfo count as installed."""
 
     name = "local"
+
+    def __init__(self) -> None:
+        self.fed = threading.Event()  # set once the command has its stdin (or could not)
 
     def run(self, argv: tuple[str, ...], *, stdin: str, timeout_s: float, sudo: bool) -> RawRun:
         words = list(argv)
@@ -29,13 +33,16 @@ class LocalTransport:
             proc = subprocess.Popen(words, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                     stderr=subprocess.PIPE, env=env)
         except OSError as exc:
+            self.fed.set()
             raise TransportError(f"local: cannot start {words[0]}: {exc}") from exc
         try:
-            out, err = _bounded(proc, stdin.encode(), timeout_s)
+            out, err = _bounded(proc, stdin.encode(), timeout_s, self.fed)
         except TransportError as exc:
             proc.kill()
             proc.wait()
             raise TransportError(f"local: {exc}") from None
+        finally:
+            self.fed.set()
         return RawRun(proc.wait(), out.decode("utf-8", "replace"),
                       err.decode("utf-8", "replace"), time.monotonic() - start)
 
@@ -43,9 +50,11 @@ class LocalTransport:
         return None
 
 
-def _bounded(proc: subprocess.Popen[bytes], data: bytes, timeout_s: float) -> tuple[bytes, bytes]:
-    """Feed ``data`` and read both pipes until they close, within ``timeout_s`` and the caps
-    (TransportError past either): a runaway answer costs neither memory nor a hang."""
+def _bounded(proc: subprocess.Popen[bytes], data: bytes, timeout_s: float,
+             fed: threading.Event) -> tuple[bytes, bytes]:
+    """Feed ``data`` (``fed`` set once it is written) and read both pipes until they close,
+    within ``timeout_s`` and the caps (TransportError past either): a runaway answer costs
+    neither memory nor a hang."""
     import selectors
 
     deadline = time.monotonic() + timeout_s
@@ -55,6 +64,7 @@ def _bounded(proc: subprocess.Popen[bytes], data: bytes, timeout_s: float) -> tu
         proc.stdin.close()
     except BrokenPipeError:
         pass  # it ended early: what it said is read below
+    fed.set()
     chunks = {proc.stdout: bytearray(), proc.stderr: bytearray()}
     with selectors.DefaultSelector() as sel:
         for pipe in chunks:
