@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -226,3 +227,88 @@ def test_a_gpu_fallen_off_the_bus_sends_the_audit_to_nvidia_smi(tmp_path: Path) 
     assert (done.returncode, done.stdout) == (5, "")
     assert done.stderr == ("NVML: GPU 1 gave no handle (NVML error 15): nvidia-smi reads the "
                            "GPUs instead\n")
+
+
+# A stand-in NVML answering what the lent H100's nvidia-smi printed for its first GPU (the
+# values are read off the capture's own row in the test), one compute process on it.
+H100_NVML = """
+#include <string.h>
+typedef void *nvmlDevice_t;
+typedef struct { char legacy[16]; unsigned domain, bus, device, id, subsystem; char busId[32]; }
+    pci_t;
+typedef struct { unsigned version; unsigned long long total, reserved, free, used; } mem2_t;
+typedef struct { unsigned pid; unsigned long long used; unsigned gi, ci; } proc_t;
+static int gpu;
+int nvmlInit_v2(void) { return 0; }
+int nvmlShutdown(void) { return 0; }
+int nvmlDeviceGetCount_v2(unsigned *n) { *n = 1; return 0; }
+int nvmlDeviceGetHandleByIndex_v2(unsigned i, nvmlDevice_t *h) { *h = &gpu; return 0; }
+int nvmlDeviceGetName(nvmlDevice_t h, char *b, unsigned n) { strcpy(b, "%(name)s"); return 0; }
+int nvmlDeviceGetUUID(nvmlDevice_t h, char *b, unsigned n) { strcpy(b, "%(uuid)s"); return 0; }
+int nvmlDeviceGetPciInfo_v3(nvmlDevice_t h, pci_t *p) { strcpy(p->busId, "%(bus)s"); return 0; }
+int nvmlDeviceGetCurrPcieLinkGeneration(nvmlDevice_t h, unsigned *v) { *v = %(gen)s; return 0; }
+int nvmlDeviceGetMaxPcieLinkGeneration(nvmlDevice_t h, unsigned *v) { *v = %(genmax)s; return 0; }
+int nvmlDeviceGetGpuMaxPcieLinkGeneration(nvmlDevice_t h, unsigned *v) { *v = %(gpumax)s; return 0; }
+int nvmlDeviceGetCurrPcieLinkWidth(nvmlDevice_t h, unsigned *v) { *v = %(width)s; return 0; }
+int nvmlDeviceGetMaxPcieLinkWidth(nvmlDevice_t h, unsigned *v) { *v = %(widthmax)s; return 0; }
+int nvmlDeviceGetPowerManagementLimit(nvmlDevice_t h, unsigned *v) { *v = %(limit)s; return 0; }
+int nvmlDeviceGetPowerManagementDefaultLimit(nvmlDevice_t h, unsigned *v) { *v = %(default)s; return 0; }
+int nvmlDeviceGetPowerUsage(nvmlDevice_t h, unsigned *v) { *v = %(draw)s; return 0; }
+int nvmlDeviceGetMaxClockInfo(nvmlDevice_t h, int t, unsigned *v) {
+    *v = t == 1 ? %(maxsm)s : %(maxmem)s; return 0; }
+int nvmlDeviceGetClockInfo(nvmlDevice_t h, int t, unsigned *v) { *v = t == 1 ? %(sm)s : %(mem)s; return 0; }
+int nvmlDeviceGetTemperature(nvmlDevice_t h, int s, unsigned *v) { *v = %(temp)s; return 0; }
+int nvmlDeviceGetUtilizationRates(nvmlDevice_t h, unsigned *u) { u[0] = %(util)s; u[1] = 0; return 0; }
+int nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t h, mem2_t *m) {
+    if (m->version != (sizeof(mem2_t) | (2 << 24))) return 2;
+    m->total = 85899345920ULL; m->reserved = 567ULL << 20; m->used = %(used)sULL << 20;
+    m->free = m->total - m->reserved - m->used; return 0; }
+int nvmlDeviceGetCurrentClocksEventReasons(nvmlDevice_t h, unsigned long long *v) { *v = %(mask)s; return 0; }
+int nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t h, unsigned *n, proc_t *p) {
+    *n = 1; p[0].pid = %(pid)s; p[0].used = %(pidmib)sULL << 20; return 0; }
+int nvmlSystemGetProcessName(unsigned pid, char *b, unsigned n) { strcpy(b, "%(pname)s"); return 0; }
+"""
+
+
+def test_the_bench_gate_reads_through_nvml_what_nvidia_smi_printed(tmp_path: Path) -> None:
+    """The bench helper's gate reads the GPUs and their compute processes through its NVML
+    session, not two nvidia-smi processes (issue 44: each initialises NVML again beside the
+    audit's reader). Fed the values the lent H100's nvidia-smi printed, it writes the very row
+    and process line nvidia-smi wrote: the same header names, units and hex mask, so a
+    baseline read with nvidia-smi compares alike."""
+    import shutil
+    import subprocess
+
+    gcc = shutil.which("gcc")
+    assert gcc, "this test builds a stand-in NVML library: apt-get install gcc"
+    captures = HERE.parent
+    row = json.loads((captures / "sweep" / "h100x2" / "ab-helper_sweep-1.json").read_text())[
+        "context"]["gpus"]["rows"][0]
+    apps_csv = (captures / "bench-h100" / "nvidia-smi-query-compute-apps_busy.csv").read_text()
+    pid, pname, pmib = (c.strip() for c in apps_csv.splitlines()[1].split(","))
+
+    def first(field: str, scale: float = 1) -> int:
+        return round(float(row[field].split()[0]) * scale)
+
+    source = tmp_path / "nvml.c"
+    source.write_text(H100_NVML % {
+        "name": row["name"], "uuid": row["uuid"], "bus": row["pci.bus_id"],
+        "gen": first("pcie.link.gen.current"), "genmax": first("pcie.link.gen.max"),
+        "gpumax": first("pcie.link.gen.gpumax"), "width": first("pcie.link.width.current"),
+        "widthmax": first("pcie.link.width.max"), "limit": first("power.limit [W]", 1000),
+        "default": first("power.default_limit [W]", 1000), "draw": first("power.draw [W]", 1000),
+        "maxsm": first("clocks.max.sm [MHz]"), "maxmem": first("clocks.max.memory [MHz]"),
+        "sm": first("clocks.current.sm [MHz]"), "mem": first("clocks.current.memory [MHz]"),
+        "temp": first("temperature.gpu"), "util": first("utilization.gpu [%]"),
+        "used": first("memory.used [MiB]"), "mask": int(row["clocks_event_reasons.active"], 16),
+        "pid": pid, "pidmib": pmib.split()[0], "pname": pname})
+    subprocess.run([gcc, "-shared", "-fPIC", "-o", str(tmp_path / "libnvidia-ml.so.1"),
+                    str(source)], check=True)
+    code = ("import json\nfrom omni_host.remote import bench as helper\n"
+            "print(json.dumps(helper.gate_reads(helper.open_nvml())))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=30, check=True, env={**os.environ, "LD_LIBRARY_PATH": str(
+                              tmp_path), "PATH": "/usr/bin:/bin"})  # no nvidia-smi to fall to
+    from omni_host.remote.bench import _csv_rows
+
+    assert json.loads(done.stdout) == {"gpu": {"rows": [row]}, "apps": _csv_rows(apps_csv)}

@@ -193,9 +193,17 @@ class Nvml(Session):
         return rows, masks, self.processes()
 
     def processes(self):
+        """{pid: name} of the compute processes on every GPU; None where NVML cannot say."""
+        apps = self.apps()
+        return None if apps is None else dict((a["pid"], a["process_name"]) for a in apps)
+
+    def apps(self):
+        """The compute processes as ``nvidia-smi --query-compute-apps=pid,process_name,
+        used_memory --format=csv`` lists them (a row per GPU it runs on); None where NVML
+        cannot list them (more than 32 on a GPU, an older driver)."""
         if self.procs is None:
             return None
-        ct, found = self.ct, {}
+        ct, found = self.ct, []
 
         class Info(ct.Structure):  # nvmlProcessInfo_t (v2 and v3 alike)
             _fields_ = [("pid", ct.c_uint), ("usedGpuMemory", ct.c_ulonglong),
@@ -209,8 +217,76 @@ class Nvml(Session):
             for info in infos[:count.value]:
                 name = ct.create_string_buffer(256)
                 got = self.lib.nvmlSystemGetProcessName(info.pid, name, 256) == 0
-                found[str(info.pid)] = name.value.decode("utf-8", "replace") if got else "?"
+                used = info.usedGpuMemory
+                found.append({"pid": str(info.pid),
+                              "process_name": name.value.decode("utf-8", "replace") if got
+                              else "?",
+                              "used_gpu_memory [MiB]": "[N/A]" if used >= 2 ** 63
+                              else "%d MiB" % (used // 2 ** 20)})
         return found
+
+    def used_mib(self, h):
+        """Memory used as nvidia-smi prints it: the _v2 call leaves the driver's reservation
+        out (the first call counts it in)."""
+        ct = self.ct
+
+        class Memory2(ct.Structure):  # nvmlMemory_v2_t
+            _fields_ = [("version", ct.c_uint), ("total", ct.c_ulonglong),
+                        ("reserved", ct.c_ulonglong), ("free", ct.c_ulonglong),
+                        ("used", ct.c_ulonglong)]
+
+        two = Memory2(version=ct.sizeof(Memory2) | (2 << 24))
+        if self.ok("nvmlDeviceGetMemoryInfo_v2", h, ct.byref(two)):
+            return two.used // 2 ** 20
+        one = (ct.c_ulonglong * 3)()  # nvmlMemory_t: total, free, used
+        return one[2] // 2 ** 20 if self.ok("nvmlDeviceGetMemoryInfo", h, ct.byref(one)) else None
+
+    def state(self):
+        """What ``gpu_state`` reads with nvidia-smi (GPU_FIELDS), in its form: its header names,
+        units and ``[N/A]``, so the gate, the context and a baseline read with nvidia-smi
+        compare alike. None where nvidia-smi should say it (no GPU counted, a GPU lost)."""
+        if not self.count or self.lost:
+            return None
+        ct, rows = self.ct, []
+
+        def shown(value, form="%s"):
+            return "[N/A]" if value is None else form % value
+
+        def watts(name, h):
+            milliwatts = self.uint(name, h)
+            return shown(None if milliwatts is None else milliwatts / 1000.0, "%.2f W")
+
+        for i, h in enumerate(self.handles):
+            pci = self.pci("nvmlDeviceGetPciInfo_v3", h) or self.pci("nvmlDeviceGetPciInfo_v2", h)
+            util = (ct.c_uint * 2)()
+            busy = util[0] if self.lib.nvmlDeviceGetUtilizationRates(h, ct.byref(util)) == 0 \
+                else None
+            used = self.used_mib(h)
+            mask = ct.c_ulonglong()
+            got = self.reasons is not None and self.reasons(h, ct.byref(mask)) == 0
+            rows.append({
+                "index": str(i), "name": shown(self.text("nvmlDeviceGetName", h)),
+                "uuid": shown(self.text("nvmlDeviceGetUUID", h)),
+                "pci.bus_id": shown(pci.busId.decode("ascii", "replace") if pci else None),
+                "pcie.link.gen.current": shown(self.uint("nvmlDeviceGetCurrPcieLinkGeneration", h)),
+                "pcie.link.gen.max": shown(self.uint("nvmlDeviceGetMaxPcieLinkGeneration", h)),
+                "pcie.link.gen.gpumax": shown(self.uint("nvmlDeviceGetGpuMaxPcieLinkGeneration", h)),
+                "pcie.link.width.current": shown(self.uint("nvmlDeviceGetCurrPcieLinkWidth", h)),
+                "pcie.link.width.max": shown(self.uint("nvmlDeviceGetMaxPcieLinkWidth", h)),
+                "power.limit [W]": watts("nvmlDeviceGetPowerManagementLimit", h),
+                "power.default_limit [W]": watts("nvmlDeviceGetPowerManagementDefaultLimit", h),
+                "clocks.max.sm [MHz]": shown(self.uint("nvmlDeviceGetMaxClockInfo", h, 1), "%d MHz"),
+                "clocks.max.memory [MHz]": shown(self.uint("nvmlDeviceGetMaxClockInfo", h, 2),
+                                                 "%d MHz"),
+                "clocks.current.sm [MHz]": shown(self.uint("nvmlDeviceGetClockInfo", h, 1), "%d MHz"),
+                "clocks.current.memory [MHz]": shown(self.uint("nvmlDeviceGetClockInfo", h, 2),
+                                                     "%d MHz"),
+                "power.draw [W]": watts("nvmlDeviceGetPowerUsage", h),
+                "temperature.gpu": shown(self.uint("nvmlDeviceGetTemperature", h, 0)),
+                "utilization.gpu [%]": shown(busy, "%d %%"),
+                "memory.used [MiB]": shown(used, "%d MiB"),
+                "clocks_event_reasons.active": "0x%016x" % mask.value if got else "[N/A]"})
+        return {"rows": rows}
 
 def open_nvml():
     try:
@@ -688,6 +764,22 @@ def _together(**calls):
     return found
 
 
+def gate_reads(session):
+    """{"gpu": the GPUs' state, "apps": their compute processes} through the helper's NVML
+    session: no nvidia-smi process starts (each initialises NVML again, 0.02-0.07 CPU-s on an
+    H100, beside the audit's GPU reader); nvidia-smi reads what NVML cannot (no library, no
+    GPU counted, a GPU lost, processes it cannot list), and says what is wrong in its words."""
+    state = apps = None
+    if session is not None:
+        try:
+            state, apps = session.state(), session.apps()
+        except Exception:  # noqa: BLE001 - a driver that answers oddly: nvidia-smi reads it
+            state = apps = None
+    if state is None:
+        return _together(gpu=gpu_state, apps=compute_apps)
+    return {"gpu": state, "apps": apps if apps is not None else compute_apps()}
+
+
 def main(argv):
     opts = _args(argv)
     binary, model = opts["llama_bench"], opts["model"]
@@ -713,10 +805,11 @@ def main(argv):
         originals = knob_originals(ab)
         pipe = spawn_restorer(originals) if originals else None  # before the subreaper
     become_subreaper()
-    found = _together(gpu=gpu_state, apps=compute_apps, nvml=open_nvml,
-                      binary=lambda: binary_identity(binary), model=lambda: model_identity(model),
+    found = _together(nvml=open_nvml, binary=lambda: binary_identity(binary),
+                      model=lambda: model_identity(model),
                       tensors=lambda: gguf_tensor_map(gguf_model_files(model)))
     session = found["nvml"]
+    found.update(gate_reads(session))
     try:
         _decide(doc, opts, found, binary, model, env, ab, originals, pipe, started)
     finally:
