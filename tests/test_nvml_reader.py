@@ -312,3 +312,27 @@ def test_the_bench_gate_reads_through_nvml_what_nvidia_smi_printed(tmp_path: Pat
     from omni_host.remote.bench import _csv_rows
 
     assert json.loads(done.stdout) == {"gpu": {"rows": [row]}, "apps": _csv_rows(apps_csv)}
+
+
+def test_on_a_lent_h200_the_gate_reads_the_same_both_ways() -> None:
+    """The helper's gate on a lent H200, through its NVML session and through nvidia-smi a
+    moment apart (gate-h200/README.md): the same rows, field by field, and the same bench
+    context from them, so a baseline read with nvidia-smi is judged alike."""
+    from omni_host.evaluate.bench import _gpu_context
+    from omni_host.probes.parsers.bench import BenchRun
+
+    forms = json.loads((HERE.parent / "gate-h200" / "gate-forms.json").read_text())
+    smi = forms["smi"]
+    assert smi["gpu"]["rows"][0]["name"] == "NVIDIA H200" and smi["apps"] == []
+    assert forms["nvml_before"] == smi == forms["nvml_after"]
+    typed = (HERE.parent / "gate-h200" / "nvidia-smi-query-gpu.csv").read_text().splitlines()
+    header, values = typed[0].split(", "), typed[1].split(", ")
+    row = smi["gpu"]["rows"][0]
+    assert all(row[field] == value for field, value in zip(header, values, strict=True))
+
+    def context(gate: dict) -> dict:
+        run = BenchRun(None, {"gpus": gate["gpu"]}, {"compute_apps": gate["apps"]})
+        return _gpu_context(run)
+
+    assert context(forms["nvml_before"]) == context(smi)
+    assert context(smi)["gpu.0.power_limit_w"] == 700.0
