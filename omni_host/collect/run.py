@@ -89,7 +89,12 @@ def collect_host(plan: HostPlan, ssh: SshOptions, probe_timeout_s: float | None,
                  extra: tuple[Probe, ...] = ()) -> Bundle:
     """One host's bundle through its transport (local, or SSH imported only when needed);
     ``extra``: probes beyond the policy's (the bench)."""
-    transport = open_transport(plan, ssh)
+    return _collect_closing(plan, open_transport(plan, ssh), probe_timeout_s, extra)
+
+
+def _collect_closing(plan: HostPlan, transport: Transport, probe_timeout_s: float | None,
+                     extra: tuple[Probe, ...]) -> Bundle:
+    """``collect_over``, then the transport closed whatever happened."""
     try:
         return collect_over(plan, transport, probe_timeout_s, extra)
     finally:
@@ -134,14 +139,8 @@ def collect_ahead(plan: HostPlan, ssh: SshOptions, probe_timeout_s: float | None
     from omni_host.collect.transport.local import LocalTransport
 
     transport = open_transport(plan, ssh)
-
-    def work() -> Bundle:
-        try:
-            return collect_over(plan, transport, probe_timeout_s, extra)
-        finally:
-            transport.close()
-
-    return Background(work, transport.fed if isinstance(transport, LocalTransport) else None)
+    return Background(lambda: _collect_closing(plan, transport, probe_timeout_s, extra),
+                      transport.fed if isinstance(transport, LocalTransport) else None)
 
 
 def open_transport(plan: HostPlan, ssh: SshOptions) -> Transport:
