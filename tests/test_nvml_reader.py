@@ -305,13 +305,22 @@ def test_the_bench_gate_reads_through_nvml_what_nvidia_smi_printed(tmp_path: Pat
     subprocess.run([gcc, "-shared", "-fPIC", "-o", str(tmp_path / "libnvidia-ml.so.1"),
                     str(source)], check=True)
     code = ("import json\nfrom omni_host.remote import bench as helper\n"
-            "print(json.dumps(helper.gate_reads(helper.open_nvml())))")
+            "session = helper.open_nvml()\n"
+            "print(json.dumps([helper.gate_reads(session), session.sample()]))")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           timeout=30, check=True, env={**os.environ, "LD_LIBRARY_PATH": str(
                               tmp_path), "PATH": "/usr/bin:/bin"})  # no nvidia-smi to fall to
     from omni_host.remote.bench import _csv_rows
 
-    assert json.loads(done.stdout) == {"gpu": {"rows": [row]}, "apps": _csv_rows(apps_csv)}
+    gate, sample = json.loads(done.stdout)
+    assert gate == {"gpu": {"rows": [row]}, "apps": _csv_rows(apps_csv)}
+    # the run's sampler reads the same session: SAMPLE_FIELDS as nvidia-smi prints them
+    # without units (--format=csv,noheader,nounits), the mask and the process as the gate's
+    bare = [row[f].split()[0] for f in ("index", "clocks.current.sm [MHz]",
+                                        "clocks.current.memory [MHz]", "power.draw [W]",
+                                        "temperature.gpu", "utilization.gpu [%]",
+                                        "pcie.link.gen.current", "pcie.link.width.current")]
+    assert sample == [[bare], [row["clocks_event_reasons.active"]], {pid: pname}]
 
 
 def test_on_a_lent_h200_the_gate_reads_the_same_both_ways() -> None:

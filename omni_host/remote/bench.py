@@ -174,23 +174,34 @@ class Nvml(Session):
         """(rows as nvidia-smi's SAMPLE_FIELDS print them without units, each GPU's clock
         event reasons as a hex mask, the compute processes as {pid: name}); None for what
         this driver's NVML cannot say (the processes: the caller asks nvidia-smi)."""
-        lib, rows, masks = self.lib, [], []
+        rows, masks = [], []
         for i, h in enumerate(self.handles):
-            power = self.uint("nvmlDeviceGetPowerUsage", h)  # mW
-            util = (self.ct.c_uint * 2)()  # nvmlUtilization_t: gpu, memory
-            values = [self.uint("nvmlDeviceGetClockInfo", h, 1),  # SM
-                      self.uint("nvmlDeviceGetClockInfo", h, 2),  # MEM
-                      None if power is None else "%.2f" % (power / 1000.0),
-                      self.uint("nvmlDeviceGetTemperature", h, 0),  # the GPU's own sensor
-                      util[0] if lib.nvmlDeviceGetUtilizationRates(h, self.ct.byref(util)) == 0
-                      else None,
-                      self.uint("nvmlDeviceGetCurrPcieLinkGeneration", h),
-                      self.uint("nvmlDeviceGetCurrPcieLinkWidth", h)]
+            now = self.now(h)
+            power = now["power_mw"]
+            values = [now["sm"], now["mem"], None if power is None else "%.2f" % (power / 1000.0),
+                      now["temp"], now["util"], now["gen"], now["width"]]
             rows.append([str(i)] + ["[N/A]" if v is None else str(v) for v in values])
-            mask = self.ct.c_ulonglong()
-            if self.reasons is not None and self.reasons(h, self.ct.byref(mask)) == 0:
-                masks.append("0x%016x" % mask.value)
+            if now["mask"] is not None:
+                masks.append("0x%016x" % now["mask"])
         return rows, masks, self.processes()
+
+    def now(self, h):
+        """What moves under load, as NVML answers it: the SM and memory clocks (MHz), power
+        (mW), the GPU's own temperature sensor, utilisation (%), the PCIe link's generation and
+        width, the clock event reasons mask; None for what this driver does not answer."""
+        ct = self.ct
+        util = (ct.c_uint * 2)()  # nvmlUtilization_t: gpu, memory
+        mask = ct.c_ulonglong()
+        return {"sm": self.uint("nvmlDeviceGetClockInfo", h, 1),
+                "mem": self.uint("nvmlDeviceGetClockInfo", h, 2),
+                "power_mw": self.uint("nvmlDeviceGetPowerUsage", h),
+                "temp": self.uint("nvmlDeviceGetTemperature", h, 0),
+                "util": util[0] if self.lib.nvmlDeviceGetUtilizationRates(
+                    h, ct.byref(util)) == 0 else None,
+                "gen": self.uint("nvmlDeviceGetCurrPcieLinkGeneration", h),
+                "width": self.uint("nvmlDeviceGetCurrPcieLinkWidth", h),
+                "mask": mask.value if self.reasons is not None and self.reasons(
+                    h, ct.byref(mask)) == 0 else None}
 
     def processes(self):
         """{pid: name} of the compute processes on every GPU; None where NVML cannot say."""
@@ -247,45 +258,39 @@ class Nvml(Session):
         compare alike. None where nvidia-smi should say it (no GPU counted, a GPU lost)."""
         if not self.count or self.lost:
             return None
-        ct, rows = self.ct, []
+        rows = []
 
         def shown(value, form="%s"):
             return "[N/A]" if value is None else form % value
 
-        def watts(name, h):
-            milliwatts = self.uint(name, h)
+        def watts(milliwatts):
             return shown(None if milliwatts is None else milliwatts / 1000.0, "%.2f W")
 
         for i, h in enumerate(self.handles):
             pci = self.pci("nvmlDeviceGetPciInfo_v3", h) or self.pci("nvmlDeviceGetPciInfo_v2", h)
-            util = (ct.c_uint * 2)()
-            busy = util[0] if self.lib.nvmlDeviceGetUtilizationRates(h, ct.byref(util)) == 0 \
-                else None
-            used = self.used_mib(h)
-            mask = ct.c_ulonglong()
-            got = self.reasons is not None and self.reasons(h, ct.byref(mask)) == 0
+            now = self.now(h)
             rows.append({
                 "index": str(i), "name": shown(self.text("nvmlDeviceGetName", h)),
                 "uuid": shown(self.text("nvmlDeviceGetUUID", h)),
                 "pci.bus_id": shown(pci.busId.decode("ascii", "replace") if pci else None),
-                "pcie.link.gen.current": shown(self.uint("nvmlDeviceGetCurrPcieLinkGeneration", h)),
+                "pcie.link.gen.current": shown(now["gen"]),
                 "pcie.link.gen.max": shown(self.uint("nvmlDeviceGetMaxPcieLinkGeneration", h)),
                 "pcie.link.gen.gpumax": shown(self.uint("nvmlDeviceGetGpuMaxPcieLinkGeneration", h)),
-                "pcie.link.width.current": shown(self.uint("nvmlDeviceGetCurrPcieLinkWidth", h)),
+                "pcie.link.width.current": shown(now["width"]),
                 "pcie.link.width.max": shown(self.uint("nvmlDeviceGetMaxPcieLinkWidth", h)),
-                "power.limit [W]": watts("nvmlDeviceGetPowerManagementLimit", h),
-                "power.default_limit [W]": watts("nvmlDeviceGetPowerManagementDefaultLimit", h),
+                "power.limit [W]": watts(self.uint("nvmlDeviceGetPowerManagementLimit", h)),
+                "power.default_limit [W]": watts(
+                    self.uint("nvmlDeviceGetPowerManagementDefaultLimit", h)),
                 "clocks.max.sm [MHz]": shown(self.uint("nvmlDeviceGetMaxClockInfo", h, 1), "%d MHz"),
                 "clocks.max.memory [MHz]": shown(self.uint("nvmlDeviceGetMaxClockInfo", h, 2),
                                                  "%d MHz"),
-                "clocks.current.sm [MHz]": shown(self.uint("nvmlDeviceGetClockInfo", h, 1), "%d MHz"),
-                "clocks.current.memory [MHz]": shown(self.uint("nvmlDeviceGetClockInfo", h, 2),
-                                                     "%d MHz"),
-                "power.draw [W]": watts("nvmlDeviceGetPowerUsage", h),
-                "temperature.gpu": shown(self.uint("nvmlDeviceGetTemperature", h, 0)),
-                "utilization.gpu [%]": shown(busy, "%d %%"),
-                "memory.used [MiB]": shown(used, "%d MiB"),
-                "clocks_event_reasons.active": "0x%016x" % mask.value if got else "[N/A]"})
+                "clocks.current.sm [MHz]": shown(now["sm"], "%d MHz"),
+                "clocks.current.memory [MHz]": shown(now["mem"], "%d MHz"),
+                "power.draw [W]": watts(now["power_mw"]),
+                "temperature.gpu": shown(now["temp"]),
+                "utilization.gpu [%]": shown(now["util"], "%d %%"),
+                "memory.used [MiB]": shown(self.used_mib(h), "%d MiB"),
+                "clocks_event_reasons.active": shown(now["mask"], "0x%016x")})
         return {"rows": rows}
 
 def open_nvml():
