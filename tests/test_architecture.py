@@ -166,6 +166,20 @@ print(json.dumps({"code": code, "seen": seen}))
 """
 
 
+def test_a_local_audit_starts_its_collector_before_the_checks_load(tmp_path: Path) -> None:
+    """This machine's audit (the README's first command) starts its collector once the plan is
+    valid: the report's types and the checks load while its probes run, not before."""
+    argv = ["audit", "--no-store", "--format", "json"]
+    proc = subprocess.run([sys.executable, "-c", _EARLY, *argv], capture_output=True,
+                          text=True, check=False,
+                          env={"HOME": str(tmp_path), "PATH": os.environ["PATH"]})
+    *report, last = proc.stdout.strip().splitlines()
+    facts = json.loads(last)
+    assert facts["seen"] == [["omni_host.cli.audit"]], proc.stderr[-2000:]
+    host = json.loads("\n".join(report))["hosts"][0]
+    assert host["reachable"] and host["results"], proc.stderr[-2000:]  # judged as ever
+
+
 def test_a_bench_starts_its_host_before_the_report_types_load(tmp_path: Path) -> None:
     """A bench's fixed cost (issue 44): the local collector starts before the report's types
     (omni_host.model: 47 ms of dataclasses on the lent H100's Python 3.12), the other

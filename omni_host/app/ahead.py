@@ -1,5 +1,6 @@
-"""A one-host audit's SSH session opened before anything else is done (the audit's fast
-path): light to import, so the handshake starts before the checks and renderers load."""
+"""One host's work started before anything else is done (the fast path of a one-host audit
+or bench): an SSH session, this machine's collection, a bench. Light to import, so the host
+starts before the checks and renderers load."""
 
 from __future__ import annotations
 
@@ -40,6 +41,18 @@ def session_ahead(inv: Inventory | None, pattern: str | None, ssh: SshOptions,
         return None
     import_ssh(ssh.ssh_config)
     return Ahead(host.name, conn, ssh)
+
+
+def local_ahead(plans: list[HostPlan], ssh: SshOptions,
+                probe_timeout_s: float | None) -> Background | None:
+    """This machine's audit collection started once its plan is valid, before the checks,
+    renderers and the store are imported (about half of a local audit's wall here): they
+    load while the probes run. None for anything but one local host."""
+    if len(plans) != 1 or plans[0].ssh is not None:
+        return None
+    from omni_host.collect.run import collect_ahead
+
+    return collect_ahead(plans[0], ssh, probe_timeout_s)
 
 
 def bench_ahead(plans: list[HostPlan], ssh: SshOptions, store_root: Path, *, sweep: bool,

@@ -17,6 +17,7 @@ from omni_host.app.past import Past, past_of
 from omni_host.app.spread import audit_spread, cpus, processes_for
 from omni_host.collect.ahead import Ahead
 from omni_host.collect.bundle import read_bundles
+from omni_host.collect.run import Background
 from omni_host.collect.transport.base import SshOptions
 from omni_host.errors import InventoryError, StoreError
 from omni_host.evaluate.audit import audit_many, evaluate_bundle
@@ -63,7 +64,7 @@ def audit_live(plans: list[HostPlan], ssh: SshOptions, *, forks: int,
                probe_timeout_s: float | None, host_timeout_s: float | None,
                on_start: Callable[[HostPlan], None] | None = None,
                on_done: Callable[[HostPlan, HostReport], None] | None = None,
-               ahead: Ahead | None = None, processes: int | None = None,
+               ahead: Ahead | Background | None = None, processes: int | None = None,
                priors: Mapping[str, Prior] | None = None) -> Hosts:
     """Audit hosts live, each judged against its past (``priors``, by name): one thread pool,
     or (``processes`` > 1; by default one process per 16 hosts in flight, up to the CPUs) a

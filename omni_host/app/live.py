@@ -3,9 +3,10 @@
 
 The one-host fast path: a single SSH host's session is opened first (``session_ahead``), and
 only then are the policy validated and the checks, renderers and the store imported: they load
-while the host answers. That is why this module imports, at its top, nothing but types, and
-``run`` imports the rest after the handshake has started (benchmarks/bench_single_host.py
-measures the start-up this saves; keep the order)."""
+while the host answers. This machine's collection starts as soon as its plan is valid
+(``local_ahead``), for the same reason. That is why this module imports, at its top, nothing
+but types, and ``run`` imports the rest once the host's work has started
+(benchmarks/bench_single_host.py measures the start-up this saves; keep the order)."""
 
 from __future__ import annotations
 
@@ -16,6 +17,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from omni_host.app.audit import Audited
+    from omni_host.collect.ahead import Ahead
+    from omni_host.collect.run import Background
     from omni_host.collect.transport.base import SshOptions
     from omni_host.model import HostReport
     from omni_host.plan.hosts import HostPlan
@@ -56,17 +59,20 @@ class Observer(Protocol):
 def run(req: LiveAudit, observe: Callable[[list[HostPlan]], Observer]) -> Audited:
     """Audit the targets live and conclude: the report finished, stored unless ``req.store``
     is off (an interrupted run stores what finished, marked partial)."""
-    from omni_host.app.ahead import session_ahead
+    from omni_host.app.ahead import local_ahead, session_ahead
 
-    ahead = session_ahead(req.inventory, req.pattern, req.ssh, req.limit)
+    session = session_ahead(req.inventory, req.pattern, req.ssh, req.limit)
+    ahead: Ahead | Background | None = session
     try:
-        if ahead is not None:
-            ahead.wait_started()
+        if session is not None:
+            session.wait_started()
         from omni_host.plan.hosts import plan_targets
 
         plans = plan_targets(req.inventory, req.pattern, req.limit, req.extra)
-        if ahead is not None:
-            ahead.go(plans[0], req.probe_timeout_s)
+        if session is not None:
+            session.go(plans[0], req.probe_timeout_s)
+        else:
+            ahead = local_ahead(plans, req.ssh, req.probe_timeout_s)
         from omni_host.app import audit
         from omni_host.app.stored import history_at, store_at
 

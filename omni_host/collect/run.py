@@ -107,7 +107,9 @@ class Background:
     raises what it raised. ``ready``: the caller goes on once it is set (or the work ended):
     a local collector gets its program before the caller's imports hold the interpreter."""
 
-    def __init__(self, work: Callable[[], Bundle], ready: threading.Event | None = None) -> None:
+    def __init__(self, work: Callable[[], Bundle], ready: threading.Event | None = None, *,
+                 plan: HostPlan | None = None) -> None:
+        self.plan = plan  # the host's plan, where the work is its collection
         self._bundle: Bundle | None = None
         self._error: BaseException | None = None
 
@@ -121,6 +123,10 @@ class Background:
         self._thread.start()
         while ready is not None and not ready.wait(0.1) and self._thread.is_alive():
             pass  # short waits: Ctrl-C reaches the main thread
+
+    def cancel(self) -> None:
+        """Nothing to stop: a local collector watches this process and ends with it, and an
+        SSH one with its session; a caller that goes on lets the collection finish unread."""
 
     def bundle(self) -> Bundle:
         while self._thread.is_alive():  # short joins: Ctrl-C reaches the main thread
@@ -140,7 +146,7 @@ def collect_ahead(plan: HostPlan, ssh: SshOptions, probe_timeout_s: float | None
 
     transport = open_transport(plan, ssh)
     return Background(lambda: _collect_closing(plan, transport, probe_timeout_s, extra),
-                      transport.fed if isinstance(transport, LocalTransport) else None)
+                      transport.fed if isinstance(transport, LocalTransport) else None, plan=plan)
 
 
 def open_transport(plan: HostPlan, ssh: SshOptions) -> Transport:

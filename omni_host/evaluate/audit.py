@@ -12,7 +12,7 @@ from collections.abc import Callable, Mapping
 
 from omni_host.collect.ahead import Ahead
 from omni_host.collect.pool import PoolResult, run_pool
-from omni_host.collect.run import collect_host, host_deadline_s, import_transports
+from omni_host.collect.run import Background, collect_host, host_deadline_s, import_transports
 from omni_host.collect.transport.base import SshOptions
 from omni_host.errors import TransportError
 from omni_host.evaluate.asked import NOTHING, Asked
@@ -68,7 +68,7 @@ def recordable(facts: HostFacts, policy: Policy,
 
 
 def audit_host(plan: HostPlan, ssh: SshOptions, probe_timeout_s: float | None = None,
-               ahead: Ahead | None = None, prior: Prior = NO_PRIOR) -> HostReport:
+               ahead: Ahead | Background | None = None, prior: Prior = NO_PRIOR) -> HostReport:
     """One host's audit, judged against its ``prior``; ``ahead``: its collection, already
     under way."""
     start = time.monotonic()
@@ -96,7 +96,7 @@ def audit_many(plans: list[HostPlan], ssh: SshOptions, *, forks: int,
                probe_timeout_s: float | None = None, host_timeout_s: float | None = None,
                on_start: Callable[[HostPlan], None] | None = None,
                on_done: Callable[[HostPlan, HostReport], None] | None = None,
-               ahead: Ahead | None = None,
+               ahead: Ahead | Background | None = None,
                priors: Mapping[str, Prior] | None = None) -> PoolResult[HostReport]:
     """Audit hosts in a bounded pool; a host past its deadline is reported unreachable with
     the reason, and Ctrl-C returns what finished (the rest marked interrupted). ``ahead``: one
