@@ -37,7 +37,7 @@ def collector_source() -> str:
 
 def payload(probes: tuple[Probe, ...], probe_timeout_s: float | None = None) -> str:
     plan = json.dumps([p.plan_entry(probe_timeout_s) for p in probes])
-    return f"{collector_source()}\nmain({plan!r})\n"
+    return f"{collector_source()}\nmain({plan!r})\nleave()\n"
 
 
 def deadline_s(probes: tuple[Probe, ...], probe_timeout_s: float | None = None) -> float:

@@ -515,6 +515,15 @@ def _end(signum=None, frame=None):
     os._exit(1)
 
 
+def leave():
+    """End at once once the document is out: the caller waits for this process's end, and
+    the interpreter's teardown (every object, every module) would only delay it (5 ms of a
+    60 ms collection here). Nothing is left to it: the output is flushed, every probe ended."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
+
+
 def _watch_parent(parent):
     """SSH: when the controller's session ends, sshd's process goes and we are re-parented."""
     while True:
