@@ -33,6 +33,7 @@ def run(self):
         CPU[self._label] = CPU.get(self._label, 0.0) + time.thread_time()
 threading.Thread.__init__, threading.Thread.run = __init__, run
 source = sys.stdin.read()
+source = source[:source.rindex("\nleave()")] if "\nleave()" in source else source  # no os._exit
 t1 = time.process_time()
 code = compile(source, "<payload>", "exec")
 t2 = time.process_time()
