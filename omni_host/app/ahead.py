@@ -46,7 +46,7 @@ def session_ahead(inv: Inventory | None, pattern: str | None, ssh: SshOptions,
 def local_ahead(plans: list[HostPlan], ssh: SshOptions,
                 probe_timeout_s: float | None) -> Background | None:
     """This machine's audit collection started once its plan is valid, before the checks,
-    renderers and the store are imported (about half of a local audit's wall here): they
+    renderers and the store are imported (0.13 s of a 0.26 s local audit here): they
     load while the probes run. None for anything but one local host."""
     if len(plans) != 1 or plans[0].ssh is not None:
         return None
