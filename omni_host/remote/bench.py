@@ -554,7 +554,7 @@ def run_bench(argv, budget_s, gpus, env, limits=None):
     for reader in readers:
         reader.daemon = True
         reader.start()
-    timer = threading.Timer(budget_s, proc.kill)  # the budget: killed once it is spent
+    timer = threading.Timer(min(budget_s, threading.TIMEOUT_MAX), proc.kill)  # the budget spent
     timer.daemon = True
     timer.start()
     try:  # its end heard at once: a wait with a timeout polls, up to 50 ms late (issue 44)
