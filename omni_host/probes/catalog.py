@@ -49,7 +49,6 @@ class _Parser:
         return f"{self.module}.{self.name}"
 
 
-
 # Helpers run with the host's python3; exit 3 means the module is not importable there.
 _IMPORT = ("import json,sys\ntry:\n import {mod}\n"
            "except ImportError as e:\n sys.stderr.write('%s\\n' % e); sys.exit(3)\n")

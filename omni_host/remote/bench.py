@@ -267,7 +267,7 @@ class Nvml(Session):
             return shown(None if milliwatts is None else milliwatts / 1000.0, "%.2f W")
 
         for i, h in enumerate(self.handles):
-            pci = self.pci("nvmlDeviceGetPciInfo_v3", h) or self.pci("nvmlDeviceGetPciInfo_v2", h)
+            pci = self.pci_info(h)
             now = self.now(h)
             rows.append({
                 "index": str(i), "name": shown(self.text("nvmlDeviceGetName", h)),

@@ -70,15 +70,10 @@ def _el(tag, children):
     return "<%s>%s</%s>" % (tag, escape(str(children)), tag)
 
 
-def _pci(s, h):
-    """The GPU's PCI identity (the _v2 call of drivers before _v3 fills the same structure)."""
-    return s.pci("nvmlDeviceGetPciInfo_v3", h) or s.pci("nvmlDeviceGetPciInfo_v2", h)
-
-
 def shared_reads(s, h):
     """What both forms print of a GPU (the XML and the --query-gpu line) and the topology
     needs, each read once: a driver call costs the host (most first calls take milliseconds)."""
-    pci = _pci(s, h)
+    pci = s.pci_info(h)
     return {"handle": h, "name": s.text("nvmlDeviceGetName", h),
             "bus_id": pci.busId.decode("ascii", "replace") if pci is not None else None,
             "subsystem": pci.pciSubSystemId if pci is not None else None,

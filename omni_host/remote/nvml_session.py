@@ -58,5 +58,9 @@ class Session(object):
         info = PciInfo()
         return info if self.ok(name, *(args + (ctypes.byref(info),))) else None
 
+    def pci_info(self, h):
+        """The GPU's PCI identity (the _v2 call of drivers before _v3 fills the same structure)."""
+        return self.pci("nvmlDeviceGetPciInfo_v3", h) or self.pci("nvmlDeviceGetPciInfo_v2", h)
+
     def close(self):
         self.lib.nvmlShutdown()
