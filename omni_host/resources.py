@@ -48,11 +48,15 @@ def read_yaml(path: Path) -> Any:
     run with the pure-Python loader). Parsed once per change of the file: its JSON form is
     kept in the user's cache (``data_cache``), so that a run imports no YAML parser for it
     (PyYAML's import and the two parses cost 25-30 ms on the lent H100 before a bench's
-    probes could start). A value JSON does not keep as it is (integer keys) is not kept."""
+    probes could start). A value JSON does not keep as it is (integer keys) is not kept.
+    An entry is the digest of its JSON text, a newline, then the text: one that does not read
+    back as exactly what was written (edited, truncated, another shape) is parsed again from
+    its source, never handed on (a list where a mapping belongs raised on every run)."""
     import hashlib
     import json
 
     from omni_host import __version__
+    from omni_host.documents import load_json
 
     st = path.stat()
     key = hashlib.sha256(f"{__version__}\n{path}\n{st.st_size}\n{st.st_mtime_ns}".encode())
@@ -60,7 +64,9 @@ def read_yaml(path: Path) -> Any:
     trusted = not_own(kept.parent) is None  # a cache another account could write: not used
     if trusted:
         with contextlib.suppress(OSError, ValueError):
-            return json.loads(kept.read_text(encoding="utf-8"))
+            digest, _, entry = read_bounded(kept, 16 * 1024 * 1024).partition(b"\n")
+            if digest.decode("ascii") == hashlib.sha256(entry).hexdigest():
+                return load_json(entry)
     value = load_yaml(path.read_text(encoding="utf-8"))
     if not trusted:
         return value
@@ -68,7 +74,7 @@ def read_yaml(path: Path) -> Any:
         text = json.dumps(value)
         if json.loads(text) == value:
             kept.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-            atomic_write(kept, text, 0o600)
+            atomic_write(kept, f"{hashlib.sha256(text.encode()).hexdigest()}\n{text}", 0o600)
     return value
 
 
@@ -91,6 +97,15 @@ def load_yaml(text: str) -> Any:
 
 class TooLarge(ValueError):
     """A file past the size its reader accepts (it is not what the reader expects)."""
+
+
+def read_json(path: Path | str, cap: int) -> Any:
+    """The JSON document in file ``path`` through the bounded reader (``documents.load_json``):
+    at most ``cap`` bytes are read (TooLarge past them), never more held in memory; OSError as
+    ``open`` raises it, DocumentError (a ValueError) past the reader's limits."""
+    from omni_host.documents import load_json
+
+    return load_json(read_bounded(path, cap), max_bytes=cap)
 
 
 def read_bounded(path: Path | str, cap: int) -> bytes:

@@ -22,6 +22,7 @@ import zlib
 from pathlib import Path
 from typing import Any
 
+from omni_host.documents import load_json
 from omni_host.errors import BundleError, TransportError
 from omni_host.model import Bundle, CommandResult
 from omni_host.remote.collector import MARKER
@@ -141,7 +142,7 @@ def _record(rec: Any, read: Any, origin: str) -> CommandResult:
 
 def _from_files(read: Any, origin: str) -> Bundle:
     try:
-        manifest = json.loads(read("manifest.json"))
+        manifest = load_json(read("manifest.json"))
     except (KeyError, FileNotFoundError) as exc:
         raise BundleError(f"{origin}: no manifest.json") from exc
     except ValueError as exc:
@@ -302,7 +303,7 @@ def bundle_from_output(host: str, transport: str, *, stdout: str, stderr: str, e
     if not sep:
         raise TransportError(_diagnose(exit_code, stderr or head, python))
     try:
-        doc = json.loads(body)
+        doc = load_json(body)
         records = doc.pop("probes")
         results = {
             r["id"]: CommandResult(r["id"], tuple(r["argv"]), r["status"], r["exit_code"],

@@ -19,11 +19,11 @@ the bench ran named.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from omni_host.documents import load_json
 from omni_host.evaluate.context import ENV, MODEL_FINGERPRINT
 from omni_host.model import CheckResult, Evidence, InferenceServer, ServedCounters, Status, rate
 from omni_host.probes.parsers.bench import estimate
@@ -130,7 +130,7 @@ def generated_between(then: ServedCounters, now: ServedCounters) -> tuple[float,
 def _bench_value(baseline: Baseline, test: str, field: str) -> str | None:
     for name, value in baseline.keys.get(test, ()):
         if name == field:
-            decoded = json.loads(value)
+            decoded = load_json(value)
             return None if decoded is None else str(decoded)
     return None
 

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from omni_host import __version__
+from omni_host.documents import load_json
 from omni_host.resources import atomic_write, cache_home
 
 MAX_FILES = 2000  # a larger tree is not worth scanning on every run: no cache
@@ -107,7 +108,7 @@ def cache_key(sources: tuple[str, ...], config_file: str | None) -> str | None:
 def read(key: str) -> dict[str, Any]:
     path = cache_dir() / f"{key}.json"
     try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
+        doc = load_json(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return {}
     return doc if isinstance(doc, dict) and doc.get("key") == key else {}

@@ -44,7 +44,7 @@ from omni_host.report.results import (
     served_rates,
 )
 from omni_host.report.store import audit_dirs
-from omni_host.resources import TooLarge, atomic_write, cache_home, not_own, read_bounded
+from omni_host.resources import TooLarge, atomic_write, cache_home, not_own, read_json
 
 BAD = ("fail", "error")
 COMPARED_FACTS = ("numa_nodes", "sockets", "driver_version", "cuda_version", "gpus", "swap_total_mib",
@@ -125,7 +125,7 @@ def load_history(root: Path) -> History:
             continue
         path = directory / "report.json"
         try:
-            doc = json.loads(read_bounded(path, MAX_REPORT_BYTES))
+            doc = read_json(path, MAX_REPORT_BYTES)
         except TooLarge as exc:
             warnings.append(f"{path}: {exc}: not a report omni-host wrote, skipped")
             continue
@@ -182,7 +182,7 @@ def _checked(root: Path) -> dict[str, list[int]]:
     if not_own(path):
         return {}
     try:
-        doc = json.loads(read_bounded(path, 16 * 1024 * 1024))
+        doc = read_json(path, 16 * 1024 * 1024)
     except (OSError, ValueError, TooLarge):
         return {}
     if not isinstance(doc, dict):

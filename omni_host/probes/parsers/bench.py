@@ -19,6 +19,7 @@ import statistics
 from dataclasses import dataclass
 from typing import Any
 
+from omni_host.documents import load_json
 from omni_host.errors import ParseError
 from omni_host.model import rate  # the parser's check of a tokens/s value is the stored report's
 from omni_host.probes.parsers import excerpt, na
@@ -237,7 +238,7 @@ def completed_records(text: str) -> list[dict[str, Any]]:
 def parse_llama_bench_json(text: str) -> LlamaBench:
     """``llama-bench -o json``: a JSON array of records (one per test and parameter set)."""
     try:
-        records = json.loads(text)
+        records = load_json(text)
     except (ValueError, RecursionError) as exc:
         raise ParseError(f"llama-bench output is not JSON ({exc}): {excerpt(text, 120)!r}") from exc
     if not isinstance(records, list) or not records or not all(isinstance(r, dict) for r in records):
@@ -564,7 +565,7 @@ def _plan_facts(plan: dict[str, Any]) -> PlanFacts:
 
 def parse_bench_run(text: str) -> BenchRun:
     try:
-        doc = json.loads(text)
+        doc = load_json(text)
     except ValueError as exc:
         raise ParseError(f"bench helper output is not JSON: {excerpt(text, 120)!r}") from exc
     except RecursionError:

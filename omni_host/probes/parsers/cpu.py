@@ -6,9 +6,9 @@ in some containers.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 
+from omni_host.documents import load_json
 from omni_host.errors import ParseError
 from omni_host.probes.parsers import excerpt
 
@@ -89,7 +89,7 @@ def parse_cpuinfo(text: str) -> CpuInfo:
 def parse_pycpuinfo(text: str) -> CpuInfo:
     """The JSON of py-cpuinfo's ``get_cpu_info()``, printed by the collector's helper."""
     try:
-        info = json.loads(text)
+        info = load_json(text)
         return CpuInfo(
             vendor=str(info["vendor_id_raw"]),
             family=_int(str(info.get("family"))),

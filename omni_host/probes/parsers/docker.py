@@ -6,10 +6,10 @@ Lesson F-010: on Zen 5, memgraph crash-looped (exit 139) until its environment c
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from typing import Any
 
+from omni_host.documents import load_json
 from omni_host.errors import ParseError
 from omni_host.probes.parsers import excerpt
 
@@ -90,7 +90,7 @@ def _container(doc: dict[str, Any]) -> Container:
 
 def parse_docker_inspect(text: str) -> tuple[Container, ...]:
     try:
-        docs = json.loads(text)
+        docs = load_json(text)
     except ValueError as exc:
         raise ParseError(f"docker inspect output is not JSON: {excerpt(text, 80)!r}") from exc
     if not isinstance(docs, list) or not all(isinstance(d, dict) for d in docs):
@@ -108,7 +108,7 @@ class Network:
 def parse_docker_networks(text: str) -> tuple[Network, ...]:
     """``docker network inspect`` of every network."""
     try:
-        docs = json.loads(text)
+        docs = load_json(text)
         return tuple(Network(str(d["Name"]), bool(d.get("Internal")),
                              tuple(sorted(str(c.get("Name", "")) for c in
                                           (d.get("Containers") or {}).values())))

@@ -7,10 +7,10 @@ F-020/F-022 (a model larger than RAM+swap), F-008 (an architecture llama.cpp did
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass
 
+from omni_host.documents import load_json
 from omni_host.errors import ParseError
 from omni_host.probes.parsers import excerpt
 
@@ -131,7 +131,7 @@ def parse_xid(text: str) -> XidLog:
 
 def parse_models(text: str) -> ModelFacts:
     try:
-        doc = json.loads(text)
+        doc = load_json(text)
         models = tuple(ModelFile(m["path"], m.get("error"), int(m.get("size_bytes", 0)),
                                  int(m.get("files", 0)), m.get("architecture"))
                        for m in doc["models"])

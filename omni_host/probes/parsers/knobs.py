@@ -5,12 +5,12 @@ ParseError naming what is wrong."""
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from omni_host.documents import load_json
 from omni_host.errors import ParseError
 from omni_host.probes.parsers import excerpt
 
@@ -85,7 +85,7 @@ def _counts(value: Any, name: str) -> dict[str, int]:
 
 def parse_knobs(text: str) -> HostKnobs:
     try:
-        doc = json.loads(text)
+        doc = load_json(text)
     except ValueError:
         raise ParseError(f"not the knobs helper's document: {excerpt(text, 80)!r}") from None
     if not isinstance(doc, dict) or doc.get("helper") != 1:

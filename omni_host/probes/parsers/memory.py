@@ -6,10 +6,10 @@ RAM+swap froze the box), S-012 (state that does not survive a reboot is lost).
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass
 
+from omni_host.documents import load_json
 from omni_host.errors import ParseError
 from omni_host.probes.parsers import excerpt
 
@@ -97,7 +97,7 @@ def parse_fstab(text: str) -> tuple[FstabEntry, ...]:
 def parse_psutil(text: str) -> MemInfo:
     """The collector helper's JSON of ``psutil.virtual_memory()`` and ``swap_memory()``."""
     try:
-        doc = json.loads(text)
+        doc = load_json(text)
         return MemInfo(doc["mem_total"] // 1024, doc["mem_available"] // 1024,
                        doc["swap_total"] // 1024, doc["swap_free"] // 1024)
     except (ValueError, KeyError, TypeError) as exc:

@@ -6,11 +6,11 @@ a layer split proportional to VRAM, never tensor parallel).
 
 from __future__ import annotations
 
-import json
 import re
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass
 
+from omni_host.documents import load_json
 from omni_host.errors import ParseError
 from omni_host.probes.parsers import excerpt, na
 
@@ -268,7 +268,7 @@ def parse_topo_matrix(text: str) -> TopoMatrix:
 def parse_pynvml(text: str) -> GpuInventory:
     """The collector helper's JSON of pynvml queries (see ``probes.PYNVML_CODE``)."""
     try:
-        doc = json.loads(text)
+        doc = load_json(text)
         gpus = tuple(
             Gpu(index=g["index"], name=g["name"], uuid=g.get("uuid"), pci_bus_id=g.get("pci_bus_id"),
                 memory_total_mib=g["memory_total_bytes"] // (1024 * 1024), architecture=None,
@@ -292,7 +292,7 @@ def parse_nvml(text: str) -> dict[str, str | None]:
     read by the parser of the nvidia-smi run it stands in for (a section is None where there
     is nothing to read: the topology of one GPU)."""
     try:
-        doc = json.loads(text)
+        doc = load_json(text)
     except ValueError as exc:
         raise ParseError(f"NVML reader output is not JSON ({exc}): {excerpt(text, 80)!r}") from exc
     if not isinstance(doc, dict) or not all(

@@ -8,11 +8,11 @@ counters (an error line), never the document.
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
 import re
 from typing import Any
 
+from omni_host.documents import load_json
 from omni_host.errors import ParseError
 from omni_host.model import InferenceServer, ServedCounters, ServedProbe, Servers
 from omni_host.probes.parsers import excerpt
@@ -85,7 +85,7 @@ def _text(value: Any, cap: int = 512) -> str | None:
 
 def _props(server: InferenceServer, text: str) -> dict[str, Any]:
     try:
-        doc = json.loads(text)
+        doc = load_json(text)
     except ValueError:
         return {"props_error": f"/props is not JSON: {excerpt(text, 60)!r}"}
     if not isinstance(doc, dict):
@@ -187,7 +187,7 @@ def _server(doc: dict[str, Any], beside: dict[str, Any]) -> InferenceServer:
 
 def parse_servers(text: str) -> Servers:
     try:
-        doc = json.loads(text)
+        doc = load_json(text)
     except ValueError as exc:
         raise ParseError(f"serve helper output is not JSON: {excerpt(text, 120)!r}") from exc
     if not isinstance(doc, dict) or doc.get("helper") != 1 or not isinstance(doc.get("servers"), list):

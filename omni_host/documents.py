@@ -1,0 +1,60 @@
+"""The one bounded reader of JSON documents: every document from a host, a store, a cache or a
+bundle is decoded here, within limits on its size, its nesting and its element count.
+
+Without it each reader had its own guard or none: one stored report.json of 100,000 nested
+arrays (200 KB) raised ``RecursionError`` out of ``json.loads`` and blinded ``report list``,
+``show``, ``diff`` and ``bench`` with a traceback; one that nests 900 deep loads and then
+overflows whatever walks it (the codec, a renderer). Past a limit the document is refused
+with ``DocumentError`` (a ``ValueError``: every reader that handles corrupt input already
+catches it), whose message names the limit; the caller names the file and goes on.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+MAX_DEPTH = 64  # omni-host's own documents nest at most 12 deep; a host's JSON as little
+MAX_ITEMS = 2_000_000  # values in one document: a 16 MB report holds about 400,000
+MAX_BYTES = 64 * 1024 * 1024  # the largest any reader accepts; most pass a smaller cap
+
+
+class DocumentError(ValueError):
+    """A document past a limit of the bounded reader, or not JSON at all."""
+
+
+def load_json(data: str | bytes, *, max_bytes: int = MAX_BYTES, max_depth: int = MAX_DEPTH,
+              max_items: int = MAX_ITEMS) -> Any:
+    """The value of one JSON document, or DocumentError naming what is wrong: larger than
+    ``max_bytes``, not JSON, nested deeper than ``max_depth``, more than ``max_items`` values.
+    Time and memory are linear in the size: the C decoder first (its own recursion bound
+    turned into this error), then one iterative walk that no nesting can overflow."""
+    if len(data) > max_bytes:
+        raise DocumentError(f"larger than {max_bytes:,} bytes")
+    try:
+        value = json.loads(data)
+    except RecursionError:
+        raise DocumentError(f"nested deeper than {max_depth} levels") from None
+    except ValueError as exc:  # JSONDecodeError and UnicodeDecodeError
+        raise DocumentError(f"not JSON: {str(exc)[:120]}") from None
+    check_bounds(value, max_depth=max_depth, max_items=max_items)
+    return value
+
+
+def check_bounds(value: Any, *, max_depth: int = MAX_DEPTH, max_items: int = MAX_ITEMS) -> None:
+    """DocumentError where ``value`` (decoded JSON or YAML) nests deeper than ``max_depth`` or
+    holds more than ``max_items`` values (a YAML alias counts each time it is reached, so an
+    alias bomb is refused, not walked). Iterative: no nesting overflows it."""
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    items = 0
+    while stack:
+        current, depth = stack.pop()
+        items += 1
+        if items > max_items:
+            raise DocumentError(f"more than {max_items:,} values")
+        if isinstance(current, (dict, list, tuple)):
+            if depth > max_depth:
+                raise DocumentError(f"nested deeper than {max_depth} levels")
+            children = current.values() if isinstance(current, dict) else current
+            stack.extend((child, depth + 1) for child in children)
+

@@ -1,0 +1,116 @@
+"""One bounded reader for every document (issue 61): a JSON document from a host, the store, a
+cache or a bundle is decoded by ``documents.load_json`` within limits on size, nesting and
+count; past them it is refused with one line and the rest of the run goes on."""
+
+from __future__ import annotations
+
+import json
+import tarfile
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from omni_host.documents import MAX_DEPTH, DocumentError, check_bounds, load_json
+
+FIXTURES = Path(__file__).parent / "fixtures"
+STORE = FIXTURES / "captures" / "bench-h100-quiet" / "steady.stores.tar.gz"
+
+_leaves = st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=8)
+documents = st.recursive(_leaves, lambda inner: st.lists(inner, max_size=4)
+                         | st.dictionaries(st.text(max_size=4), inner, max_size=4), max_leaves=40)
+
+
+def _depth(value: object) -> int:
+    if isinstance(value, dict):
+        return 1 + max(map(_depth, value.values()), default=0)
+    if isinstance(value, list):
+        return 1 + max(map(_depth, value), default=0)
+    return 0
+
+
+@settings(max_examples=200, deadline=None)
+@given(documents, st.integers(min_value=1, max_value=8))
+def test_a_document_within_its_limits_reads_as_json_reads_it_and_one_past_them_is_refused(
+        value: object, max_depth: int) -> None:
+    """The property: load_json gives what json.loads gives, or DocumentError exactly when the
+    document nests deeper than the limit; never another exception."""
+    text = json.dumps(value)
+    if _depth(value) > max_depth:
+        with pytest.raises(DocumentError, match=f"nested deeper than {max_depth} levels"):
+            load_json(text, max_depth=max_depth)
+    else:
+        assert load_json(text, max_depth=max_depth) == json.loads(text)
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.binary(max_size=64))
+def test_garbage_is_a_document_error_never_another_exception(data: bytes) -> None:
+    try:
+        load_json(data)
+    except DocumentError as exc:
+        assert str(exc)  # a reason to name beside the file
+
+
+@pytest.mark.parametrize("text", ["[" * 100_000 + "]" * 100_000, "[" * 900 + "]" * 900,
+                                  '{"a":' * 5000 + "1" + "}" * 5000])
+def test_deep_nesting_is_refused_whatever_the_decoder_would_do(text: str) -> None:
+    """100,000 nested arrays overflow json.loads (RecursionError); 900 load and then overflow
+    whatever walks them: both are one DocumentError."""
+    with pytest.raises(DocumentError, match=f"nested deeper than {MAX_DEPTH} levels"):
+        load_json(text)
+
+
+def test_size_and_count_are_bounded() -> None:
+    with pytest.raises(DocumentError, match="larger than 10 bytes"):
+        load_json("[1, 2, 3, 4, 5]", max_bytes=10)
+    with pytest.raises(DocumentError, match="more than 3 values"):
+        load_json("[1, 2, 3]", max_items=3)
+    shared: list[object] = [1]
+    for _ in range(40):  # a YAML alias bomb's shape: each level names the one below twice
+        shared = [shared, shared]
+    with pytest.raises(DocumentError, match="more than 1,000 values"):
+        check_bounds(shared, max_items=1000, max_depth=100)
+
+
+def test_every_stored_report_of_the_fixtures_is_within_the_limits() -> None:
+    """The limits are not tighter than what omni-host writes: every report the lent machines
+    stored reads through the bounded reader."""
+    count = 0
+    for path in FIXTURES.rglob("*.stores.tar.gz"):
+        with tarfile.open(path) as tar:
+            for member in tar.getmembers():
+                if member.name.endswith("report.json"):
+                    found = tar.extractfile(member)
+                    assert found is not None
+                    data = found.read()
+                    assert load_json(data) == json.loads(data)
+                    count += 1
+    assert count >= 20
+
+
+def test_a_nested_report_in_the_store_is_skipped_with_a_line_and_the_store_still_reads(
+        tmp_path: Path) -> None:
+    """One report.json of 100,000 nested arrays (200 KB) blinded report list, show, diff and
+    bench with a RecursionError traceback (issue 61)."""
+    from conftest import run_cli
+
+    with tarfile.open(STORE) as tar:
+        tar.extractall(tmp_path, filter="data")
+    root = tmp_path / "steady"
+    good = sorted(p.name for p in root.iterdir())
+    planted = root / "20261127T000000000Z-abcdef"
+    planted.mkdir(mode=0o700)
+    (planted / "report.json").write_text("[" * 100_000 + "]" * 100_000)
+    (planted / "report.json").chmod(0o600)
+    listed = run_cli("report", "list", "--report-dir", str(root))
+    assert listed.code == 0, listed.stderr
+    assert "Traceback" not in listed.stderr
+    assert f"{planted / 'report.json'}: corrupt or truncated report, skipped (nested deeper than " \
+           f"{MAX_DEPTH} levels)" in listed.stderr
+    assert all(name[:15] in listed.stdout for name in good)
+    for args in (("show",), ("diff",)):
+        result = run_cli("report", *args, "--report-dir", str(root))
+        assert "Traceback" not in result.stderr and "RecursionError" not in result.stderr
+        assert result.code in (0, 1), result.stderr
