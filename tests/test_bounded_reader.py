@@ -114,3 +114,45 @@ def test_a_nested_report_in_the_store_is_skipped_with_a_line_and_the_store_still
         result = run_cli("report", *args, "--report-dir", str(root))
         assert "Traceback" not in result.stderr and "RecursionError" not in result.stderr
         assert result.code in (0, 1), result.stderr
+
+
+# --- patterns from a policy or a host are matched in linear time (RE2), or not at all ---
+
+STARS = ".*" * 14 + "Z"  # fourteen .* in a row: omni-host plan was killed at 60 s on it
+
+
+@pytest.mark.parametrize("pattern", [STARS, "(a+)+$", "(a|aa)*b", "(.*)*x", "((a*)*)*b"])
+def test_a_pattern_that_backtracks_in_python_is_matched_in_linear_time(pattern: str) -> None:
+    """Each of these takes seconds to hours in Python's re over one long tensor name; the
+    ceiling places a 2,000-tensor model under it in well under a second."""
+    import time
+
+    from omni_host.evaluate.ceiling import bytes_per_token, placement
+    from omni_host.probes.parsers.bench import TensorMap
+
+    names = [f"blk.{i}.ffn_up_exps.weight" + "a" * 40 for i in range(2000)]
+    tensors = TensorMap("llama", 2000, 0, 0, tuple((n, 1 << 20, 16) for n in names))
+    started = time.monotonic()
+    where = placement({"n_gpu_layers": 99, "tensor_buft_overrides": f"{pattern}=CPU"}, [1 << 40])
+    assert not isinstance(where, str), where
+    bytes_per_token(tensors, where)
+    assert time.monotonic() - started < 5
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.text(alphabet="ab.*+?|()[]{}^$\\1=", max_size=30))
+def test_any_pattern_is_matched_or_named_as_not_evaluated(pattern: str) -> None:
+    """The property: whatever the pattern, the ceiling places the model or says why not, in
+    bounded time; it never raises."""
+    import time
+
+    from omni_host.evaluate.ceiling import bytes_per_token, placement
+    from omni_host.probes.parsers.bench import TensorMap
+
+    tensors = TensorMap("llama", 50, 0, 0, tuple((f"blk.{i}.a" + "ab" * 20, 1024, 16)
+                                                 for i in range(50)))
+    started = time.monotonic()
+    where = placement({"n_gpu_layers": 99, "tensor_buft_overrides": f"{pattern}=CPU"}, [1 << 40])
+    if not isinstance(where, str):
+        bytes_per_token(tensors, where)
+    assert time.monotonic() - started < 2

@@ -222,7 +222,10 @@ def test_hostile_fields_of_llama_benchs_own_record_cost_bounded_time() -> None:
                                                   for i in range(200)))
     started = time.monotonic()
     nested = placement({"n_gpu_layers": 99, "tensor_buft_overrides": "(a+)+$=CPU"}, [1 << 34])
-    assert isinstance(nested, str) and "exponential" in nested
+    assert not isinstance(nested, str)  # RE2 matches it in linear time: evaluated
+    assert sum(bytes_per_token(tensors, nested).values()) == 200 * (1 << 20)
+    lookaround = placement({"n_gpu_layers": 99, "tensor_buft_overrides": "(?=blk)=CPU"}, [1 << 34])
+    assert isinstance(lookaround, str) and "linear-time engine (RE2)" in lookaround
     many = placement({"n_gpu_layers": 99, "n_cpu_moe": 10**6}, [1 << 34])
     assert not isinstance(many, str)
     assert sum(bytes_per_token(tensors, many).values()) == 200 * (1 << 20)

@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from omni_host.evaluate.context import CCD_LINKS, CPU_BANDWIDTH
+from omni_host.evaluate.patterns import linear
 from omni_host.probes.parsers.bench import BenchRun, BenchTest, TensorMap, split_values
 
 CPU = "CPU"
@@ -97,13 +98,9 @@ def placement(params: dict[str, Any], free_bytes: list[int]) -> Placement | str:
             continue
         if device is None:
             return f"-ot {item!r}: buffer {buffer!r} is not a CPU or a numbered GPU"
-        hard = too_costly(pattern)
-        if hard:
-            return f"-ot pattern {pattern[:80]!r} {hard}: not evaluated"
-        try:
-            re.compile(pattern)
-        except re.error as exc:
-            return f"-ot pattern {pattern!r} does not compile here: {exc}"
+        compiled = linear(pattern)
+        if isinstance(compiled, str):
+            return f"-ot pattern {pattern[:80]!r} {compiled}: not evaluated"
         overrides.append((pattern, device))
     if len(overrides) > MAX_OVERRIDES:
         return f"{len(overrides)} -ot patterns: more than {MAX_OVERRIDES} are not evaluated"
@@ -115,41 +112,7 @@ def placement(params: dict[str, Any], free_bytes: list[int]) -> Placement | str:
                      n_cpu_moe if isinstance(n_cpu_moe, int) and n_cpu_moe > 0 else 0)
 
 
-MAX_PATTERN, MAX_OVERRIDES = 256, 64  # -ot as llama-bench's record echoes it, from the host
-
-
-def too_costly(pattern: str) -> str | None:
-    """Why a pattern from the host is not matched here, or None: longer than MAX_PATTERN, or a
-    repeated group that holds a repetition or an alternation (``(a+)+``, ``(a|ab)*``): such a
-    pattern can take exponential time in Python's backtracking engine (tens of seconds for
-    one tensor name, measured). One pass over the pattern."""
-    if len(pattern) > MAX_PATTERN:
-        return f"is longer than {MAX_PATTERN} characters"
-    stack = [False]  # per open group: it holds a repetition or an alternation
-    i = 0
-    while i < len(pattern):
-        c = pattern[i]
-        if c == "\\":
-            i += 2
-            continue
-        if c == "[":  # a class is one atom
-            i += 1
-            while i < len(pattern) and pattern[i] != "]":
-                i += 2 if pattern[i] == "\\" else 1
-        elif c == "(":
-            stack.append(False)
-            if pattern[i + 1:i + 2] == "?":
-                i += 2  # (?: (?= (?! ...: not a quantifier
-        elif c == ")" and len(stack) > 1:
-            inner = stack.pop()
-            repeated = pattern[i + 1:i + 2] in ("*", "+", "{")
-            if inner and repeated:
-                return "repeats a group that repeats or alternates (exponential backtracking)"
-            stack[-1] = stack[-1] or inner or repeated
-        elif c in "*+{|":
-            stack[-1] = True
-        i += 1
-    return None
+MAX_OVERRIDES = 64  # -ot as llama-bench's record echoes it, from the host
 
 
 def layer_device(il: int, n_layer: int, p: Placement) -> str:
@@ -184,7 +147,7 @@ def placed(tensors: TensorMap, p: Placement) -> Iterator[tuple[str, int, str]]:
         layer = LAYER.match(name)
         device = layer_device(int(layer.group(1)), n_layer, p) if layer else \
             output if name.startswith("output") else CPU
-        device = next((d for pattern, d in p.overrides if re.search(pattern, name)), None) \
+        device = next((d for pattern, d in p.overrides if linear(pattern).search(name)), None) \
             or (CPU if p.n_cpu_moe and layer and int(layer.group(1)) < p.n_cpu_moe
                 and EXPERTS.search(name) else device)
         yield name, size, device
