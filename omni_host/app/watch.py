@@ -5,7 +5,6 @@ early: what was sampled is judged and stored, marked interrupted."""
 
 from __future__ import annotations
 
-import dataclasses
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -20,21 +19,20 @@ from omni_host.evaluate.asked import Asked, Sample, WatchAsked
 from omni_host.evaluate.audit import evaluate_watch, unreachable
 from omni_host.model import Source
 from omni_host.plan.hosts import HostPlan, Targets
-from omni_host.probes.catalog import PROBES, evaluate
-
-SERVE = next(p for p in PROBES if p.id == "serve.servers")
-WATCH_PROBE = dataclasses.replace(SERVE, argv=(*SERVE.argv, "--gpu"))
+from omni_host.probes.catalog import evaluate, serve_probe
 
 
 def sample(plan: HostPlan, transport: Transport) -> Sample:
-    """One round: the servers as the serve helper sees them now."""
+    """One round: the servers as the serve helper sees them now, asked as the audit asks them
+    (the policy's key and its accounts: one credential path)."""
     at = time.time()
+    probe = serve_probe(plan.policy, "--gpu")
     try:
-        bundle = collect(plan.name, transport, become=plan.become, probes=(WATCH_PROBE,),
+        bundle = collect(plan.name, transport, become=plan.become, probes=(probe,),
                          python=plan.python)
     except TransportError as exc:
         return Sample(at, (), str(exc))
-    found = evaluate(WATCH_PROBE, bundle.results.get(WATCH_PROBE.id))
+    found = evaluate(probe, bundle.results.get(probe.id))
     if not found.ok:
         return Sample(at, (), found.why_not())
     return Sample(at, found.fact)

@@ -120,6 +120,22 @@ class Policy:
     serve_probe: bool = False  # omni_serve.probe
     # omni_serve.api_key: sent to the servers on the host's loopback only, never stored
     serve_api_key: str | None = field(default=None, repr=False)
+    # omni_serve.user: the accounts whose servers may be sent that key (): the connecting user)
+    serve_users: tuple[str, ...] = ()
+
+
+_ACCOUNT = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,31}")  # a POSIX account name, or a uid
+
+
+def _serve_users(users: Any) -> tuple[str, ...]:
+    """omni_serve.user (validated): one account or a list, as names."""
+    return tuple(str(u) for u in ([users] if isinstance(users, (str, int)) else users or []))
+
+
+def _key_text(key: str) -> str:
+    """A key as it is sent: without the line end that ``ansible-vault encrypt_string`` keeps
+    from a here-string (``<<< "$KEY"``) or a file; a key inside which a line breaks is not one."""
+    return key[:-2] if key.endswith("\r\n") else key[:-1] if key.endswith("\n") else key
 
 
 def _fail(origin: str, var: str, msg: str) -> InventoryError:
@@ -232,7 +248,7 @@ class ExpectedState:
                 for item in value:
                     walk(item)
             elif value is not None and not isinstance(value, bool) and len(str(value)) >= 3:
-                found.append(str(value))
+                found.extend({str(value), _key_text(str(value))})  # as sent, too
 
         for path in self.vaulted():
             walk(_at(self.values, path))
@@ -375,8 +391,14 @@ def _rules(origin: str, v: dict[str, Any]) -> None:
             raise _fail(origin, var, "container names must not be empty")
     _bench_rules(origin, v.get("omni_bench"))
     key = (v.get("omni_serve") or {}).get("api_key")
-    if key is not None and (not isinstance(key, str) or not key or "\n" in key or "\r" in key):
+    if key is not None and (not isinstance(key, str) or not _key_text(key) or "\n" in _key_text(key)
+                            or "\r" in _key_text(key)):
         raise _fail(origin, "omni_serve.api_key", "must be one line of text (vault welcome)")
+    users = (v.get("omni_serve") or {}).get("user")
+    listed = [users] if isinstance(users, (str, int)) else users if isinstance(users, list) else None
+    if users is not None and (listed is None or not all(
+            isinstance(u, (str, int)) and _ACCOUNT.fullmatch(str(u)) for u in listed)):
+        raise _fail(origin, "omni_serve.user", "must be an account name or a list of them")
     fraction = (v.get("omni_serve") or {}).get("min_fraction", 0.5)
     if not (math.isfinite(fraction) and 0 < fraction <= 1):
         raise _fail(origin, "omni_serve.min_fraction", f"must be a number in (0, 1], got {fraction!r}")
@@ -482,7 +504,8 @@ def policy_from_vars(values: dict[str, Any], origin: str,
         xid_window_h=float(v.get("omni_xid_window_h", 24)),
         serve_min_fraction=float((v.get("omni_serve") or {}).get("min_fraction", 0.5)),
         serve_probe=bool((v.get("omni_serve") or {}).get("probe", False)),
-        serve_api_key=str((v.get("omni_serve") or {}).get("api_key") or "") or None,
+        serve_api_key=_key_text(str((v.get("omni_serve") or {}).get("api_key") or "")) or None,
+        serve_users=_serve_users((v.get("omni_serve") or {}).get("user")),
     )
 
 

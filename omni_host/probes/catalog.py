@@ -336,14 +336,23 @@ def probes_for(policy: Policy) -> tuple[Probe, ...]:
     }
     extra = tuple(dataclasses.replace(p, argv=(*p.argv, *args[p.id]))
                   for p in DYNAMIC if args[p.id])
-    serve_args = ((*(("--bench-binary", policy.bench.llama_bench) if policy.bench else ()),
-                   *(("--probe",) if policy.serve_probe else ())))
-    static = tuple(dataclasses.replace(p, argv=(*p.argv, *serve_args),
-                                       timeout_s=p.timeout_s + 40 * policy.serve_probe,
-                                       secret=policy.serve_api_key)
-                   if p.id == "serve.servers" and (serve_args or policy.serve_api_key) else p
-                   for p in PROBES)
+    static = tuple(serve_probe(policy) if p.id == "serve.servers" else p for p in PROBES)
     return static + extra
+
+
+def serve_probe(policy: Policy, *extra: str) -> Probe:
+    """The serve helper's probe for this policy: the one credential path of the audit, serve
+    watch and the bench. The operator's key (``omni_serve.api_key``) travels beside the
+    program, never in its argv, with the accounts whose servers may receive it
+    (``omni_serve.user``); the helper sends a key only after a server asked for one, and only
+    to the process that owns the listening socket (``remote/serve.py:credentials``)."""
+    base = next(p for p in PROBES if p.id == "serve.servers")
+    args = (*(("--bench-binary", policy.bench.llama_bench) if policy.bench else ()),
+            *(("--probe",) if policy.serve_probe else ()),
+            *(a for user in policy.serve_users for a in ("--key-user", user)), *extra)
+    return dataclasses.replace(base, argv=(*base.argv, *args),
+                               timeout_s=base.timeout_s + 40 * policy.serve_probe,
+                               secret=policy.serve_api_key)
 
 
 def _first_line(text: str) -> str:

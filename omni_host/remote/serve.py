@@ -52,6 +52,8 @@ PROBE = {"prompt": "Count from one to ten in words:", "n_predict": 24, "temperat
          "seed": 1, "top_k": 1, "cache_prompt": False, "ignore_eos": True, "stream": False}
 DEFAULT_PORT = 8080
 GIVEN_KEY = None  # omni_serve.api_key, where the collector gives one (SECRET)
+MAX_FDS = 65536  # of /proc/PID/fd: a server holds far fewer
+KEY_USERS = []  # type: list  # omni_serve.user: the accounts whose servers may get GIVEN_KEY ([]: the default)
 MAX_SOCKET_LINES = 4096  # of /proc/PID/net/tcp: a server's listening socket is among them
 
 
@@ -257,37 +259,148 @@ def _key_file(pid, path):
     return [line.strip() for line in text.splitlines() if line.strip()]
 
 
-def _keys(pid, argv, env, given):
-    """The API keys to ask a server with, first to last: the operator's (omni_serve.api_key),
-    then the server's own (--api-key, a comma-separated list; LLAMA_API_KEY; --api-key-file).
-    Used on this host's loopback only; never written anywhere. [None]: ask without one."""
-    keys = [given] if given else []
+def _own_keys(pid, argv, env):
+    """The server's own keys (--api-key, a comma-separated list; LLAMA_API_KEY;
+    --api-key-file): sent to that server only, never to another."""
     own = option_value(argv, ("--api-key",), env or {}, "LLAMA_API_KEY")
-    keys += [k.strip() for k in (own or "").split(",") if k.strip()]
+    keys = [k.strip() for k in (own or "").split(",") if k.strip()]
     path = option_value(argv, ("--api-key-file",), env or {}, "LLAMA_ARG_API_KEY_FILE")
     if path:
         keys += _key_file(pid, path)
+    return keys
+
+
+def _key_uids(users):
+    """The accounts whose servers may be sent the operator's key: the users omni_serve.user
+    names (names or uids), else the user the audit connects as (sudo's caller where it
+    became root); root always (it can read any key of the host already)."""
+    uids = set([0])
+    if not users:
+        caller = os.environ.get("SUDO_UID", "") if os.geteuid() == 0 else ""
+        uids.add(int(caller) if caller.isdigit() else os.getuid())
+        return uids
+    import pwd
+
+    for user in users:
+        try:
+            uids.add(int(user) if user.isdigit() else pwd.getpwnam(user).pw_uid)
+        except (KeyError, ValueError):
+            continue  # an account this host does not have owns no server here
+    return uids
+
+
+def _socket_inodes(pid):
+    """The inodes of the sockets process ``pid`` holds (its /proc/PID/fd links), or None
+    where they cannot be read (another user's process, for a collector that is not root)."""
+    try:
+        names = os.listdir("/proc/%s/fd" % pid)
+    except OSError:
+        return None
+    inodes = set()
+    for name in names[:MAX_FDS]:
+        try:
+            link = os.readlink("/proc/%s/fd/%s" % (pid, name))
+        except OSError:
+            continue
+        if link.startswith("socket:["):
+            inodes.add(link[8:-1])
+    return inodes
+
+
+def _address(hex_address, family):
+    """The textual IP of a /proc/net/tcp{,6} address (each 32-bit word in host order)."""
+    words = [hex_address[i:i + 8] for i in range(0, len(hex_address), 8)]
+    raw = b"".join(bytes.fromhex(w)[::-1] for w in words)
+    if family == "tcp":
+        return socket.inet_ntop(socket.AF_INET, raw)
+    text = socket.inet_ntop(socket.AF_INET6, raw)
+    return text[7:] if text.startswith("::ffff:") and "." in text else text
+
+
+def _bound(pid, port):
+    """(the address to ask the server at, None), where a socket of process ``pid`` itself
+    listens on ``port`` (its inode among the process's own descriptors): the address that
+    socket is bound to, a wildcard read as the loopback. (None, why) where no socket of that
+    process does, or its descriptors cannot be read: a key is then sent to no one, since
+    whoever listens there may be another user's process that only named the port."""
+    inodes = _socket_inodes(pid)
+    if inodes is None:
+        return None, "process %s's sockets cannot be read here (another user's)" % pid
+    for family in ("tcp", "tcp6"):
+        for line in (_read("/proc/%s/net/%s" % (pid, family)) or "").splitlines()[1:MAX_SOCKET_LINES]:
+            fields = line.split()
+            if len(fields) < 10 or fields[3] != "0A" or fields[9] not in inodes:
+                continue
+            where, _, hex_port = fields[1].rpartition(":")
+            try:
+                if int(hex_port, 16) != port:
+                    continue
+                ip = _address(where, family)
+            except ValueError:
+                continue
+            return (("127.0.0.1" if ip == "0.0.0.0" else "::1" if ip == "::" else ip), port), None
+    return None, "no socket of process %s listens on port %d" % (pid, port)
+
+
+def credentials(pid, argv, env, given, users, address, published):
+    """Once a server asked for a key (a 401 or 403): (where to ask, the keys to ask with,
+    first to last, why a key was withheld or None). The one credential rule of the audit,
+    serve watch and the bench:
+
+    * a key goes only to the process it belongs to: the listening socket must be that
+      process's own (``_bound``), or, for a server in a container's network, the port Docker
+      publishes for that container (``published``: Docker's own answer);
+    * the server's own keys first, to that server only; then the operator's key
+      (omni_serve.api_key), only to a server run by an account ``_key_uids`` allows.
+    Never written anywhere."""
+    if published:
+        where, why = address, None
+    else:
+        where, why = _bound(pid, address[1])
+    if where is None:
+        return address, [], "a key was withheld: " + why
+    keys, withheld = _own_keys(pid, argv, env), None  # its own first: they are its already
+    if given and given not in keys:
+        owner = _owner(pid)
+        allowed = _key_uids(users)
+        if owner is not None and owner[0] in allowed:
+            keys.append(given)
+        else:
+            withheld = ("omni_serve.api_key was withheld: process %s runs as uid %s, not an account "
+                        "omni_serve.user allows (uids %s)" % (
+                            pid, owner[0] if owner else "?", ",".join(str(u) for u in sorted(allowed))))
     keys = [k for k in keys if "\r" not in k and "\n" not in k and len(k) <= 4096]
-    return keys or [None]
+    return where, keys, withheld
 
 
-def _refused(status, given):
+def _refused(status, tried, withheld):
     """What a 401/403 means, said as such (it read "Invalid API Key (start it with --metrics)"
     for a server started with --metrics)."""
-    return ("HTTP %d: the server asks for an API key, and %s" % (status, (
-        "the key tried was refused (omni_serve.api_key, else the server's own)" if given else
-        "none was found (set omni_serve.api_key, vault welcome)")))
+    if tried:
+        why = "the key tried was refused (omni_serve.api_key, else the server's own)"
+    elif withheld:
+        why = withheld
+    else:
+        why = "none was found (set omni_serve.api_key, vault welcome)"
+    return "HTTP %d: the server asks for an API key, and %s" % (status, why)
 
 
-def _ask(server, address, probe, keys=(None,)):
-    key = keys[0]
+def _ask(server, address, probe, ask_keys=lambda: ((), [], None)):
+    """/metrics and /props of one server, first without a key: ``ask_keys`` (``credentials``
+    for this server) is called only once the server answered 401 or 403."""
+    key, tried, withheld, asked = None, False, None, False
     for path, name in (("/metrics", "metrics"), ("/props", "props")):
         try:
             status, text = fetch(address, "GET", path, key=key)
-            while status in (401, 403) and name == "metrics" and key in keys and \
-                    keys.index(key) + 1 < len(keys):  # the next key the server may take
-                key = keys[keys.index(key) + 1]
-                status, text = fetch(address, "GET", path, key=key)
+            if status in (401, 403) and not asked:
+                asked = True
+                where, keys, withheld = ask_keys()
+                for candidate in keys:
+                    tried = True
+                    status, text = fetch(where, "GET", path, key=candidate)
+                    if status not in (401, 403):
+                        key, address = candidate, where
+                        break
         except (OSError, ValueError) as exc:
             server[name + "_error"] = "%s %s: %s" % (path, _where(address), _why(exc))
             if name == "metrics" and isinstance(exc, (socket.timeout, ConnectionError)):
@@ -297,8 +410,8 @@ def _ask(server, address, probe, keys=(None,)):
             server[name] = text
         elif status in (401, 403):
             server[name + "_error"] = "%s %s: %s" % (path, _where(address),
-                                                     _refused(status, key is not None))
-            server["auth"] = "refused" if key is not None else "needed"
+                                                     _refused(status, tried, withheld))
+            server["auth"] = "refused" if tried else "withheld" if withheld else "needed"
         else:
             server[name + "_error"] = "%s %s: HTTP %d %s" % (path, _where(address), status,
                                                              text.strip()[:120])
@@ -432,7 +545,8 @@ def _describe(pid, argv, probe):
         server["metrics_error"] = str(exc)
         return server
     address = ("127.0.0.1" if host in ("0.0.0.0", "::", "localhost", "") else host, port)
-    if _own_network(pid) is False:
+    published = _own_network(pid) is False
+    if published:
         if server["container"] is None:
             server["metrics_error"] = "runs in a network namespace of its own, outside Docker"
             return server
@@ -446,7 +560,8 @@ def _describe(pid, argv, probe):
                                        % (server["container"][:12], port))
             return server
     server["address"] = _where(address)
-    _ask(server, address, probe, _keys(pid, argv, env, GIVEN_KEY))
+    _ask(server, address, probe, lambda: credentials(pid, argv, env, GIVEN_KEY, KEY_USERS, address,
+                                                     published))
     return server
 
 
@@ -499,7 +614,9 @@ def _on_gpus(server, apps):
 
 
 def main(argv):
+    global KEY_USERS
     probe = "--probe" in argv
+    KEY_USERS = [argv[i + 1] for i, a in enumerate(argv[:-1]) if a == "--key-user"]
     doc = {"helper": 1, "servers": []}
     servers = doc["servers"]
     if "--bench-binary" in argv and argv.index("--bench-binary") + 1 < len(argv):

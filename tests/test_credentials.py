@@ -1,0 +1,212 @@
+"""A credential reaches only its server (issue 61). With omni_serve.api_key set, the audit sent
+``Authorization: Bearer <key>`` to a server another user started without asking for a key, and
+to a listener on 127.0.0.2 that a decoy process named: any local user of an inference box could
+harvest it. Now a key is sent only after a server asked for one (401/403), only to the process
+that owns the listening socket, and the operator's key only to a server run by an account
+omni_serve.user allows. Real processes of a real second user, each logging every
+Authorization header it receives; the serve helper reads them as it reads a host."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import pwd
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from conftest import free_port, wait_port
+
+from omni_host.remote import serve as helper
+
+OTHER = "omni-keyless"  # a second account of this machine, made by the test
+METRICS = Path(__file__).parent / "fixtures" / "captures" / "serve" / \
+    "llama-server-metrics_vm-2cpu_after-3-requests.txt"
+# A stand-in llama-server: logs each request's Authorization header; with --api-key (its own,
+# as llama-server reads it) or --secret-file (a key only the operator knows) it answers 401
+# to any other; with --ask and neither, 401 always (a harvester).
+STAND_IN = """
+import http.server, sys
+a = sys.argv
+opt = lambda name: a[a.index(name) + 1] if name in a else None
+log = open(opt('--log'), 'a', buffering=1)
+key = opt('--api-key') or (open(opt('--secret-file')).read().strip() if opt('--secret-file') else None)
+ask = key is not None or '--ask' in a
+text = open(opt('--metrics-file'), 'rb').read()
+class Handler(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        auth = self.headers.get('Authorization')
+        log.write('%s %s\\n' % (self.path, auth))
+        ok = not ask or (key is not None and auth == 'Bearer ' + key)
+        body = (text if self.path == '/metrics' else b'{}') if ok else b'{"error":"Invalid API Key"}'
+        self.send_response(200 if ok else 401)
+        self.send_header('Content-Length', str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+    def log_message(self, *args):
+        pass
+http.server.HTTPServer((opt('--host') or '127.0.0.1', int(opt('--port'))), Handler).serve_forever()
+"""
+SLEEP = "import time; time.sleep(300)"
+
+
+@pytest.fixture(scope="module")
+def other_user() -> str:
+    """A real second account (no login, no home)."""
+    try:
+        pwd.getpwnam(OTHER)
+    except KeyError:
+        subprocess.run(["useradd", "--system", "--no-create-home", "-s", "/usr/sbin/nologin", OTHER],
+                       check=True)
+    return OTHER
+
+
+@pytest.fixture
+def where() -> Iterator[Path]:
+    """A folder the second account can read (pytest's own sit under a 0700 folder)."""
+    import shutil
+    import tempfile
+
+    path = Path(tempfile.mkdtemp(prefix="omni-credentials-"))
+    path.chmod(0o755)
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def _process(argv: list[str], user: str | None = None) -> Iterator[int]:
+    """A real process named ``argv[0]`` (llama-server), run by ``user`` (None: this one), with
+    the machine's own Python (another account cannot run this venv's, under /root)."""
+    proc = subprocess.Popen(argv, executable="/usr/bin/python3", user=user,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            env={"PATH": "/usr/bin:/bin"}, cwd="/")
+    try:
+        yield proc.pid
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def _stand_in(tmp: Path, name: str, port: int, *args: str) -> tuple[list[str], Path]:
+    log = tmp / f"{name}.log"
+    log.touch()
+    log.chmod(0o666)
+    metrics = tmp / "metrics.txt"
+    metrics.write_bytes(METRICS.read_bytes())
+    metrics.chmod(0o644)
+    return ["llama-server", "-c", STAND_IN, "--port", str(port), "--log", str(log),
+            "--metrics-file", str(metrics), *args], log
+
+
+def _helper(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, key: str,
+            *args: str) -> dict[int, dict]:
+    """The serve helper as the collector runs it, given the operator's key; {pid: entry}."""
+    monkeypatch.setattr(helper, "GIVEN_KEY", key)
+    capsys.readouterr()
+    helper.main(list(args))
+    return {s["pid"]: s for s in json.loads(capsys.readouterr().out)["servers"]}
+
+
+@pytest.mark.system
+def test_no_key_goes_to_another_users_server_or_to_a_listener_a_decoy_named(
+        where: Path, other_user: str, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    key = "sk-operator-7c1d5e9a"
+    open_port, asking_port, decoy_port, own_port, mine_port = (free_port() for _ in range(5))
+    open_argv, open_log = _stand_in(where, "open", open_port)  # asks for no key
+    asking_argv, asking_log = _stand_in(where, "asking", asking_port, "--ask")
+    listener_argv, listener_log = _stand_in(where, "listener", decoy_port, "--ask",
+                                            "--host", "127.0.0.2")
+    decoy = ["llama-server", "-c", SLEEP, "--host", "127.0.0.2", "--port", str(decoy_port),
+             "--api-key", "sk-decoys-own-31f0"]
+    secret = where / "operator.key"
+    secret.write_text(key + "\n")
+    own_argv, own_log = _stand_in(where, "own", own_port, "--api-key", "sk-own-key-88aa")
+    mine_argv, mine_log = _stand_in(where, "mine", mine_port, "--secret-file", str(secret))
+    with _process(open_argv, other_user) as open_pid, \
+            _process(asking_argv, other_user) as asking_pid, \
+            _process(listener_argv, other_user), _process(decoy) as decoy_pid, \
+            _process(own_argv) as own_pid, _process(mine_argv) as mine_pid:
+        for port in (open_port, asking_port, own_port, mine_port):
+            wait_port(port)
+        deadline = time.monotonic() + 10
+        while subprocess.run(["sh", "-c", f"exec 3<>/dev/tcp/127.0.0.2/{decoy_port}"],
+                             executable="/bin/bash", capture_output=True).returncode:
+            assert time.monotonic() < deadline, "the listener on 127.0.0.2 did not come up"
+            time.sleep(0.1)
+        servers = _helper(capsys, monkeypatch, key)
+    uid = pwd.getpwnam(other_user).pw_uid
+    # another user's server that asks for no key is read without one
+    assert "metrics" in servers[open_pid] and "metrics_error" not in servers[open_pid]
+    # another user's server that asks is refused the operator's key, and the verdict says why
+    assert servers[asking_pid]["auth"] == "withheld"
+    assert f"omni_serve.api_key was withheld: process {asking_pid} runs as uid {uid}" in \
+        servers[asking_pid]["metrics_error"]
+    # a decoy of the operator's own account names a port someone else listens on: no key
+    assert f"a key was withheld: no socket of process {decoy_pid} listens on port {decoy_port}" \
+        in servers[decoy_pid]["metrics_error"]
+    # the operator's own servers that ask are read: with their own key, and with the operator's
+    assert "metrics" in servers[own_pid], servers[own_pid]
+    assert "metrics" in servers[mine_pid], servers[mine_pid]
+    for log in (open_log, asking_log, listener_log):
+        text = log.read_text()
+        assert text and "Bearer" not in text, (log.name, text)  # asked, never given a key
+    assert "sk-own-key-88aa" in own_log.read_text() and key not in own_log.read_text()
+    assert f"Bearer {key}" in mine_log.read_text()
+    assert "sk-own-key-88aa" not in mine_log.read_text()
+
+
+@pytest.mark.system
+def test_omni_serve_user_names_who_may_receive_the_operators_key(
+        where: Path, other_user: str, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """An inventory that names the account the server runs as lets the key go to it (and to
+    no one else's): the server is read."""
+    key = "sk-operator-20d4"
+    secret = where / "operator.key"
+    secret.write_text(key)
+    secret.chmod(0o644)
+    port = free_port()
+    argv, log = _stand_in(where, "theirs", port, "--secret-file", str(secret))
+    with _process(argv, other_user) as pid:
+        wait_port(port)
+        withheld = _helper(capsys, monkeypatch, key)[pid]
+        named = _helper(capsys, monkeypatch, key, "--key-user", other_user)[pid]
+    assert withheld["auth"] == "withheld"
+    # the helper runs as root here: it reads the other account's sockets, so the key may go
+    assert "metrics" in named and "metrics_error" not in named, named
+    lines = log.read_text().splitlines()  # withheld: asked without; named: /metrics, /props
+    assert lines == ["/metrics None", "/props None", "/metrics None", f"/metrics Bearer {key}",
+                     f"/props Bearer {key}"]
+
+
+def test_the_audit_and_serve_watch_ask_with_one_probe_of_the_policy() -> None:
+    """serve watch asked with the static probe (no key: 13 rounds of 401, then advice to set
+    the key it was given); the audit, the watch and the bench build the one probe now."""
+    from omni_host.plan.policy import policy_from_vars
+    from omni_host.probes.catalog import probes_for, serve_probe
+
+    policy = policy_from_vars({"omni_serve": {"api_key": "sk-one-line\n", "user": ["llm", 1001]}}, "t")
+    audit = next(p for p in probes_for(policy) if p.id == "serve.servers")
+    watch = serve_probe(policy, "--gpu")
+    assert audit.secret == watch.secret == "sk-one-line"  # the line end a here-string adds goes
+    assert watch.argv == (*audit.argv, "--gpu")
+    assert audit.argv[-4:] == ("--key-user", "llm", "--key-user", "1001")
+    assert "sk-one-line" not in " ".join(audit.argv)  # beside the program, never in its argv
+
+
+@pytest.mark.parametrize(("serve", "why"), [
+    ({"api_key": "two\nlines"}, "omni_serve.api_key: must be one line of text"),
+    ({"api_key": "\n"}, "omni_serve.api_key: must be one line of text"),
+    ({"user": "root; rm -rf /"}, "omni_serve.user: must be an account name or a list of them"),
+    ({"user": [["nested"]]}, "omni_serve.user: must be an account name or a list of them"),
+    ({"user": {"a": 1}}, "omni_serve.user: must be an account name or a list of them"),
+])
+def test_a_key_or_account_that_is_not_one_is_refused_where_it_enters(serve: dict, why: str) -> None:
+    from omni_host.errors import InventoryError
+    from omni_host.plan.policy import policy_from_vars
+
+    with pytest.raises(InventoryError, match=why):
+        policy_from_vars({"omni_serve": serve}, "t")
