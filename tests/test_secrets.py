@@ -21,6 +21,8 @@ from pathlib import Path
 import pytest
 import yaml
 from conftest import Sshd, run_cli, until_unlocked
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from omni_host.plan.policy import ExpectedState
 from omni_host.remote.procfacts import bench_env, redacted_argv, redacted_url
@@ -33,7 +35,11 @@ SERVER = {"short option": "hf_PLANTEDshortOpt", "url password": "PLANTEDurlPass"
           "url token as user": "PLANTEDurlUser", "url query": "PLANTEDurlQuery",
           "api key =": "sk-PLANTEDapiKey", "env url": "PLANTEDenvUrlPass",
           "env token": "PLANTEDenvToken"}
-PLANTED = tuple(VAULTED.values()) + tuple(SERVER.values())
+# Written in clear where secrets live (issue 61: stored verbatim, in report.json, the bundle's
+# manifest and --format json): the allowlist keeps none of them.
+CLEAR = {"bench env token": "hf_PLANTEDclearToken", "bench env password": "PLANTEDclearPassword",
+         "bench env url": "PLANTEDclearUrlPass", "-e env": "PLANTEDextraEnv"}
+PLANTED = tuple(VAULTED.values()) + tuple(SERVER.values()) + tuple(CLEAR.values())
 
 
 class _Vaulted(str):
@@ -58,8 +64,11 @@ def _inventory(sshd: Sshd, path: Path, bench: dict | None = None) -> Path:
     bench = bench or {"llama_bench": "/nonexistent/llama-bench", "model": "/nonexistent/m.gguf"}
     host = {"ansible_host": "127.0.0.1", "ansible_port": sshd.port, "ansible_user": sshd.user,
             "ansible_ssh_private_key_file": str(sshd.client_key),
-            "omni_bench": {**bench, "env": {"HF_TOKEN": _Vaulted(VAULTED["nested"]),
-                                            "GGML_PLANTED": _Vaulted(VAULTED["bench env"])}},
+            "omni_bench": {**bench, "env": {
+                "HF_TOKEN": _Vaulted(VAULTED["nested"]), "GGML_PLANTED": _Vaulted(VAULTED["bench env"]),
+                "HF_HUB_TOKEN": CLEAR["bench env token"], "MY_PASSWORD": CLEAR["bench env password"],
+                "LLAMA_ARG_MODEL_URL": f"https://u:{CLEAR['bench env url']}@hf.example/m.gguf",
+                "GGML_CUDA_GRAPHS": "0"}},
             "omni_models": [{"path": _Vaulted(VAULTED["list"]), "loader": "gguf"}]}
     (path / "hosts.yml").write_text(_vault_yaml({"all": {
         "vars": {"omni_build_packages": []}, "children": {"lab": {"hosts": {"loop": host}}}}}))
@@ -145,6 +154,10 @@ def test_planted_secrets_are_in_no_output_and_no_stored_file(sshd: Sshd, tmp_pat
     inv = _inventory(sshd, tmp_path / "inv")
     store, out = tmp_path / "store", tmp_path / "out"
     out.mkdir()
+    extra = tmp_path / "extra.yml"  # -e @file: the same env, one more variable in clear
+    extra.write_text(yaml.safe_dump({"omni_bench": {
+        "llama_bench": "/nonexistent/llama-bench", "model": "/nonexistent/m.gguf",
+        "env": {"SOME_KEY_VAR": CLEAR["-e env"], "HF_HUB_TOKEN": CLEAR["bench env token"]}}}))
     common = ("-i", str(inv), "loop", "--vault-password-file", str(VAULT_PASSWORD),
               "--known-hosts", str(sshd.known_hosts), "--ssh-config", str(tmp_path / "none"))
     printed: dict[str, bytes] = {}
@@ -155,6 +168,11 @@ def test_planted_secrets_are_in_no_output_and_no_stored_file(sshd: Sshd, tmp_pat
             assert result.code in (0, 1), result.stderr
             printed[f"audit --format {fmt}"] = (result.stdout + result.stderr).encode()
             doc = json.loads(result.stdout) if fmt == "json" else doc
+        result = run_cli("audit", *common, "-e", f"@{extra}", "--report-dir", str(store),
+                         "--format", "json")
+        assert result.code in (0, 1), result.stderr
+        printed["audit -e @file"] = (result.stdout + result.stderr).encode()
+        given = json.loads(result.stdout)["hosts"][0]["policy"]["values"]["omni_bench"]["env"]
         result = run_cli("collect", *common, "--out", str(out / "fleet.tar.gz"))
         assert result.code == 0, result.stderr
         printed["collect"] = (result.stdout + result.stderr).encode()
@@ -173,6 +191,12 @@ def test_planted_secrets_are_in_no_output_and_no_stored_file(sshd: Sshd, tmp_pat
     (host,) = doc["hosts"]
     assert host["policy"]["values"]["omni_bench"]["env"]["HF_TOKEN"] == "<vaulted>"
     assert host["policy"]["values"]["omni_models"][0]["path"] == "<vaulted>"
+    env = host["policy"]["values"]["omni_bench"]["env"]
+    assert env["GGML_CUDA_GRAPHS"] == "0"  # a tuning variable: kept as it is
+    assert env["LLAMA_ARG_MODEL_URL"] == "https://(secret)@hf.example/m.gguf"
+    assert env["MY_PASSWORD"].startswith("<digest ") and env["HF_HUB_TOKEN"].startswith("<digest ")
+    assert given["SOME_KEY_VAR"].startswith("<digest ")
+    assert given["HF_HUB_TOKEN"] == env["HF_HUB_TOKEN"]  # the same value: the same digest
     mine = next(s for s in host["facts"]["servers"] if s["pid"] == pid)
     assert "(secret)" in " ".join(mine["argv"]) and "-hft" in mine["argv"]
     assert any(name.endswith("fleet.tar.gz:loop/manifest.json") for name in kept)
@@ -201,3 +225,31 @@ def test_a_bench_stores_no_vaulted_value(sshd: Sshd, llama, tmp_path: Path) -> N
     assert "<vaulted>" in result.stdout
     assert not _leaks({"bench": (result.stdout + result.stderr).encode()}) and \
         not _leaks(_files(store))
+
+
+_names = st.text(alphabet=st.characters(min_codepoint=33, max_codepoint=126), min_size=1, max_size=12)
+_secrets = st.text(alphabet="abcdefghijklmnopqrstuvwxyz0123456789", min_size=13, max_size=24)  # longer than a name
+
+
+@settings(max_examples=200, deadline=None)
+@given(env=st.dictionaries(_names, _secrets, max_size=6), undeclared=_secrets, url=_secrets)
+def test_no_value_of_a_key_not_known_safe_is_ever_stored(env: dict, undeclared: str,
+                                                         url: str) -> None:
+    """The property (issue 61): whatever the names, a value is stored only where its key is
+    known safe (a speed variable, a declared option), a URL's password never, and the same
+    value always digests the same (a change stays visible)."""
+    from omni_host.plan.storable import env_safe
+
+    values = {"omni_bench": {"env": {**env, "LLAMA_ARG_MODEL_URL": f"https://u:{url}@h/m"},
+                             "repetitions": 3},
+              "omni_not_declared": undeclared}
+    stored = ExpectedState(values, {}).to_dict()["values"]
+    text = json.dumps(stored)
+    assert url not in text and undeclared not in text
+    for name, value in env.items():
+        kept = stored["omni_bench"]["env"][name]
+        assert (kept == value) == env_safe(name), (name, kept)
+        if not env_safe(name):
+            assert value not in text and kept == ExpectedState(values, {}).to_dict()[
+                "values"]["omni_bench"]["env"][name]
+    assert stored["omni_bench"]["repetitions"] == 3

@@ -11,6 +11,7 @@ express (backreferences, lookaround) is not evaluated, and the caller says so.
 from __future__ import annotations
 
 import functools
+import re
 from typing import Any
 
 MAX_PATTERN = 256  # characters: -ot patterns of real placements are under 80
@@ -31,4 +32,8 @@ def linear(pattern: str) -> Any:
     except re2.error as exc:
         why = exc.args[0].decode("utf-8", "replace") if exc.args and isinstance(exc.args[0], bytes) \
             else str(exc)
-        return f"is not a pattern a linear-time engine (RE2) matches ({why[:80]})"
+    try:
+        re.compile(pattern)  # compiling backtracks nothing: only matching does
+    except re.error as exc:
+        return f"does not compile here: {exc}"
+    return f"is not a pattern a linear-time engine (RE2) matches ({why[:80]})"

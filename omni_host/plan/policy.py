@@ -218,9 +218,12 @@ class ExpectedState:
         return paths
 
     def to_dict(self) -> dict[str, Any]:
-        """The stored form: a vaulted value, wherever it sits, is recorded as vaulted, never
-        in clear."""
-        values = dict(self.values)
+        """The stored form: every value through the allowlist (``storable``: a value of a key
+        not known safe becomes a keyed digest), and a vaulted value, wherever it sits, is
+        recorded as vaulted, never in clear."""
+        from omni_host.plan.storable import storable
+
+        values = storable(self.values, spec())
         for path in self.vaulted():
             values = _replaced(values, path)
         return {"values": values, "origins": self.origins}
@@ -232,7 +235,9 @@ class ExpectedState:
             return None
         origins = doc.get("origins")
         origins = origins if isinstance(origins, dict) else {}
-        values = {k: v for k, v in doc["values"].items() if v != VAULTED}
+        from omni_host.plan.storable import is_digest
+
+        values = {k: v for k, v in doc["values"].items() if v != VAULTED and not is_digest(v)}
         return cls(values, {str(k): str(v) for k, v in origins.items()
                             if str(k).partition("/")[0] in values})
 
