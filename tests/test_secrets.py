@@ -228,7 +228,8 @@ def test_a_bench_stores_no_vaulted_value(sshd: Sshd, llama, tmp_path: Path) -> N
 
 
 _names = st.text(alphabet=st.characters(min_codepoint=33, max_codepoint=126), min_size=1, max_size=12)
-_secrets = st.text(alphabet="abcdefghijklmnopqrstuvwxyz0123456789", min_size=13, max_size=24)  # longer than a name
+# longer than any name, so a value is never found as a name
+_secrets = st.text(alphabet="abcdefghijklmnopqrstuvwxyz0123456789", min_size=13, max_size=24)
 
 
 @settings(max_examples=200, deadline=None)
