@@ -156,3 +156,25 @@ def test_any_pattern_is_matched_or_named_as_not_evaluated(pattern: str) -> None:
     if not isinstance(where, str):
         bytes_per_token(tensors, where)
     assert time.monotonic() - started < 2
+
+
+@pytest.mark.parametrize(("pattern", "refused"), [
+    (r"\.ffn_(up|down|gate)_exps", False), (r"blk\.(1[0-9]|2[0-9])\.ffn_.*_exps", False),
+    (r"blk\..*\.ffn_.*_exps", False), ("exps", False), (r"a{2,5}b", False),
+    (STARS, True), ("(a+)+$", True), ("(a|ab)*c", True), (".*a.*b.*c", True), ("a+b+c*", True),
+])
+def test_a_pattern_the_hosts_backtracking_engine_would_hang_on_is_refused_where_it_enters(
+        pattern: str, refused: bool) -> None:
+    """llama.cpp matches -ot with std::regex on the host: what it would backtrack through is
+    refused in the policy, by name (real placements pass)."""
+    from omni_host.errors import InventoryError
+    from omni_host.plan.host_patterns import host_cost
+    from omni_host.plan.policy import policy_from_vars
+
+    assert (host_cost(pattern) is not None) == refused
+    bench = {"llama_bench": "/b/llama-bench", "model": "/m.gguf", "args": ["-ot", f"{pattern}=CPU"]}
+    if refused:
+        with pytest.raises(InventoryError, match="omni_bench.args: -ot pattern"):
+            policy_from_vars({"omni_bench": bench}, "t")
+    else:
+        assert policy_from_vars({"omni_bench": bench}, "t").bench is not None

@@ -9,6 +9,7 @@ none (the lent H100's plans are in tests/fixtures/captures/plan-h100/)."""
 from __future__ import annotations
 
 import shlex
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -706,5 +707,28 @@ def test_a_stored_plan_and_its_proof_judge_again_from_their_one_bundle(tmp_path:
         now, then = again.result(check), was.result(check)
         assert now is not None and then is not None
         assert (now.status, now.summary) == (then.status, then.summary), check
-        assert now.details == then.details, check
+        added = {"cpu_available_mib", "swap_free_mib"}  # the host's memory, said since issue 61
+        assert {k: v for k, v in now.details.items() if k not in added} == then.details, check
+    meminfo = bundle.results["mem.meminfo"].stdout
+    available = next(int(line.split()[1]) for line in meminfo.splitlines()
+                     if line.startswith("MemAvailable:"))
+    assert again.result("perf.placement").details["cpu_available_mib"] == round(available / 1024)
     assert proof.status.value == "pass" and len(keys) >= 3
+
+
+def test_the_cpus_share_must_fit_the_hosts_available_memory(moe: TensorMap) -> None:
+    """`plan --ctx 100000000` on a 23 GiB host said "fits; CPU 763.0 GiB" (issue 61): the CPU's
+    weights and KV cache are held to the memory the host has available now, swap not counted."""
+    from omni_host.evaluate.plan import fit_words, row
+
+    work = Workload(ctx=100_000_000)
+    roomy = _assessed(assess(moe, Candidate("c", "c", "current", ngl=0), _host(cores=2), work))
+    assert roomy.fits  # memory not read: GPUs alone are judged, as before
+    small = replace(_host(cores=2), cpu_free=23 << 30)
+    judged = _assessed(assess(moe, Candidate("c", "c", "current", ngl=0), small, work))
+    need = sum(judged.need[CPU].values())
+    assert not judged.fits and judged.short == {CPU: need - (23 << 30)}
+    words = fit_words(row(judged))
+    assert words.startswith("does NOT fit (CPU short by ") and "F-022" in words
+    enough = replace(small, cpu_free=need)
+    assert _assessed(assess(moe, Candidate("c", "c", "current", ngl=0), enough, work)).fits

@@ -21,12 +21,16 @@ from omni_host.model import Source
 from omni_host.plan.hosts import HostPlan, Targets
 from omni_host.probes.catalog import evaluate, serve_probe
 
+SAMPLE_SHARE = 0.75  # of the interval, for the servers' answers: the rest is the round trip
 
-def sample(plan: HostPlan, transport: Transport) -> Sample:
+
+def sample(plan: HostPlan, transport: Transport, within_s: float) -> Sample:
     """One round: the servers as the serve helper sees them now, asked as the audit asks them
-    (the policy's key and its accounts: one credential path)."""
+    (the policy's key and its accounts: one credential path), every server's answers within
+    ``within_s`` in all (a server that trickles its answer is cut and named: one slow server
+    stretched an 8 s window to 31 s)."""
     at = time.time()
-    probe = serve_probe(plan.policy, "--gpu")
+    probe = serve_probe(plan.policy, "--gpu", "--within", f"{within_s:.3f}")
     try:
         bundle = collect(plan.name, transport, become=plan.become, probes=(probe,),
                          python=plan.python)
@@ -73,7 +77,7 @@ def run(req: WatchRequest,
             while (left := due - time.time()) > 0:
                 interrupts.check()
                 time.sleep(min(0.2, left))
-            samples.append(sample(plan, transport))
+            samples.append(sample(plan, transport, SAMPLE_SHARE * req.every_s))
             on_sample(i + 1, rounds, samples[-1])
     except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM (the CLI's subclass of it)
         interrupts.handled()

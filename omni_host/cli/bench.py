@@ -90,9 +90,15 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     plan.add_argument("--no-store", action="store_true", help="do not store the plan")
 
 
+MAX_CTX = 1 << 27  # tokens: past any context a model has been trained for (10M, 2025)
+
+
 def cmd_plan(args: argparse.Namespace) -> int:
-    if not 1 <= args.rounds <= 50 or not 1 <= args.top <= 20 or args.ctx < 1 or args.depth < 0:
-        err("--rounds must be 1 to 50, --top 1 to 20, --ctx positive, --depth 0 or more")
+    if not 1 <= args.rounds <= 50 or not 1 <= args.top <= 20 or not 1 <= args.ctx <= MAX_CTX \
+            or not 0 <= args.depth <= MAX_CTX:
+        err(f"--rounds must be 1 to 50, --top 1 to 20, --ctx 1 to {MAX_CTX:,}, --depth 0 to "
+            f"{MAX_CTX:,} (no model is trained past it; the plan also holds both to the model's "
+            f"own trained context)")
         return EXIT_USAGE
     from omni_host.app.bench import BenchRefused
     from omni_host.app.plan import PlanRequest, PlanRun, run

@@ -30,11 +30,12 @@ if TYPE_CHECKING:
     from omni_host.model import InferenceServer
 
 _UNITS = {"": 1, "s": 1, "m": 60, "h": 3600}
+DAY_S = 86400.0  # the longest watch: a longer one is a schedule, not a window
 
 
 def duration(text: str) -> float:
     """90, 90s, 15m, 1h (a positive number of seconds, minutes or hours)."""
-    match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([smh]?)\s*", text.lower())
+    match = re.fullmatch(r"\s*(\d{1,9}(?:\.\d{1,9})?)\s*([smh]?)\s*", text.lower())
     if match is None or float(match.group(1)) <= 0:
         raise argparse.ArgumentTypeError(f"not a duration (90s, 15m, 1h): {text!r}")
     return float(match.group(1)) * _UNITS[match.group(2)]
@@ -104,8 +105,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from omni_host.app.stored import history_at
     from omni_host.app.watch import WatchRequest, run
 
-    if args.every < 1 or args.every > args.duration:
-        err("--every must be at least 1s and at most --for")
+    if args.every < 1 or args.every > args.duration or args.duration > DAY_S:
+        err("--every must be at least 1s and at most --for; --for at most a day (24h)")
         return EXIT_USAGE
     done = run(WatchRequest(targets(args), ssh_options(args), args.duration, args.every,
                             args.report_dir, not args.no_store,

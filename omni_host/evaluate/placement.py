@@ -75,6 +75,9 @@ class Host:
     gpu_efficiency: float | None  # of the ceiling, as this host's GPU benches reached it
     physical_cores: int | None
     compute: dict[str, int] = field(default_factory=dict)  # GPU<n> -> bytes (llama-fit-params)
+    # the host's memory available now (MemAvailable), bytes: what the CPU's weights and KV cache
+    # must fit in; None where not read. Swap is not counted: a model in swap froze the host (F-022)
+    cpu_free: int | None = None
 
 
 @dataclass(frozen=True)
@@ -197,12 +200,17 @@ def memory_need(tensors: TensorMap, p: Placement, host: Host,
 
 
 def shortfall(need: dict[str, dict[str, int]], host: Host) -> dict[str, int]:
+    """The bytes each device lacks, the CPU included (against the host's available memory,
+    where it was read): "fits" only where every device has room."""
     out = {}
     for dev, slot in need.items():
         if dev == CPU:
-            continue
-        index = int(dev[3:])
-        free = host.gpus[index].free if index < len(host.gpus) else 0
+            if host.cpu_free is None:
+                continue
+            free = host.cpu_free
+        else:
+            index = int(dev[3:])
+            free = host.gpus[index].free if index < len(host.gpus) else 0
         lack = sum(slot.values()) - free
         if lack > 0:
             out[dev] = lack

@@ -110,7 +110,10 @@ def memory_words(r: PlanRow) -> str:
 def fit_words(r: PlanRow) -> str:
     """Whether a row fits, or by how much it does not, on which device."""
     return "fits" if r.fits else "does NOT fit (" + ", ".join(
-        f"{d} short by {v / 1024:.1f} GiB" for d, v in (r.short_mib or {}).items()) + ")"
+        f"{d} short by {v / 1024:.1f} GiB" + (" of the host's available memory; swap not counted: "
+                                              "a model in swap freezes the host, F-022"
+                                              if d == "CPU" else "")
+        for d, v in (r.short_mib or {}).items()) + ")"
 
 
 def _line(r: PlanRow) -> str:

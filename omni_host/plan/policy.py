@@ -22,6 +22,7 @@ from functools import lru_cache
 from typing import Any
 
 from omni_host.errors import InventoryError
+from omni_host.plan.host_patterns import host_cost
 from omni_host.resources import collection_path, data_path, read_yaml
 
 ZEN5_HWCAPS = ("AVX512F", "AVX512VL", "AVX512BW", "AVX512CD", "AVX512DQ")
@@ -424,6 +425,13 @@ def _bench_rules(origin: str, bench: dict[str, Any] | None) -> None:
     if len(args) > MAX_BENCH_ARGS or any(len(str(a)) > MAX_BENCH_ARG_CHARS for a in args):
         raise _fail(origin, "omni_bench.args", f"at most {MAX_BENCH_ARGS} arguments of "
                     f"{MAX_BENCH_ARG_CHARS} characters each (got {len(args)})")
+    for i, arg in enumerate(args[:-1]):
+        if arg in ("-ot", "--override-tensor"):
+            for item in str(args[i + 1]).replace(";", ",").split(","):
+                costly = host_cost(item.rpartition("=")[0])
+                if costly:
+                    raise _fail(origin, "omni_bench.args", f"-ot pattern {item[:80]!r} {costly}: "
+                                "the host's llama.cpp would hang on it; write it with fewer")
     own = sorted(a.split("=", 1)[0] for a in args if a.split("=", 1)[0] in BENCH_OWN_ARGS)
     if own:
         raise _fail(origin, "omni_bench.args", f"{own[0]} is set by omni-host (-m from model, "

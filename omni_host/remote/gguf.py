@@ -21,6 +21,23 @@ GGUF_MAX_NAME = 65536
 GGUF_SPLIT = re.compile(r"^(.*)-(\d{5})-of-(\d{5})\.gguf$")
 
 
+def open_regular(path):
+    """``path`` opened for reading, only where it is a regular file: the one way a model or a
+    GGUF is opened on the host (a FIFO that a policy or a process names is never opened to
+    block the helper: O_NONBLOCK, then fstat; a device or a socket is refused the same way).
+    Raises OSError as ``open`` does, with "not a regular file" for the rest."""
+    import stat
+
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0))
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(0, "not a regular file", path)
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
 def gguf_model_files(path):
     """The files of a model: a directory's GGUFs, every part of a split model, or the file."""
     if os.path.isdir(path):
@@ -94,7 +111,7 @@ def gguf_header(f, wanted=None, stop_at=None):
 
 def gguf_architecture(path):
     """general.architecture of a GGUF file; raises ValueError on a bad or truncated header."""
-    with open(path, "rb") as f:
+    with open_regular(path) as f:
         values, _, _ = gguf_header(f, ("general.architecture",), "general.architecture")
     if "general.architecture" not in values:
         raise ValueError("no general.architecture in the GGUF header")
@@ -103,11 +120,11 @@ def gguf_architecture(path):
 
 def _gguf_tensors(path, counts):
     """[[name, bytes, rows]] of one file; ``counts`` gets the architecture's counts."""
-    size = os.path.getsize(path)
-    with open(path, "rb") as f:
+    with open_regular(path) as f:
+        size = os.fstat(f.fileno()).st_size
         values, n_tensors, _ = gguf_header(f, (".block_count", ".expert_count",
-                                                ".expert_used_count", "general.architecture",
-                                                "general.alignment"))
+                                                ".expert_used_count", ".context_length",
+                                                "general.architecture", "general.alignment"))
         infos = []
         for _ in range(n_tensors):
             name = _gguf_string(f)
@@ -122,7 +139,7 @@ def _gguf_tensors(path, counts):
     arch = values.get("general.architecture")
     if arch and not counts:
         counts["architecture"] = arch
-        for key in ("block_count", "expert_count", "expert_used_count"):
+        for key in ("block_count", "expert_count", "expert_used_count", "context_length"):
             counts[key] = values.get("%s.%s" % (arch, key)) or 0
     infos.sort()
     table = []

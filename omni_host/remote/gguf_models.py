@@ -12,7 +12,7 @@ import struct
 import sys
 
 if "gguf_header" not in globals():  # imported as a module; on the host gguf.py comes first
-    from omni_host.remote.gguf import gguf_architecture, gguf_model_files
+    from omni_host.remote.gguf import gguf_architecture, gguf_model_files, open_regular
 
 
 def describe_model(path):
@@ -40,7 +40,7 @@ def known_architectures(path, archs):
     needles = dict((a, b"\0" + a.encode() + b"\0") for a in archs)
     keep = max([len(n) for n in needles.values()] + [1])
     tail = b""
-    with open(path, "rb") as f:
+    with open_regular(path) as f:
         while True:
             chunk = f.read(1 << 22)
             if not chunk:

@@ -53,6 +53,7 @@ PROBE = {"prompt": "Count from one to ten in words:", "n_predict": 24, "temperat
 DEFAULT_PORT = 8080
 GIVEN_KEY = None  # omni_serve.api_key, where the collector gives one (SECRET)
 MAX_FDS = 65536  # of /proc/PID/fd: a server holds far fewer
+DEADLINE = WITHIN_S = None  # --within S: every answer of this run within S seconds (a watch's)
 KEY_USERS = []  # type: list  # omni_serve.user: the accounts whose servers may get GIVEN_KEY ([]: the default)
 MAX_SOCKET_LINES = 4096  # of /proc/PID/net/tcp: a server's listening socket is among them
 
@@ -225,8 +226,13 @@ def _http(sock, method, path, host, body=None, total_s=READ_S, key=None):
 
 
 def fetch(address, method, path, body=None, read_s=READ_S, key=None):
-    """(status, text) of one request to the server, or raises OSError/ValueError."""
-    sock = socket.create_connection(address, timeout=CONNECT_S)
+    """(status, text) of one request to the server, or raises OSError/ValueError; within the
+    sample's deadline (``--within``) where one is set."""
+    if DEADLINE is not None:
+        read_s = min(read_s, DEADLINE - time.monotonic())
+        if read_s <= 0:
+            raise socket.timeout("the sample's %gs ended before it was asked" % WITHIN_S)
+    sock = socket.create_connection(address, timeout=min(CONNECT_S, read_s))
     try:
         status, data = _http(sock, method, path, "%s:%d" % address, body, read_s, key)
     finally:
@@ -614,9 +620,12 @@ def _on_gpus(server, apps):
 
 
 def main(argv):
-    global KEY_USERS
+    global KEY_USERS, DEADLINE, WITHIN_S
     probe = "--probe" in argv
     KEY_USERS = [argv[i + 1] for i, a in enumerate(argv[:-1]) if a == "--key-user"]
+    if "--within" in argv[:-1]:
+        WITHIN_S = float(argv[argv.index("--within") + 1])
+        DEADLINE = time.monotonic() + WITHIN_S
     doc = {"helper": 1, "servers": []}
     servers = doc["servers"]
     if "--bench-binary" in argv and argv.index("--bench-binary") + 1 < len(argv):

@@ -45,9 +45,11 @@ def current_args(spec: BenchSpec) -> Candidate | str:
                      server=False)
 
 
-def plan_host_facts(run: BenchRun, context: dict[str, Any], rates: Mapping[str, Any]) -> Host:
+def plan_host_facts(run: BenchRun, context: dict[str, Any], rates: Mapping[str, Any],
+                    cpu_free: int | None = None) -> Host:
     """The host as the plan sees it: the GPUs llama-bench sees, in its order (free and total
-    memory, bandwidth), the CPU's read rate (measured, else its memory channels), the cores."""
+    memory, bandwidth), the CPU's read rate (measured, else its memory channels), the cores,
+    the host memory available (``cpu_free``, bytes; None where not read)."""
     assert run.plan is not None
     gpus = tuple(Gpu(int(g.get("memory_total_bytes") or g.get("memory_free_bytes") or 0),
                      int(g.get("memory_free_bytes") or 0),
@@ -66,7 +68,7 @@ def plan_host_facts(run: BenchRun, context: dict[str, Any], rates: Mapping[str, 
         for device, amount in engine_compute(estimate.rows).items():
             compute[device] = max(compute.get(device, 0), amount)
     return Host(gpus, cpu, basis, rates.get("gpu_efficiency"), run.plan.physical_cores,
-                compute)
+                compute, cpu_free)
 
 
 def workload(spec: BenchSpec, asked: PlanAsked) -> Workload:
@@ -113,9 +115,15 @@ def planned(facts: HostFacts, policy: Policy, prior: Prior, asked: PlanAsked
     if isinstance(run, str) or run.plan is None or not isinstance(run.tensors, TensorMap):
         return run if isinstance(run, str) else "the bench helper read no plan facts" \
             if run.plan is None else str(run.tensors)
+    trained = run.tensors.context_length
+    if trained and max(asked.ctx, asked.depth) > trained:
+        return (f"--ctx {asked.ctx} / --depth {asked.depth} is past the model's trained context "
+                f"({trained} tokens): a server past it answers garbage; plan at most {trained}")
     context = bench_context(fact_summary(facts, policy), run)
     rates = prior.rates
-    host = plan_host_facts(run, context, rates)
+    memory = facts.memory()
+    available = memory.fact.mem_available_kib if memory.ok else None
+    host = plan_host_facts(run, context, rates, None if available is None else available * 1024)
     work = workload(spec, asked)
     fit = None
     if run.plan.fit_args is not None:
@@ -137,6 +145,8 @@ def planned(facts: HostFacts, policy: Policy, prior: Prior, asked: PlanAsked
                        "cpu_gbs": None if host.cpu_gbs is None else round(host.cpu_gbs / 1e9, 1),
                        "cpu_from": host.cpu_basis or "unknown"},
              "gpus_free_mib": [round(g.free / 2**20) for g in host.gpus],
+             "cpu_available_mib": None if host.cpu_free is None else round(host.cpu_free / 2**20),
+             "swap_free_mib": memory.fact.swap_free_kib // 1024 if memory.ok else None,
              "gpus_total_mib": [round(g.total / 2**20) for g in host.gpus],
              "physical_cores": host.physical_cores, "cpus": run.plan.cpus,
              "fit_params": run.plan.fit_params, "fit_error": run.plan.fit_error,

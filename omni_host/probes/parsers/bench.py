@@ -286,6 +286,7 @@ class TensorMap:
     expert_count: int
     expert_used_count: int
     tensors: tuple[tuple[str, int, int], ...]
+    context_length: int = 0  # the context it was trained for (0: not said)
 
 
 def tensor_map(raw: Any) -> TensorMap | str:
@@ -297,13 +298,13 @@ def tensor_map(raw: Any) -> TensorMap | str:
     try:
         rows = tuple((str(n), int(b), int(r)) for n, b, r in raw["tensors"])
         counts = [int(raw.get(k) or 0) for k in ("block_count", "expert_count",
-                                                  "expert_used_count")]
+                                                  "expert_used_count", "context_length")]
     except (KeyError, TypeError, ValueError) as exc:
         return f"the model's tensor table is malformed: {exc}"
     if not rows or any(b < 0 or r < 1 for _, b, r in rows) or min(counts) < 0:
         return "the model's tensor table is empty or holds negative sizes"
     return TensorMap(str(raw.get("architecture") or "unknown"), counts[0], counts[1], counts[2],
-                     rows)
+                     rows, counts[3])
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ from omni_host.documents import load_json
 from omni_host.errors import ParseError
 from omni_host.probes.parsers import excerpt
 
-_MEMINFO = re.compile(r"^(\w+):\s+(\d+)(?:\s+kB)?\s*$", re.M)
+_MEMINFO = re.compile(r"^(\w+):\s+(\d{1,19})(?:\s+kB)?\s*$", re.M)  # past 19 digits: no reading
 
 
 def _unescape(field: str) -> str:
@@ -123,8 +123,11 @@ _CHANNEL_PATTERNS = (
 # "Locator: DIMM_A1" with "Bank Locator: NODE 1": the socket from the bank, the channel letter
 _NODE_BANK = re.compile(r"^NODE (\d+)$", re.I)
 _LETTER_SLOT = re.compile(r"^DIMM_?([A-Z])\d+$", re.I)
-_SPEED = re.compile(r"^(\d+) (?:MT/s|MHz)$")
-_SIZE = re.compile(r"^(\d+) (MB|GB|TB)$")
+# More digits than any DIMM's speed or size has are no reading (a 5,000-digit speed raised
+# out of int()), and a rating past any memory made is not believed.
+_SPEED = re.compile(r"^(\d{1,7}) (?:MT/s|MHz)$")
+_SIZE = re.compile(r"^(\d{1,9}) (MB|GB|TB)$")
+MAX_MTS = 20_000  # DDR5 MRDIMMs reach 12,800 MT/s (2025); 4,000,000,000 was believed
 
 
 @dataclass(frozen=True)
@@ -200,7 +203,7 @@ def _channel(locator: str, bank: str) -> tuple[str, str] | None:
 
 def _mts(value: str) -> int | None:
     match = _SPEED.match(value)
-    return int(match.group(1)) if match and int(match.group(1)) else None
+    return int(match.group(1)) if match and 0 < int(match.group(1)) <= MAX_MTS else None
 
 
 def _size_mib(value: str) -> int:

@@ -1,0 +1,74 @@
+"""The plan answers hostile inputs in bounded time and says why (issue 61), for real: the CPU
+llama-bench and llama-fit-params over the loopback sshd. Fourteen ``.*`` in a row in
+omni_bench.args hung ``omni-host plan`` (killed at 60 s); a FIFO as the model gave no answer in
+200 s; ``--ctx 2**63`` was accepted."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+
+import pytest
+from conftest import run_cli, until_unlocked
+from test_bench import _inventory
+from test_plan import moe_model  # noqa: F401  (the fixture)
+
+STARS = ".*" * 14 + "Z"
+
+
+def _plan(sshd, inv: Path, store: Path, *extra: str) -> tuple[int, dict | None, str, float]:
+    started = time.monotonic()
+    done = until_unlocked(lambda: run_cli(
+        "plan", "-i", str(inv), "loop", "--report-dir", str(store), "--format", "json",
+        "--known-hosts", str(sshd.known_hosts), "--ssh-config", str(store.parent / "none"),
+        *extra, timeout=120))
+    took = time.monotonic() - started
+    assert "Traceback" not in done.stderr, done.stderr
+    doc = json.loads(done.stdout)["hosts"][0] if done.stdout.strip() else None
+    return done.code, doc, done.stderr, took
+
+
+def _placement(host: dict) -> dict:
+    return next(r for r in host["results"] if r["id"] == "perf.placement")
+
+
+@pytest.mark.system
+@pytest.mark.parametrize("command", ["plan", "bench"])
+def test_a_pattern_of_fourteen_stars_is_refused_in_seconds_before_the_host_runs_it(
+        sshd, llama, moe_model: Path, tmp_path: Path, command: str) -> None:  # noqa: F811
+    """llama.cpp's own std::regex backtracks through it on the host (the plan's llama-fit-params
+    hung): the policy refuses it by name; omni-host's own matching is RE2 (test_bounded_reader)."""
+    inv = _inventory(sshd, tmp_path / "inv", llama[0], moe_model,
+                     args=["-p", "16", "-n", "16", "-t", "1", "-ot", f"{STARS}=CPU"])
+    started = time.monotonic()
+    done = run_cli(command, "-i", str(inv), "loop", "--report-dir", str(tmp_path / "store"),
+                   "--known-hosts", str(sshd.known_hosts), "--ssh-config", str(tmp_path / "none"),
+                   timeout=60)
+    assert time.monotonic() - started < 5
+    assert "Traceback" not in done.stderr and done.code != 0
+    assert "omni_bench.args: -ot pattern" in done.stderr and "14 unbounded repetitions (at most 2" \
+        in done.stderr, done.stderr
+
+
+@pytest.mark.system
+def test_a_fifo_as_the_model_is_refused_in_seconds(sshd, llama, tmp_path: Path) -> None:
+    fifo = tmp_path / "model.gguf"
+    os.mkfifo(fifo)
+    inv = _inventory(sshd, tmp_path / "inv", llama[0], fifo)
+    code, host, err, took = _plan(sshd, inv, tmp_path / "store")
+    assert took < 5 + 10, took  # under 5 s here, with the loopback SSH round trip
+    text = json.dumps(host) + err
+    assert "not a regular file" in text, text[:2000]
+
+
+@pytest.mark.system
+def test_a_context_past_the_models_trained_one_is_refused_naming_it(
+        sshd, llama, moe_model: Path, tmp_path: Path) -> None:  # noqa: F811
+    inv = _inventory(sshd, tmp_path / "inv", llama[0], moe_model)
+    code, host, err, _ = _plan(sshd, inv, tmp_path / "store", "--ctx", "100000000")
+    assert host is not None, err
+    assert "past the model's trained context (4096 tokens)" in _placement(host)["summary"]
+    code, host, err, _ = _plan(sshd, inv, tmp_path / "store", "--ctx", str(2**63))
+    assert code == 2 and host is None and "--ctx 1 to 134,217,728" in err
