@@ -182,7 +182,8 @@ def test_a_second_bench_of_the_host_is_refused_naming_the_first(llama, tmp_path:
     line = second.stderr.strip().splitlines()[-1]
     assert line.startswith("omni-host: box: bench refused: another bench is running on this "
                            "host: pid ")
-    assert f"pid {helper} (omni-host bench of {binary}) holds /tmp/omni-host-bench.lock" in line
+    assert f"pid {helper} of user root (omni-host bench of {binary}) holds " \
+        "/run/omni-host/omni-host-bench.lock" in line
     assert not (tmp_path / "s2").exists()
 
 
@@ -197,7 +198,8 @@ def test_the_lock_of_another_process_refuses_and_names_it(tmp_path: Path) -> Non
         got, why = helper.take_lock(str(lock))
     finally:
         os.close(fd)
-    assert got is None and why.startswith(f"another bench is running on this host: pid {os.getpid()}")
+    assert got is None and why.startswith(
+        f"another bench is running on this host: pid {os.getpid()} of user root")
     got, why = helper.take_lock(str(lock))  # released: taken
     assert got is not None and why is None
     os.close(got)

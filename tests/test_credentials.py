@@ -210,3 +210,33 @@ def test_a_key_or_account_that_is_not_one_is_refused_where_it_enters(serve: dict
 
     with pytest.raises(InventoryError, match=why):
         policy_from_vars({"omni_serve": serve}, "t")
+
+
+@pytest.mark.system
+def test_a_bench_lock_folder_another_account_made_is_refused_naming_it(other_user: str) -> None:
+    """The lock lived in /tmp, where any local user could create and hold it: every bench was
+    refused, unnamed. Now a user's lock lives in a folder only that user writes; one that
+    another account made first is refused by name, before any run."""
+    import os
+    import shutil
+
+    uid = pwd.getpwnam(other_user).pw_uid
+    planted = Path(f"/tmp/omni-host-{uid}")
+    shutil.rmtree(planted, ignore_errors=True)
+    code = ("import sys; sys.path.insert(0, %r); from omni_host.remote import bench; "
+            "print(bench.take_lock())" % str(Path(__file__).resolve().parent.parent))
+    env = {"PATH": "/usr/bin:/bin"}
+    try:
+        mine = subprocess.run(["/usr/bin/python3", "-S", "-c", code], user=other_user, env=env,
+                              capture_output=True, text=True, timeout=30, cwd="/")
+        assert mine.stdout.startswith("(") and ", None)" in mine.stdout, mine.stderr
+        assert planted.stat().st_uid == uid and planted.stat().st_mode & 0o777 == 0o700
+        shutil.rmtree(planted)
+        planted.mkdir(mode=0o777)  # made first by root (another account), writable by all
+        os.chmod(planted, 0o777)
+        theirs = subprocess.run(["/usr/bin/python3", "-S", "-c", code], user=other_user, env=env,
+                                capture_output=True, text=True, timeout=30, cwd="/")
+        assert f"the bench lock's folder {planted} is not this user's own (uid 0, mode 777)" in \
+            theirs.stdout, theirs.stdout + theirs.stderr
+    finally:
+        shutil.rmtree(planted, ignore_errors=True)

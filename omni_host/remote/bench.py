@@ -25,6 +25,7 @@ import errno
 import fcntl
 import json
 import os
+import stat
 import subprocess
 import sys
 import threading
@@ -49,7 +50,7 @@ NVML_EVERY_S = 0.25  # a library call, not a process: often enough to see a link
 MAX_SAMPLES = 1200
 # One bench at a time on a host: two would measure each other (and both call themselves the
 # first). Every user's helper takes this lock; the one that finds it held names its holder.
-LOCK_PATH = "/tmp/omni-host-bench.lock"
+LOCK_NAME = "omni-host-bench.lock"  # in lock_dir(): a folder only the bench's user may write
 
 if "Session" not in globals():  # imported as a module; on the host nvml_session.py comes first
     from omni_host.remote.nvml_session import Session
@@ -400,12 +401,56 @@ def _lock_holder(fd):
                 what = "omni-host bench of %s" % args[args.index("--llama-bench") + 1]
             else:
                 what = " ".join(args).strip()[:80]
-            return "pid %s%s" % (pid, " (%s)" % what if what else "")
+            return "pid %s of %s%s" % (pid, _user_of(pid), " (%s)" % what if what else "")
     return "another process"
 
 
-def take_lock(path=LOCK_PATH):
+def _user_of(pid):
+    """The account a process runs as (its effective uid's name), from /proc/PID/status."""
+    for line in (_read("/proc/%s/status" % pid) or "").splitlines():
+        if line.startswith("Uid:") and len(line.split()) > 2:
+            uid = line.split()[2]
+            try:
+                import pwd
+
+                return "user %s" % pwd.getpwuid(int(uid)).pw_name
+            except (KeyError, ValueError):
+                return "uid %s" % uid
+    return "an unknown user"
+
+
+def lock_dir():
+    """(the folder the bench lock lives in, None), or (None, why it cannot be used): root's in
+    /run/omni-host, another user's in their runtime folder ($XDG_RUNTIME_DIR, else
+    /tmp/omni-host-UID). Only its owner may write there: a lock in /tmp that any local user
+    could create and hold refused every bench, unnamed. Benches of two users at once still
+    meet in the bench's idle gate (the other's CPU and GPU load)."""
+    uid = os.geteuid()
+    path = "/run/omni-host" if uid == 0 else os.environ.get("XDG_RUNTIME_DIR") or \
+        "/tmp/omni-host-%d" % uid
+    try:
+        os.mkdir(path, 0o755 if uid == 0 else 0o700)
+    except OSError as exc:
+        if exc.errno != errno.EEXIST:
+            return None, "cannot make the bench lock's folder %s: %s" % (path, exc.strerror)
+    try:
+        st = os.lstat(path)
+    except OSError as exc:
+        return None, "cannot read the bench lock's folder %s: %s" % (path, exc.strerror)
+    if not stat.S_ISDIR(st.st_mode) or st.st_uid != uid or st.st_mode & 0o022:
+        return None, ("the bench lock's folder %s is not this user's own (uid %d, mode %o): "
+                      "no bench runs beside a lock another account controls" % (
+                          path, st.st_uid, st.st_mode & 0o7777))
+    return path, None
+
+
+def take_lock(path=None):
     """(fd, None) holding the host's bench lock, or (None, why not)."""
+    if path is None:
+        folder, why = lock_dir()
+        if folder is None:
+            return None, why
+        path = os.path.join(folder, LOCK_NAME)
     fd = None
     for _ in range(3):
         try:
@@ -414,8 +459,8 @@ def take_lock(path=LOCK_PATH):
         except OSError as exc:
             if exc.errno != errno.ENOENT:
                 return None, "cannot open the bench lock %s: %s" % (path, exc.strerror)
-        try:  # created readable by all: every user's bench takes the one lock
-            fd = os.open(path, os.O_RDONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
             break
         except OSError as exc:
             if exc.errno != errno.EEXIST:
