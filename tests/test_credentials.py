@@ -223,8 +223,9 @@ def test_a_bench_lock_folder_another_account_made_is_refused_naming_it(other_use
     uid = pwd.getpwnam(other_user).pw_uid
     planted = Path(f"/tmp/omni-host-{uid}")
     shutil.rmtree(planted, ignore_errors=True)
-    code = ("import sys; sys.path.insert(0, %r); from omni_host.remote import bench; "
-            "print(bench.take_lock())" % str(Path(__file__).resolve().parent.parent))
+    repo = str(Path(__file__).resolve().parent.parent)
+    code = (f"import sys; sys.path.insert(0, {repo!r}); from omni_host.remote import bench; "
+            "print(bench.take_lock())")
     env = {"PATH": "/usr/bin:/bin"}
     try:
         mine = subprocess.run(["/usr/bin/python3", "-S", "-c", code], user=other_user, env=env,
