@@ -142,3 +142,40 @@ def test_the_metrics_hint_is_given_only_to_a_server_started_without_it() -> None
     said = judge_served(meta, (with_it, without), None).summary
     assert "HTTP 401; " in said and said.endswith("(start it with --metrics)")
     assert said.count("start it with --metrics") == 1
+
+
+TRICKLE = """
+import socket, sys, time
+port = int(sys.argv[sys.argv.index('--port') + 1])
+s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(('127.0.0.1', port)); s.listen(8)
+while True:
+    c, _ = s.accept()
+    c.recv(4096)
+    try:
+        for b in b'HTTP/1.0 200 OK\\r\\n\\r\\n' + b'x' * 100:
+            c.send(bytes([b])); time.sleep(0.4)
+    except OSError:
+        pass
+    c.close()
+"""
+
+
+def test_a_sample_ends_within_its_interval_whatever_the_servers_trickle() -> None:
+    """One slow-loris server stretched an 8 s watch window to 31 s (issue 61): each of its
+    answers had 3 s, and three servers trickled. A watch's sample gives all its servers'
+    answers one deadline (--within); a server cut by it is named."""
+    ports = [free_port() for _ in range(3)]
+    with _processes(*(["llama-server", "-c", TRICKLE, "--port", str(p)] for p in ports)) as pids:
+        for port in ports:
+            wait_port(port)
+        started = time.monotonic()
+        proc = subprocess.run([sys.executable, str(REPO / "omni_host" / "remote" / "serve.py"),
+                               "--within", "2"], capture_output=True, text=True, timeout=60,
+                              check=True)
+        took = time.monotonic() - started
+    servers = {s.pid: s for s in parse_servers(proc.stdout)}
+    assert took < 4, took  # 2 s for the answers, the interpreter and /proc around them
+    for pid in pids:
+        why = servers[pid].metrics_error or ""
+        assert "no whole answer within" in why or "ended before it was asked" in why, why

@@ -190,14 +190,16 @@ def exit_code(report: Report) -> int:
     return EXIT_NO_POLICY if any(h.unconfigured for h in report.hosts) else EXIT_OK
 
 
-def write_output(text: str, output: Path | None) -> None:
-    """To stdout, or atomically to a file (a textfile collector never reads half a file)."""
+def write_output(text: str, output: Path | None, *, readable: bool = False) -> None:
+    """To stdout, or atomically to a file (a textfile collector never reads half a file),
+    private to its owner (0600: a report holds the host's evidence), unless ``readable``
+    (the Prometheus metrics, which node_exporter reads as its own user: no evidence in them)."""
     if output is None:
         sys.stdout.write(text)
         return
     from omni_host.resources import atomic_write
 
-    atomic_write(output, text)
+    atomic_write(output, text, 0o644 if readable else 0o600)
 
 
 def add_view_args(parser: argparse.ArgumentParser) -> None:
@@ -232,4 +234,5 @@ def emit(report: Report, fmt: str, output: Path | None,
         show_table(report, context(fmt, report, history, width=console.width,
                                    verbosity=verbosity), console)
         return
-    write_output(render(fmt, report, context(fmt, report, history, verbosity=verbosity)), output)
+    write_output(render(fmt, report, context(fmt, report, history, verbosity=verbosity)), output,
+                 readable=fmt == "prometheus")

@@ -117,7 +117,7 @@ def run_playbook(
 
     if not playbook.is_file():
         raise RemediationError(f"{playbook}: no such playbook")
-    artifacts_dir.mkdir(parents=True, exist_ok=True)
+    artifacts_dir.mkdir(parents=True, exist_ok=True, mode=0o700)  # evidence: its owner's
     cmdline = " ".join(["--check --diff" if check_mode else "--diff",
                         *(f"--vault-password-file {shlex.quote(str(f.resolve()))}"
                           for f in vault_password_files)])

@@ -58,7 +58,7 @@ def hosts_ok(steps: list[Step], hosts: tuple[str, ...]) -> set[str]:
 
 
 def artifacts_dir(store_root: Path) -> Path:
-    store_root.mkdir(parents=True, exist_ok=True)
+    store_root.mkdir(parents=True, exist_ok=True, mode=0o700)  # as the store makes it
     return Path(tempfile.mkdtemp(prefix=".ansible-", dir=store_root))
 
 
