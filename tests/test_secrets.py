@@ -254,3 +254,18 @@ def test_no_value_of_a_key_not_known_safe_is_ever_stored(env: dict, undeclared: 
             assert value not in text and kept == ExpectedState(values, {}).to_dict()[
                 "values"]["omni_bench"]["env"][name]
     assert stored["omni_bench"]["repetitions"] == 3
+
+
+@settings(max_examples=100, deadline=None)
+@given(env=st.dictionaries(_names, _secrets, max_size=6))
+def test_a_probes_argv_keeps_no_value_of_an_env_name_not_known_safe(env: dict) -> None:
+    """The bench helper's argv carries omni_bench.env to the host; the bundle's manifest keeps
+    every probe's argv (HF_TOKEN was stored there in clear, issue 61)."""
+    from omni_host.plan.storable import env_safe, storable_argv
+
+    argv = ("python3", "-c", "code", "--env-json", json.dumps(env), "--", "-p", "512")
+    kept = storable_argv(argv)
+    assert kept[:4] == argv[:4] and kept[5:] == argv[5:]
+    stored = json.loads(kept[4])
+    assert {k for k in env if env_safe(k)} == {k for k, v in stored.items() if v == env[k]}
+    assert not any(v in kept[4] for k, v in env.items() if not env_safe(k))

@@ -25,6 +25,7 @@ from typing import Any
 from omni_host.documents import load_json
 from omni_host.errors import BundleError, TransportError
 from omni_host.model import Bundle, CommandResult
+from omni_host.plan.storable import storable_argv
 from omni_host.remote.collector import MARKER
 from omni_host.resources import TooLarge, atomic_path, read_bounded
 
@@ -306,10 +307,11 @@ def bundle_from_output(host: str, transport: str, *, stdout: str, stderr: str, e
         doc = load_json(body)
         records = doc.pop("probes")
         results = {
-            r["id"]: CommandResult(r["id"], tuple(r["argv"]), r["status"], r["exit_code"],
-                                   r["stdout"], r["stderr"], float(r["duration_s"]), r["reason"])
+            r["id"]: CommandResult(r["id"], storable_argv(tuple(r["argv"])), r["status"],
+                                   r["exit_code"], r["stdout"], r["stderr"],
+                                   float(r["duration_s"]), r["reason"])
             for r in records
-        }
+        }  # each argv as it may be stored (omni_bench.env travels in the bench helper's)
     except (ValueError, KeyError, TypeError) as exc:
         raise TransportError(f"collector output was cut off or corrupted ({exc})") from exc
     doc["round_trip_s"] = round(duration_s, 4)

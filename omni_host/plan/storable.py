@@ -74,6 +74,28 @@ def _value(value: Any, option: dict[str, Any] | None, env: bool = False) -> Any:
     return redacted_url(text)
 
 
+def storable_env(env: dict[str, Any]) -> dict[str, Any]:
+    """An environment mapping (``omni_bench.env``) as it may be stored: see the module."""
+    return dict(_value(env, None, env=True))
+
+
+def storable_argv(argv: tuple[str, ...]) -> tuple[str, ...]:
+    """A probe's argv as it may be stored (the bundle's manifest keeps what each probe ran):
+    the bench helper's ``--env-json`` (omni_bench.env, given to llama-bench on the host) through
+    ``storable_env``; the rest as it is (omni-host's own options and the policy's paths)."""
+    import json
+
+    out = list(argv)
+    for i, arg in enumerate(out[:-1]):
+        if arg == "--env-json":
+            try:
+                env = json.loads(out[i + 1])
+            except ValueError:
+                env = None
+            out[i + 1] = json.dumps(storable_env(env)) if isinstance(env, dict) else digest(out[i + 1])
+    return tuple(out)
+
+
 def digest(text: str) -> str:
     """A keyed digest of ``text``: the same text gives the same digest for this user, and
     nothing of the text can be recovered or guessed without the user's key."""
