@@ -21,6 +21,9 @@ def main() -> None:
         sys.stderr.write("omni-host: interrupted\n")
         sys.exit(130)
     signal.signal(signal.SIGTERM, previous)  # the CLI installs its own
+    from omni_host import invocation
+
+    invocation.record(sys.argv[0], sys.argv[0].endswith("__main__.py"))  # what hints name
     run()
 
 

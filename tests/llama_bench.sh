@@ -6,11 +6,24 @@
 # About 7 minutes on 2 cores, once: cached by version under ~/.cache/omni-host (or
 # $XDG_CACHE_HOME). Prints the cache directory; it holds bin/llama-bench, bin/llama-server,
 # bin/llama-fit-params (the engine's own memory estimate: omni-host plan) and vocab.gguf.
+# Safe to run twice at once (two set-ups of one machine): the build holds a lock beside the
+# cache, a second run waits for it and uses the first's build, and the cache is only ever
+# replaced whole (a finished build renamed in), never one that is complete (a running test's).
 set -euo pipefail
 version=0.3.36
 cache="${XDG_CACHE_HOME:-$HOME/.cache}/omni-host/llama-cpp-python-$version"
-if [ -x "$cache/bin/llama-bench" ] && [ -x "$cache/bin/llama-server" ] \
-    && [ -x "$cache/bin/llama-fit-params" ] && [ -s "$cache/vocab.gguf" ]; then
+complete() {
+  [ -x "$cache/bin/llama-bench" ] && [ -x "$cache/bin/llama-server" ] \
+    && [ -x "$cache/bin/llama-fit-params" ] && [ -s "$cache/vocab.gguf" ]
+}
+if complete; then
+  echo "$cache"
+  exit 0
+fi
+mkdir -p "$(dirname "$cache")"
+exec 9>"$cache.lock"
+flock 9  # another set-up's build: wait for it, then use it
+if complete; then
   echo "$cache"
   exit 0
 fi
@@ -26,9 +39,12 @@ cmake -S "$src" -B "$work/build" -DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=
   -DLLAMA_CURL=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF \
   -DLLAMA_BUILD_SERVER=ON >&2
 cmake --build "$work/build" --target llama-bench llama-server llama-fit-params -j "$(nproc)" >&2
-mkdir -p "$cache.tmp/bin"
+staged=$(mktemp -d "$cache.XXXXXX")  # beside the cache: one rename puts it in place
+trap 'rm -rf "$work" "$staged"' EXIT
+mkdir -p "$staged/bin"
 cp "$work/build/bin/llama-bench" "$work/build/bin/llama-server" "$work/build/bin/llama-fit-params" \
-  "$cache.tmp/bin/"
-cp "$src/models/ggml-vocab-llama-spm.gguf" "$cache.tmp/vocab.gguf"
-rm -rf "$cache" && mv "$cache.tmp" "$cache"
+  "$staged/bin/"
+cp "$src/models/ggml-vocab-llama-spm.gguf" "$staged/vocab.gguf"
+chmod 755 "$staged"
+rm -rf "$cache" && mv "$staged" "$cache"  # an incomplete cache only: a complete one ended above
 echo "$cache"

@@ -196,7 +196,7 @@ def test_a_bench_starts_its_host_before_the_report_types_load(tmp_path: Path) ->
         "omni_bench": {"llama_bench": str(fake), "model": str(tmp_path / "model.gguf"),
                        "max_spread_pct": 100, "max_other_cpus": 64}}}}}))
     argv = ["bench", "-i", str(inv), "box", "--report-dir", str(tmp_path / "store"),
-            "--format", "json", "--force"]
+            "--format", "json", "--force", "--wait", "15m"]  # beside another bench of the host
     proc = subprocess.run([sys.executable, "-c", _EARLY, *argv], capture_output=True,
                           text=True, check=False,
                           env={"HOME": str(tmp_path), "PATH": os.environ["PATH"]})

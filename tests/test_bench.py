@@ -20,6 +20,8 @@ from pathlib import Path
 
 import pytest
 from conftest import Sshd, run_cli, until_unlocked
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from omni_host.app.audit import Hosts, finish, judge_plan, keep
 from omni_host.app.baseline import find_baseline
@@ -702,3 +704,18 @@ def test_a_lent_h100_names_the_environment_first_and_judges_again_alike(tmp_path
     again = judged(bundle, judge_plan(bundle, None, "keyed-h100"), past_of(before, "gpu"), asked)
     now = again.result("perf.tokens-per-s")
     assert now is not None and (now.status, now.summary) == (last.status, last.summary)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.floats(min_value=0.0, max_value=50.0, allow_nan=False))
+def test_a_resolution_past_the_whole_rate_is_said_as_no_judgement(fraction: float) -> None:
+    """Issue 63: "detects drops past 110-138%": no rate falls by more than all of it. Past
+    100% the line says no drop can be judged, and why; below it, the figure."""
+    from omni_host.evaluate.bench import drops_past
+
+    said = drops_past(fraction)
+    if fraction < 1:
+        assert said == f"detects drops past {fraction:.0%}"
+    else:
+        assert said.startswith("cannot judge a drop here: its noise spans ")
+        assert "drops past" not in said

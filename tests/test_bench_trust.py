@@ -493,3 +493,36 @@ def test_another_card_is_a_gpus_uuid_moving_and_nothing_else() -> None:
     assert not limit.card and limit.line() == "GPU0 power limit W: 700 -> 500"
     (env,), _ = diff({"env.CUDA_VISIBLE_DEVICES": "0"}, {"env.CUDA_VISIBLE_DEVICES": "1"})
     assert not env.card
+
+
+def test_a_bench_waits_for_the_lock_when_asked_and_says_how_long_it_waited(tmp_path: Path) -> None:
+    """--wait (issue 62): on a shared box every scheduled bench could lose to another; now the
+    helper waits for the lock's release, up to the time asked, and a refusal says so."""
+    import threading
+
+    from omni_host.remote import bench as helper
+
+    lock = tmp_path / "bench.lock"
+    fd = os.open(lock, os.O_RDONLY | os.O_CREAT, 0o600)
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    released = threading.Event()
+
+    def release() -> None:  # the other bench ends
+        os.close(fd)
+        released.set()
+
+    try:
+        started = time.monotonic()
+        got, why = helper.take_lock(str(lock), wait_s=0.6)
+        assert got is None and why.endswith("(waited 0.6s; --wait waits longer)")
+        assert time.monotonic() - started >= 0.6
+        threading.Timer(0.5, release).start()
+        got, why = helper.take_lock(str(lock), wait_s=10)
+        assert got is not None and why is None and time.monotonic() - started < 5
+        os.close(got)
+    finally:
+        if not released.wait(2):
+            os.close(fd)
+    got, why = helper.take_lock(str(lock))
+    assert got is not None
+    os.close(got)

@@ -178,3 +178,17 @@ def test_a_pattern_the_hosts_backtracking_engine_would_hang_on_is_refused_where_
             policy_from_vars({"omni_bench": bench}, "t")
     else:
         assert policy_from_vars({"omni_bench": bench}, "t").bench is not None
+
+
+def test_the_last_stored_audit_is_an_audit_and_the_last_bench_is_said_apart(tmp_path: Path) -> None:
+    """Issue 63: schedule status named a bench report as the "last stored audit"."""
+    from omni_host.app.stored import newest
+
+    with tarfile.open(STORE) as tar:  # a store of benches only (the lent H100's steady runs)
+        tar.extractall(tmp_path, filter="data")
+    root = tmp_path / "steady"
+    stamps = sorted(p.name for p in root.iterdir() if (p / "report.json").is_file())
+    assert newest(root) is None
+    last = newest(root, benches=True)
+    assert last is not None and last.id == stamps[-1]
+    assert json.loads((root / stamps[-1] / "report.json").read_text())["source"] == "bench"

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shlex
 import subprocess
 import sys
@@ -107,8 +108,7 @@ def test_the_local_audit_remediate_hint_works_as_printed(tmp_path: Path) -> None
     (the built-in policy, Ansible's local connection), and the printed hint, pasted into a
     shell, previews the fix of what the audit found (nothing is changed)."""
     audit = run_cli("audit", "--no-store", "--format", "markdown")
-    hints = [line[line.index("omni-host remediate"):line.index(" (preview")]
-             for line in _lines_with(audit.stdout, "omni-host remediate")]
+    hints = re.findall(r"`(omni-host remediate [^`]*)`", audit.stdout)
     assert "omni-host remediate localhost" in hints, audit.stdout[-2000:]
     assert not any("INVENTORY" in line for line in audit.stdout.splitlines())
     shim = tmp_path / "bin"
@@ -270,6 +270,18 @@ def _paragraph(text: str, start: str) -> str:
     return " ".join(taken)
 
 
+def _command_after(text: str, prose: str) -> str:
+    """The command printed on the lines after the one that ends with ``prose``, as printed:
+    its broken lines end in `` \\``, the last one does not."""
+    lines = text.splitlines()
+    at = next(i for i, line in enumerate(lines) if line.rstrip().endswith(prose)) + 1
+    taken = [lines[at].strip()]
+    while lines[at].endswith(" \\"):
+        at += 1
+        taken.append(lines[at])
+    return "\n".join(taken)
+
+
 def test_a_newcomers_first_audit_init_and_second_audit(tmp_path: Path,
                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     """What a person reads (issue 47): the first audit without an inventory says, right after
@@ -282,15 +294,17 @@ def test_a_newcomers_first_audit_init_and_second_audit(tmp_path: Path,
     first = run_cli("audit", "--report-dir", store)
     lines = first.stdout.splitlines()
     assert lines[0].startswith("localhost (local)"), first.stdout
-    said = _paragraph(first.stdout, "Judged against the built-in reference box")
+    said = _paragraph(first.stdout.split("Record this machine's:")[0] + "Record this machine's:",
+                      "Judged against the built-in reference box")
     assert said.startswith("Judged against the built-in reference box (RTX PRO 6000 Blackwell "
                            "96 GB + RTX 5090 32 GB, NPS1, 200 GiB of swap at /nvme/swap200g, "
                            "model DeepSeek-V3.2-Q4_K_M-00001-of-00009.gguf), not this "
                            "machine's own state (docs/first-hour.md)."), said
     assert lines[1].startswith("Judged against"), first.stdout  # the host's first line
-    command = said.split("Record this machine's: ", 1)[1]
-    assert command.startswith("printf ") and command.endswith("omni-host init -i hosts.ini "
-                                                              "localhost"), command
+    command = _command_after(first.stdout, "Record this machine's:")
+    flat = re.sub(r" \\\n\s*", " ", command)  # what the shell reads: one line
+    assert command.startswith("printf ") and flat.endswith("omni-host init -i hosts.ini "
+                                                           "localhost"), command
     pasted = subprocess.run(
         ["sh", "-c", command.replace("omni-host", f"{shlex.quote(sys.executable)} -m omni_host")],
         capture_output=True, text=True, timeout=120, cwd=tmp_path)
@@ -305,3 +319,53 @@ def test_a_newcomers_first_audit_init_and_second_audit(tmp_path: Path,
     assert "No expected state for" in verbose and "set them in the inventory" in verbose
     again = run_cli("init", "-i", inv, "localhost")
     assert again.code == 0 and "already records this state" in again.stdout + again.stderr
+
+
+def _program(how: str) -> list[str]:
+    """omni-host as a user runs it: the venv's script by its path, or python -m omni_host."""
+    return [str(Path(sys.executable).parent / "omni-host")] if how == "script" else \
+        [sys.executable, "-m", "omni_host"]
+
+
+@pytest.mark.system  # init over Ansible's local connection; the remediation preview, check mode
+@pytest.mark.parametrize("how", ["script", "module"])
+def test_every_hint_of_the_first_audit_runs_pasted_as_printed(tmp_path: Path, how: str) -> None:
+    """Issue 62: the hints said bare `omni-host` (not on PATH after the README's install:
+    exit 127), and at 80 columns or in a pipe the init hint wrapped inside its quoted printf
+    string (a two-line hosts.ini; init then failed). The real entry point, its output piped at
+    80 columns, each command pasted as printed into bash without the venv on PATH."""
+    work = tmp_path / "empty"
+    work.mkdir()
+    bare = {**os.environ, "PATH": "/usr/bin:/bin", "COLUMNS": "80"}
+    first = subprocess.run([*_program(how), "audit", "--no-store"], cwd=work, env=bare,
+                           capture_output=True, text=True, timeout=300)
+    assert first.returncode == 1, first.stderr
+    assert max(len(line) for line in first.stdout.splitlines()) <= 80
+    named = shlex.join(_program(how)) if how == "module" else _program(how)[0]
+    record = _command_after(first.stdout, "Record this machine's:")
+    assert f"{named} init -i hosts.ini" in re.sub(r" \\\n\s*", " ", record), record
+    pasted = subprocess.run(["bash", "-c", record], cwd=work, env=bare, capture_output=True,
+                            text=True, timeout=300, stdin=subprocess.DEVNULL)
+    assert pasted.returncode == 0, pasted.stdout + pasted.stderr
+    assert (work / "hosts.ini").read_text().count("\n") == 1  # one line, as printed
+    assert (work / "host_vars" / "localhost.yml").is_file()
+    if how == "module":
+        return
+    # one expected state without -i, wherever it runs: init's files here are not read, and said
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    verdicts = []
+    for where in (work, elsewhere):
+        again = subprocess.run([*_program(how), "audit", "--no-store", "--format", "json"],
+                               cwd=where, env=bare, capture_output=True, text=True, timeout=300)
+        verdicts.append({r["id"]: r["status"] for r in json.loads(again.stdout)["hosts"][0]["results"]})
+        told = "not the state omni-host init recorded in this directory's hosts.ini"
+        assert (told in again.stderr) is (where == work), again.stderr
+    assert verdicts[0] == verdicts[1]
+    swap = first.stdout[first.stdout.index("FAIL  swap.capacity"):]
+    preview = _command_after(swap, "re-audits):")
+    assert preview.endswith(f"{named} remediate localhost"), preview
+    done = subprocess.run(["bash", "-c", preview + " --check swap.capacity"], cwd=work, env=bare,
+                          capture_output=True, text=True, timeout=600, stdin=subprocess.DEVNULL)
+    assert done.returncode in (0, 1), done.stdout[-1500:] + done.stderr[-1500:]
+    assert "PLAN swap.yml: localhost (swap.capacity)" in done.stdout, done.stdout[-1500:]

@@ -732,3 +732,35 @@ def test_the_cpus_share_must_fit_the_hosts_available_memory(moe: TensorMap) -> N
     assert words.startswith("does NOT fit (CPU short by ") and "F-022" in words
     enough = replace(small, cpu_free=need)
     assert _assessed(assess(moe, Candidate("c", "c", "current", ngl=0), enough, work)).fits
+
+
+def test_every_percentage_beside_two_rates_is_their_ratio(tmp_path: Path) -> None:
+    """Issue 63: "fit measured 30.95 t/s ... -10.6% within the noise" beside a leader at 32.08
+    t/s: the -10.6% was the paired per-round effect, the medians differ by 3.5%. The proof's
+    lines give the ratio of the medians, and name the paired effect as such (the lent H100's
+    stored proof)."""
+    import re
+    import tarfile
+
+    from omni_host.report.history import load_history
+    from omni_host.report.text import plan_lines
+
+    with tarfile.open(KEYED / "keyed-more.tar.gz") as tar:
+        tar.extractall(tmp_path, filter="data")
+    stored = next(a for a in load_history(tmp_path / "store-keyed").audits
+                  if a.host("gpu") is not None
+                  and a.host("gpu").result("perf.placement-proof") is not None)
+    lines = plan_lines(stored.report)
+    proof = stored.host("gpu").result("perf.placement-proof").details["proof"]
+    checked = 0
+    for entry in proof.values():
+        lead = entry["arms"][entry["leader"]]["median_ts"]
+        for arm, v in entry["arms"].items():
+            if arm == entry["leader"]:
+                continue
+            (line,) = [ln for ln in lines if ln.startswith(f"  {arm:<14} measured {v['median_ts']} ")]
+            said = float(re.search(r": ([+-]\d+\.\d)% of the fastest's median", line).group(1))
+            assert said == round((v["median_ts"] / lead - 1) * 100, 1), line
+            assert "paired per round" in line
+            checked += 1
+    assert checked >= 3

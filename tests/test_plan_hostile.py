@@ -72,3 +72,27 @@ def test_a_context_past_the_models_trained_one_is_refused_naming_it(
     assert "past the model's trained context (4096 tokens)" in _placement(host)["summary"]
     code, host, err, _ = _plan(sshd, inv, tmp_path / "store", "--ctx", str(2**63))
     assert code == 2 and host is None and "--ctx 1 to 134,217,728" in err
+
+
+@pytest.mark.system
+def test_a_plan_that_only_predicts_needs_no_bench_lock(sshd, llama, moe_model: Path,  # noqa: F811
+                                                       tmp_path: Path) -> None:
+    """Issue 62: a prediction-only plan exited 2 while any bench held the host's lock; it runs
+    no llama-bench, so it takes none. --prove still does (and --wait waits for it)."""
+    from omni_host.remote import bench as helper
+
+    held, why = helper.take_lock(wait_s=900)  # as another bench of this host holds it
+    assert held is not None, why
+    try:
+        inv = _inventory(sshd, tmp_path / "inv", llama[0], moe_model)
+        common = ("plan", "-i", str(inv), "loop", "--report-dir", str(tmp_path / "store"),
+                  "--known-hosts", str(sshd.known_hosts), "--ssh-config", str(tmp_path / "none"))
+        predicted = run_cli(*common, "--format", "json", timeout=120)  # never until_unlocked
+        assert "another bench is running" not in predicted.stderr, predicted.stderr
+        host = json.loads(predicted.stdout)["hosts"][0]
+        assert _placement(host)["details"]["plan"], _placement(host)
+        proof = run_cli(*common, "--prove", "--wait", "1s", timeout=120)
+        assert proof.code == 2 and "another bench is running on this host: pid " in proof.stderr
+        assert "(waited 1s; --wait waits longer)" in proof.stderr, proof.stderr
+    finally:
+        os.close(held)

@@ -40,8 +40,26 @@ def _text(old: HostReport, new: HostReport) -> str:
 
 def test_a_fixed_check_is_fixed_not_resurrected() -> None:
     text = _text(_entry(swap="fail"), _entry(swap="pass"))
-    assert "  fixed: swap.capacity" in text.splitlines()
+    assert "  fixed on the host: swap.capacity" in text.splitlines()
     assert "resurrected" not in text
+
+
+def test_a_pass_because_the_expected_state_moved_is_no_fix_and_values_read_as_yaml() -> None:
+    """Issue 63: a check that passed because its expected state was lowered was called fixed,
+    and the policy's values printed as Python's repr (None)."""
+    import dataclasses
+
+    old = dataclasses.replace(_entry(swap="fail"), policy=PolicyRecord(
+        {"omni_swap_size_mib": 4096, "omni_build_packages": ["numactl"]}, {}))
+    new = dataclasses.replace(_entry(swap="pass"), policy=PolicyRecord(
+        {"omni_swap_size_mib": None, "omni_build_packages": []}, {}))
+    lines = _text(old, new).splitlines()
+    assert not any(line.startswith("  fixed") for line in lines), lines
+    assert "  policy changed: omni_swap_size_mib: 4096 -> null" in lines
+    assert "  policy changed: omni_build_packages: [numactl] -> []" in lines
+    assert "  verdicts that moved with the expected state, not the host (a pass here is no fix): " \
+        "swap.capacity" in lines
+    assert not any("None" in line for line in lines)
 
 
 def test_a_served_rate_within_the_benchs_tolerance_is_no_change() -> None:

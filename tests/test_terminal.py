@@ -100,7 +100,8 @@ def test_one_host_with_one_failure_fits_in_about_20_lines() -> None:
     words = " ".join(text.split())
     assert "$ cat /proc/swaps (no active swap area)" in words  # the evidence that decided it
     assert "a model larger than RAM+swap froze the machine" in words  # the lesson (catalog)
-    assert "omni-host remediate -i inventory/ h200-x2 (preview; add --apply" in words  # the fix
+    assert "preview playbook swap.yml (add --apply to run it, then it re-audits): omni-host " \
+        "remediate -i inventory/ h200-x2" in words  # the fix
     counted = [line for line in lines if line.startswith(("PASS", "SKIP"))]
     assert len(counted) == 2, text  # passes and skips: one counted line each
     assert lines[-1].startswith("1 host(s), 0 unreachable: ")
@@ -136,7 +137,7 @@ def test_a_fleet_starts_with_its_matrix_and_says_each_finding_once() -> None:
     assert "  hosts     gpu-03, gpu-05, gpu-06 (3 of 7)" in lines
     words = " ".join(text.split())
     assert "gpu-05: no active swap, expected 1,024 MiB" in words
-    assert "omni-host remediate -i inventory/ gpu-03:gpu-05:gpu-06 (preview;" in words
+    assert "omni-host remediate -i inventory/ gpu-03:gpu-05:gpu-06" in words
     assert "(on gpu-03; each host's: -v)" in words
     # an engine verdict the whole fleet shares: once
     assert text.count("Strategic: ") == 1 and "all 7 hosts" in text

@@ -56,8 +56,8 @@ def local_ahead(plans: list[HostPlan], ssh: SshOptions,
 
 
 def bench_ahead(plans: list[HostPlan], ssh: SshOptions, store_root: Path, *, sweep: bool,
-                force: bool, waivers_given: bool, probe_timeout_s: float | None
-                ) -> Background | None:
+                force: bool, waivers_given: bool, probe_timeout_s: float | None,
+                wait_s: float = 0.0) -> Background | None:
     """One host's bench started before the heavy imports and the store's read, which then
     overlap the host's probes (the bench's fixed cost, issue 44), where nothing read
     afterwards could refuse it: one host with omni_bench, no sweep (it plans from the
@@ -73,4 +73,5 @@ def bench_ahead(plans: list[HostPlan], ssh: SshOptions, store_root: Path, *, swe
     from omni_host.collect.run import collect_ahead
     from omni_host.probes.catalog import bench_probe
 
-    return collect_ahead(plans[0], ssh, probe_timeout_s, extra=(bench_probe(spec, force=force),))
+    return collect_ahead(plans[0], ssh, probe_timeout_s, extra=(bench_probe(spec, force=force,
+                                                                            wait_s=wait_s),))

@@ -59,7 +59,8 @@ def judged(bundle: Bundle, plan: HostPlan, past: Past, asked: Asked, *,
 
 
 def knob_host(plan: HostPlan, ssh: SshOptions, knob: tuple[Knob, str], pairs: int, *,
-              force: bool, past: Past, probe_timeout_s: float | None = None) -> BenchHost:
+              force: bool, past: Past, probe_timeout_s: float | None = None,
+              wait_s: float = 0.0) -> BenchHost:
     """An A/B of one knob on one host (perf.knob): its audit, and what the knob costs here;
     never a baseline. Raises BenchRefused when the helper refused to run."""
     spec = plan.policy.bench
@@ -70,7 +71,7 @@ def knob_host(plan: HostPlan, ssh: SshOptions, knob: tuple[Knob, str], pairs: in
     two = knob_arms(knob[0], knob[1], spec.args)
     try:
         bundle = collect_host(plan, ssh, probe_timeout_s,
-                              extra=(knob_probe(spec, two, pairs, force=force),))
+                              extra=(knob_probe(spec, two, pairs, force=force, wait_s=wait_s),))
     except TransportError as exc:
         return BenchHost(unreachable(plan, str(exc), time.monotonic() - start), False, None)
     asked = Asked(knob=KnobAsked(knob[0], knob[1], knob_current(knob[0], spec.args)))
@@ -80,7 +81,8 @@ def knob_host(plan: HostPlan, ssh: SshOptions, knob: tuple[Knob, str], pairs: in
 
 def bench_host(plan: HostPlan, ssh: SshOptions, past: Past, *, record: bool,
                force: bool, probe_timeout_s: float | None = None,
-               sweep: bool = False, started: Background | None = None) -> BenchHost:
+               sweep: bool = False, started: Background | None = None,
+               wait_s: float = 0.0) -> BenchHost:
     """Collect and bench one host (``sweep``: the split sweep instead of the baseline's
     args; ``started``: its collection, already under way); raises BenchRefused when it
     refused to run."""
@@ -97,8 +99,8 @@ def bench_host(plan: HostPlan, ssh: SshOptions, past: Past, *, record: bool,
             raise BenchRefused(f"{plan.name}: split sweep refused: {planned}")
         swept = planned
     start = time.monotonic()
-    probe = bench_probe(spec, force=force) if swept is None else \
-        knob_probe(spec, swept.arms, swept.rounds, force=force)
+    probe = bench_probe(spec, force=force, wait_s=wait_s) if swept is None else \
+        knob_probe(spec, swept.arms, swept.rounds, force=force, wait_s=wait_s)
     try:
         bundle = started.bundle() if started is not None and swept is None else \
             collect_host(plan, ssh, probe_timeout_s, extra=(probe,))
@@ -114,7 +116,8 @@ def bench_host(plan: HostPlan, ssh: SshOptions, past: Past, *, record: bool,
         return done
     # a drop or a scattered run is measured once more before it is said (evaluate.bench.settle)
     try:
-        again = collect_host(plan, ssh, probe_timeout_s, extra=(bench_probe(spec, force=force),))
+        again = collect_host(plan, ssh, probe_timeout_s,
+                             extra=(bench_probe(spec, force=force, wait_s=wait_s),))
     except TransportError as exc:
         return dataclasses.replace(done, warnings=(*done.warnings, f"{plan.name}: the second "
                                                    f"run could not be collected: {exc}"))
@@ -168,7 +171,7 @@ def bench(plans: list[HostPlan], ssh: SshOptions, history: History, *, record: b
           probe_timeout_s: float | None = None,
           sweep: bool = False, hint_args: tuple[str, ...] = (),
           under_way: Background | None = None, knob: tuple[Knob, str] | None = None,
-          pairs: int = 6) -> tuple[AuditRun, list[BenchHost]]:
+          pairs: int = 6, wait_s: float = 0.0) -> tuple[AuditRun, list[BenchHost]]:
     """Bench each host in turn (never two benchmarks at once: they would measure each other
     where hosts share a machine), then one report as an audit's; ``under_way``: the first
     host's collection, started already; ``knob``: an A/B of that knob instead."""
@@ -176,11 +179,11 @@ def bench(plans: list[HostPlan], ssh: SshOptions, history: History, *, record: b
     pasts = {p.name: past_of(history, p.name) for p in plans}  # each host's store read once
     if knob is not None:
         done = [knob_host(p, ssh, knob, pairs, force=force, probe_timeout_s=probe_timeout_s,
-                          past=pasts[p.name]) for p in plans]
+                          past=pasts[p.name], wait_s=wait_s) for p in plans]
     else:
         done = [bench_host(p, ssh, pasts[p.name], record=record, force=force,
                            probe_timeout_s=probe_timeout_s, sweep=sweep,
-                           started=under_way if i == 0 else None)
+                           started=under_way if i == 0 else None, wait_s=wait_s)
                 for i, p in enumerate(plans)]
     hosts = Hosts([d.report for d in done], Source.BENCH, started)
     return finish(hosts, inventory=inventory, waivers=waivers, history=history,

@@ -25,6 +25,7 @@ class BenchRequest:
     ssh: SshOptions
     record: bool = False  # --baseline
     force: bool = False
+    wait_s: float = 0.0  # --wait: for another bench to release the host's bench lock
     sweep: bool = False
     knob: str | None = None  # --knob NAME=VALUE, parsed by ``run``
     pairs: int = 6
@@ -58,7 +59,8 @@ def run(req: BenchRequest) -> Benched:
     store_root = store_at(req.store_root)
     started = None if knob is not None else bench_ahead(
         plans, req.ssh, store_root, sweep=req.sweep, force=req.force,
-        waivers_given=req.waivers is not None, probe_timeout_s=req.probe_timeout_s)
+        waivers_given=req.waivers is not None, probe_timeout_s=req.probe_timeout_s,
+        wait_s=req.wait_s)
     import contextlib
 
     from omni_host.app import audit
@@ -80,6 +82,6 @@ def run(req: BenchRequest) -> Benched:
                         waivers=waivers, inventory=req.inventory,
                         probe_timeout_s=req.probe_timeout_s, sweep=req.sweep,
                         hint_args=req.hint_args, under_way=started, knob=knob,
-                        pairs=req.pairs)
+                        pairs=req.pairs, wait_s=req.wait_s)
     stored = audit.keep(done, store_root) if req.store else None
     return Benched(done, hosts, stored, tuple(history.warnings))

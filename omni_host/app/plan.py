@@ -47,6 +47,7 @@ class PlanRequest:
     rounds: int = 4
     top: int = 4  # the plan's leading candidates proved, beside the current args and --fit
     force: bool = False
+    wait_s: float = 0.0  # --wait: --prove waits this long for another bench's lock
 
 
 def _estimate_args(current: Candidate, req: PlanRequest) -> list[list[str]]:
@@ -94,7 +95,8 @@ def plan_one(plan: HostPlan, ssh: SshOptions, past: Past, req: PlanRequest, *,
     keys = tuple(r.key for r in proved)
     try:
         again = collect_host(plan, ssh, probe_timeout_s,
-                             extra=(knob_probe(spec, arms, req.rounds, force=req.force),))
+                             extra=(knob_probe(spec, arms, req.rounds, force=req.force,
+                                               wait_s=req.wait_s),))
     except TransportError as exc:
         proof = ProofAsked(keys, f"the proof could not be collected: {exc}")
     else:

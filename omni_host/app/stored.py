@@ -30,10 +30,15 @@ def history_at(report_dir: Path | None) -> History:
     return load_history(store_at(report_dir))
 
 
-def newest(report_dir: Path | None = None) -> StoredAudit | None:
-    """The newest stored audit of a store, if any."""
+def newest(report_dir: Path | None = None, *, benches: bool = False) -> StoredAudit | None:
+    """The newest stored audit of a store (a bench, a plan or a watch is not one), or with
+    ``benches`` the newest bench or plan; None where there is none."""
+    from omni_host.model import Source
+
     history = history_at(report_dir)
-    return history.audits[0] if history.audits else None
+    wanted = (lambda s: s is Source.BENCH) if benches else \
+        (lambda s: s not in (Source.BENCH, Source.WATCH))
+    return next((a for a in history.audits if wanted(a.report.source)), None)
 
 
 def diffs(history: History, a: str | None, b: str | None) -> list[dict[str, Any]]:

@@ -2,8 +2,8 @@
 
 Exit codes: 0 nothing failed; 1 a check failed (or could not be evaluated: error); 2 usage,
 inventory or report-store error; 3 a host could not be audited (outranks 1); 4 nothing failed
-but a host had no expected state at all (its inventory sets no omni_* variable: only the
-universal defaults were checked; never a silent green); 130 interrupted (Ctrl-C); 143
+but a host had no expected state at all (its inventory sets no omni_* variable: no check
+that reads one is judged on the role's defaults; never a silent green); 130 interrupted (Ctrl-C); 143
 terminated (SIGTERM), with the finished hosts stored as for Ctrl-C.
 
 Heavy imports (paramiko, rich, yaml, ansible) happen inside the commands so ``--help`` stays

@@ -151,11 +151,20 @@ def cmd_audit(args: argparse.Namespace) -> int:
     return _told(args, done)
 
 
+def _recorded_here() -> bool:
+    """Whether the working directory holds what `omni-host init` records for this machine
+    (hosts.ini, host_vars/localhost.yml): without -i it is never read (one expected state for
+    every command run without -i, wherever it is run), and the audit says so."""
+    from pathlib import Path
+
+    return Path("hosts.ini").is_file() and Path("host_vars", "localhost.yml").is_file()
+
+
 def _told(args: argparse.Namespace, done: Audited) -> int:
     """What the operator is told of a finished audit: unreachable and unconfigured hosts and
     waiver notes on stderr, the report in its format, where it was stored; the exit code."""
     from omni_host.app.stored import history_at
-    from omni_host.report.text import init_command, target
+    from omni_host.report.text import init_command, plain, target
 
     run, hosts = done.run, done.hosts
     for host in run.report.unreachable:
@@ -163,9 +172,15 @@ def _told(args: argparse.Namespace, done: Audited) -> int:
     for host in run.report.hosts:
         if host.unconfigured:
             err(f"{host.host}: no expected state: the inventory sets no omni_* variable for it "
-                f"(record one with {init_command(host.host, target(run.report))})")
+                f"(record one with {plain(init_command(host.host, target(run.report)))})")
     for note in run.waiver_notes:
         err(f"waiver: {note}")
+    if not run.report.inventory and _recorded_here():
+        from omni_host.invocation import program
+
+        err("judged against the built-in reference box, not the state omni-host init recorded "
+            f"in this directory's hosts.ini: {program()} audit -i hosts.ini localhost judges "
+            "against that")
     emit(run.report, args.format, args.output,
          lambda: run.history or history_at(args.report_dir),
          args.verbosity)

@@ -15,6 +15,7 @@ from omni_host.cli.common import (
     FORMATS,
     add_target_args,
     add_view_args,
+    duration,
     emit,
     err,
     exit_code,
@@ -35,6 +36,9 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
                             "a host always is)")
     bench.add_argument("--force", action="store_true",
                        help="run even when a GPU is busy or runs compute processes")
+    bench.add_argument("--wait", type=duration, default=0.0, metavar="TIME",
+                       help="wait up to TIME (90s, 15m, 1h) for another bench of the host to "
+                            "end, instead of refusing at once")
     bench.add_argument("--sweep-split", action="store_true",
                        help="on a multi-GPU host: run llama-bench over the advised --tensor-split "
                             "and splits around it, -sm layer and row, and say which is "
@@ -77,6 +81,9 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
                       help="rounds of --prove (default 4; 4 at least to call a difference)")
     plan.add_argument("--top", type=int, default=4, metavar="N",
                       help="the plan's leading candidates --prove runs (default 4)")
+    plan.add_argument("--wait", type=duration, default=0.0, metavar="TIME",
+                      help="--prove waits up to TIME for another bench of the host to end "
+                           "(a plan that only predicts takes no lock)")
     plan.add_argument("--force", action="store_true",
                       help="prove even when a GPU is busy or holds compute processes (a "
                            "ballast that only holds memory)")
@@ -105,7 +112,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
     from omni_host.report.text import plan_lines
 
     request = PlanRequest(ctx=args.ctx, depth=args.depth, prove=args.prove, rounds=args.rounds,
-                          top=args.top, force=args.force)
+                          top=args.top, force=args.force, wait_s=args.wait)
     try:
         done = run(PlanRun(tuple(plans(args)), ssh_options(args), request,
                            str(args.inventory) if args.inventory else None, args.report_dir,
@@ -147,7 +154,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
     from omni_host.report.views import ready
 
     request = BenchRequest(targets(args), ssh_options(args), record=args.baseline,
-                           force=args.force, sweep=args.sweep_split, knob=args.knob,
+                           force=args.force, wait_s=args.wait, sweep=args.sweep_split,
+                           knob=args.knob,
                            pairs=args.pairs, waivers=args.waivers, store_root=args.report_dir,
                            store=not args.no_store,
                            inventory=str(args.inventory) if args.inventory else None,

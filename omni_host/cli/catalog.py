@@ -52,12 +52,12 @@ def cmd_init(args: argparse.Namespace) -> int:
     """Collect one host, derive its omni_* variables, show the diff, write host_vars."""
     from omni_host.app import init
     from omni_host.errors import TransportError, UsageError
-    from omni_host.report.text import LOCAL_INVENTORY
+    from omni_host.report.text import init_command, plain
 
     inventory = inventory_path(args)
     if inventory is None or not args.pattern:
         raise UsageError("init needs an inventory (-i FILE or DIR) and one HOST; for this "
-                         f"machine: {LOCAL_INVENTORY}omni-host init -i hosts.ini localhost")
+                         f"machine: {plain(init_command('localhost', None))}")
     host_plans = plans(args)
     if len(host_plans) != 1:
         raise UsageError(f"init records one host; {args.pattern!r} matches {len(host_plans)}")

@@ -4,6 +4,7 @@ lines and the one place a report is rendered to its destination. Part of the CLI
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -124,6 +125,18 @@ def ssh_options(args: argparse.Namespace) -> SshOptions:
 
     return SshOptions(known_hosts=args.known_hosts, ssh_config=args.ssh_config,
                       accept_new=args.accept_new_host_key, connect_timeout_s=args.connect_timeout)
+
+
+_UNITS = {"": 1, "s": 1, "m": 60, "h": 3600}
+DAY_S = 86400.0  # the longest watch: a longer one is a schedule, not a window
+
+
+def duration(text: str) -> float:
+    """90, 90s, 15m, 1h (a positive number of seconds, minutes or hours)."""
+    match = re.fullmatch(r"\s*(\d{1,9}(?:\.\d{1,9})?)\s*([smh]?)\s*", text.lower())
+    if match is None or float(match.group(1)) <= 0:
+        raise argparse.ArgumentTypeError(f"not a duration (90s, 15m, 1h): {text!r}")
+    return float(match.group(1)) * _UNITS[match.group(2)]
 
 
 def inventory_path(args: argparse.Namespace) -> Path | None:

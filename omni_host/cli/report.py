@@ -125,6 +125,15 @@ def _diff(args: argparse.Namespace, history: History) -> int:
     return EXIT_OK
 
 
+def _yaml(value: Any) -> str:
+    """A value as the inventory spells it (YAML flow style: null, true, [a, b]), not as
+    Python's repr (None, True, ['a', 'b'])."""
+    import yaml
+
+    return str(yaml.safe_dump(value, default_flow_style=True, width=10**6)).strip().removesuffix(
+        "\n...").strip()
+
+
 def _diff_text(diffs: list[dict[str, Any]]) -> str:
     lines = []
     for d in diffs:
@@ -133,16 +142,17 @@ def _diff_text(diffs: list[dict[str, Any]]) -> str:
             continue
         lines.append(f"{d['host']}: {d['previous']} -> {d['latest']}")
         for key, title in (("new_failures", "new failures"), ("new_warnings", "new warnings"),
-                           ("fixed", "fixed"),
+                           ("fixed", "fixed on the host"),
                            ("still_failing", "still failing"),
                            ("resurrected_engines", "engines worth re-evaluating")):
             if d.get(key):
                 lines.append(f"  {title}: {', '.join(d[key])}")
         for var, change in d.get("policy_changed", {}).items():
-            lines.append(f"  policy changed: {var}: {change['before']} -> {change['after']}")
+            lines.append(f"  policy changed: {var}: {_yaml(change['before'])} -> "
+                         f"{_yaml(change['after'])}")
         if d.get("expected_state_changed"):
-            lines.append("  verdicts that moved with the expected state, not the host: "
-                         + ", ".join(d["expected_state_changed"]))
+            lines.append("  verdicts that moved with the expected state, not the host (a pass "
+                         "here is no fix): " + ", ".join(d["expected_state_changed"]))
         for fact, change in d["changed_facts"].items():
             lines.append(f"  host drifted: {fact}: {change['before']} -> {change['after']}")
         for test, change in d.get("tokens_per_s", {}).items():
@@ -221,12 +231,14 @@ def _schedule_status(target: ScheduleTarget, kind: str) -> None:
     else:
         user = " --user" if kind == "systemd-user" else ""
         sys.stdout.write(f"last run: journalctl{user} -u {schedule.NAME}.service\n")
-    last = newest()
-    if last is not None:
+    for what, last in (("audit", newest()), ("bench", newest(benches=True))):
+        if last is None:
+            sys.stdout.write(f"last stored {what}: none\n")
+            continue
         summary = last.report.summary()
         verdict = ", ".join(f"{summary[k]} {k}" for k in ("fail", "warn", "error")) \
             + f", {summary['unreachable']} unreachable"
-        sys.stdout.write(f"last stored audit: {last.id} ({verdict})\n")
+        sys.stdout.write(f"last stored {what}: {last.id} ({verdict})\n")
     upcoming = schedule.next_run(dt.datetime.now())
     delay = "" if kind == "cron" else " (plus up to 1 h of random delay)"
     sys.stdout.write(f"next run: {upcoming:%Y-%m-%d %H:%M}{delay}\n")

@@ -5,18 +5,19 @@ early and its samples are judged and stored (130), as SIGTERM's (143)."""
 from __future__ import annotations
 
 import argparse
-import re
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from omni_host.cli.common import (
+    DAY_S,
     EXIT_INTERRUPTED,
     EXIT_TERMINATED,
     EXIT_USAGE,
     FORMATS,
     add_target_args,
     add_view_args,
+    duration,
     emit,
     err,
     exit_code,
@@ -28,18 +29,6 @@ from omni_host.cli.common import (
 if TYPE_CHECKING:
     from omni_host.evaluate.asked import Sample
     from omni_host.model import InferenceServer
-
-_UNITS = {"": 1, "s": 1, "m": 60, "h": 3600}
-DAY_S = 86400.0  # the longest watch: a longer one is a schedule, not a window
-
-
-def duration(text: str) -> float:
-    """90, 90s, 15m, 1h (a positive number of seconds, minutes or hours)."""
-    match = re.fullmatch(r"\s*(\d{1,9}(?:\.\d{1,9})?)\s*([smh]?)\s*", text.lower())
-    if match is None or float(match.group(1)) <= 0:
-        raise argparse.ArgumentTypeError(f"not a duration (90s, 15m, 1h): {text!r}")
-    return float(match.group(1)) * _UNITS[match.group(2)]
-
 
 def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     serve = sub.add_parser("serve", help="the running inference servers: a stability watch")

@@ -36,16 +36,46 @@ def evaluate_bundle(bundle: Bundle, policy: Policy, *, address: str | None = Non
     else the bundle's own record. Raises RunRefused where the bench helper refused to run."""
     facts = facts_from_bundle(bundle, policy, measured=asked.measures)
     results = tuple(run_checks(facts, policy, prior, asked))
+    record = expected.to_dict() if expected is not None else bundle.policy
+    if record and record.get("origins") and all(
+            str(o).startswith("default: ") for o in record["origins"].values()):
+        results = tuple(map(_not_on_defaults, results))
     # what the audit's probes observed (a run's measurement is its check's, not a probe note)
     probes = {pid: ProbeNote(p.outcome, p.reason) for pid, p in facts.probes.items()
               if pid in PROBES_BY_ID}
     summary = fact_summary(facts, policy)
-    record = expected.to_dict() if expected is not None else bundle.policy
     policy_record = PolicyRecord(dict(record["values"]), dict(record["origins"])) if record else None
     return HostReport(bundle.host, address, bundle.transport, True, None, duration_s, results,
                       bundle, probes, summary, strategic(summary), policy=policy_record,
                       collected_at=bundle.collected_at,
                       recordable=recordable(facts, policy, results))
+
+
+# Variables that say how a check looks, not what the host should be: a check that reads only
+# these (gpu.xid's window) is judged on a host without expected state too.
+HOW_NOT_WHAT = frozenset({"omni_xid_window_h", "omni_swap_max_used_pct"})
+
+
+def _not_on_defaults(result: CheckResult) -> CheckResult:
+    """A host whose inventory sets no omni_* variable has no expected state: a check that
+    reads one is not judged on the role's defaults alone (it failed the default packages and
+    exited 1, right after saying the host had no expected state; exit 4 means exit 4). What
+    it would have said stays in its summary; a check that reads no variable (a GPU fault) is
+    judged as ever."""
+    from dataclasses import replace
+
+    from omni_host.plan.policy import check_readers
+
+    reads = sorted(var for var, checks in check_readers().items()
+                   if result.id in checks and var not in HOW_NOT_WHAT)
+    if not reads or result.status is Status.SKIP:
+        return result
+    return replace(result, status=Status.SKIP, remediation=None,
+                   summary=f"not judged: no expected state (the inventory sets no omni_* variable "
+                           f"for this host); on the role's defaults alone: "
+                           f"{result.status.value}: {result.summary}",
+                   details={**result.details, "no_expected_state": reads[0],
+                            "on_defaults": result.status.value})
 
 
 def evaluate_watch(plan: HostPlan, asked: Asked, duration_s: float,

@@ -247,7 +247,7 @@ class TestVerdict:
         where = (f"{abs(self.drop):.0%} {'below' if self.drop > 0 else 'above'} {mark}"
                  if abs(self.drop) >= 0.005 else f"at {mark}")
         text = (f"{self.name} {where} ({self.now_ts:.1f} vs {self.baseline_ts:.1f} t/s, "
-                f"noise ±{self.noise:.1%}, detects drops past {self.threshold:.0%})")
+                f"noise ±{self.noise:.1%}, {drops_past(self.threshold)})")
         if len(self.modes) > 1:
             text += (f"; its unchanged runs cluster in {len(self.modes)} modes ("
                      + ", ".join(f"{m:.1f}" for m in self.modes) + " t/s): a drop is judged "
@@ -256,12 +256,23 @@ class TestVerdict:
             text += (f"; its runs since the baseline fell {self.drift:.0%} and stayed down (a "
                      "slide or a step): a drift, judged from the baseline, never learned as noise")
         if self.noisier:
-            text += (f": this run scattered past what its baseline resolves (drops past "
-                     f"{self.resolution:.0%}): cannot judge drops below {self.detectable:.0%}")
+            text += (f": this run scattered past what its baseline resolves ("
+                     f"{drops_past(self.resolution, 'drops past')}): "
+                     + (f"cannot judge drops below {self.detectable:.0%}" if self.detectable < 1
+                        else "cannot judge a drop here"))
         elif self.blind and not self.dropped:
-            text += (f"; judged at its resolution, drops past {self.detectable:.0%} "
+            text += (f"; judged at its resolution, {drops_past(self.detectable, 'drops past')} "
                      f"(tolerance {self.tolerance:.0%})")
         return text
+
+
+def drops_past(fraction: float, words: str = "detects drops past") -> str:
+    """The smallest drop a verdict could detect, in words; past 100% (a rate cannot fall by
+    more than all of it) no drop can be judged, and that is said instead of a number
+    ("detects drops past 110-138%" read as if it meant something)."""
+    if fraction < 1:
+        return f"{words} {fraction:.0%}"
+    return f"cannot judge a drop here: its noise spans {fraction:.0%} of the rate"
 
 
 MIN_RUNS_FOR_SPREAD = 3
@@ -622,7 +633,7 @@ def judge(meta: CheckMeta, spec: BenchSpec, run: BenchRun, context: dict[str, An
         summary = f"baseline recorded ({why}): {measured}"
         resolution = {t.name: max(spec.tolerance_for(t.kind) / 100, SIGMAS * t.estimate.spread)
                       for t in run.result.tests}
-        coarse = [f"{n} to drops past {r:.0%}" for n, r in resolution.items()
+        coarse = [f"{n} to {drops_past(r, 'drops past')}" for n, r in resolution.items()
                   if r > spec.tolerance_for(tests[n].kind) / 100]
         if coarse:  # said once, here: later runs are judged at it without a warn each time
             summary += (f"; its repetitions' spread resolves {', '.join(coarse)} until the "

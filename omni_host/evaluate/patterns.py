@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 import re
+import warnings
 from typing import Any
 
 MAX_PATTERN = 256  # characters: -ot patterns of real placements are under 80
@@ -33,7 +34,9 @@ def linear(pattern: str) -> Any:
         why = exc.args[0].decode("utf-8", "replace") if exc.args and isinstance(exc.args[0], bytes) \
             else str(exc)
     try:
-        re.compile(pattern)  # compiling backtracks nothing: only matching does
+        with warnings.catch_warnings():  # Python's own FutureWarnings of odd sets: not ours
+            warnings.simplefilter("ignore")
+            re.compile(pattern)  # compiling backtracks nothing: only matching does
     except re.error as exc:
         return f"does not compile here: {exc}"
     return f"is not a pattern a linear-time engine (RE2) matches ({why[:80]})"

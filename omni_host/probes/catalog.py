@@ -286,30 +286,32 @@ def load_parsers() -> None:
             probe.parse.resolve()
 
 
-def bench_probe(spec: BenchSpec, *, force: bool = False) -> Probe:
-    """The bench probe for a policy's omni_bench: its values travel as argv."""
+def bench_probe(spec: BenchSpec, *, force: bool = False, wait_s: float = 0.0) -> Probe:
+    """The bench probe for a policy's omni_bench: its values travel as argv; ``wait_s``: how
+    long the helper waits for another bench to release the host's bench lock (--wait)."""
     argv = ("--llama-bench", spec.llama_bench, "--model", spec.model,
             "--repetitions", str(spec.repetitions), "--budget-s", f"{spec.budget_s:g}",
             "--max-busy-pct", f"{spec.max_busy_pct:g}", "--env-json", json.dumps(dict(spec.env)),
             *(("--force",) if force else ()), "--wait-go",
+            *(("--wait-lock", f"{wait_s:g}") if wait_s > 0 else ()),
             "--", *spec.args)
     code = helper_code("bench", ("procfacts", "gguf", "nvml_session"))
     return dataclasses.replace(BENCH, argv=(*BENCH.argv, code, *argv),
-                               timeout_s=spec.budget_s + 60)
+                               timeout_s=spec.budget_s + 60 + wait_s)
 
 
 def knob_probe(spec: BenchSpec, arms: tuple[Any, ...], pairs: int, *,
-               force: bool = False) -> Probe:
+               force: bool = False, wait_s: float = 0.0) -> Probe:
     """The bench probe of an A/B (``bench --knob``): each arm's writes and args travel as one
     JSON argument; the budget is every run's."""
     ab = {"pairs": pairs, "arms": [{"name": a.name, "writes": [list(w) for w in a.writes],
                                     "args": list(a.args), "limits": dict(a.limits)}
                                    for a in arms]}
-    probe = bench_probe(spec, force=force)
+    probe = bench_probe(spec, force=force, wait_s=wait_s)
     at = probe.argv.index("--")
     return dataclasses.replace(probe, argv=(*probe.argv[:at], "--ab-json", json.dumps(ab),
                                             *probe.argv[at:]),
-                               timeout_s=spec.budget_s * len(arms) * pairs + 60)
+                               timeout_s=spec.budget_s * len(arms) * pairs + 60 + wait_s)
 
 
 def plan_probe(spec: BenchSpec, fit: list[str], estimate: list[list[str]]) -> Probe:

@@ -444,8 +444,9 @@ def lock_dir():
     return path, None
 
 
-def take_lock(path=None):
-    """(fd, None) holding the host's bench lock, or (None, why not)."""
+def take_lock(path=None, wait_s=0.0):
+    """(fd, None) holding the host's bench lock, or (None, why not); ``wait_s``: how long to
+    wait for another bench to release it (--wait), polled each half second."""
     if path is None:
         folder, why = lock_dir()
         if folder is None:
@@ -467,13 +468,21 @@ def take_lock(path=None):
                 return None, "cannot create the bench lock %s: %s" % (path, exc.strerror)
     if fd is None:
         return None, "cannot open the bench lock %s" % path
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError:
-        holder = _lock_holder(fd)
-        os.close(fd)
-        return None, "another bench is running on this host: %s holds %s" % (holder, path)
-    return fd, None
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return fd, None
+        except OSError:
+            if time.monotonic() < deadline:
+                time.sleep(min(0.5, max(0.0, deadline - time.monotonic())))
+                continue
+            holder = _lock_holder(fd)
+            os.close(fd)
+            waited = " (waited %gs; --wait waits longer)" % wait_s if wait_s else \
+                " (--wait TIME waits for it)"
+            return None, "another bench is running on this host: %s holds %s%s" % (
+                holder, path, waited)
 
 
 def _reader(pipe, sink, cap):
@@ -837,7 +846,10 @@ def main(argv):
     doc = {"helper": 1, "refused": None}
     env = dict(os.environ)
     env.update(json.loads(opts.get("env_json") or "{}"))  # omni_bench.env: as served
-    lock, why = take_lock()
+    # a plan that proves nothing runs no llama-bench: it needs no lock (it failed beside any
+    # bench of the host, exit 2)
+    predicts = opts.get("plan_json") and not opts.get("ab_json")
+    lock, why = (True, None) if predicts else take_lock(wait_s=float(opts.get("wait_lock") or 0))
     if lock is None:
         doc.update({"refused": why, "gate": {}, "context": {}})
         sys.stdout.write(json.dumps(doc) + "\n")

@@ -25,6 +25,7 @@ from omni_host.report.text import (
     engine_why,
     expected_state_line,
     fix_steps,
+    plain,
     reference_line,
     status_of,
     summary_line,
@@ -121,12 +122,14 @@ def _host_view(host: HostReport, inventory: str | None, layers: dict[str, str],
         HTML_ORDER.index(status_of(r)), SEVERITIES.index(r.severity.value), r.id))
     return {
         "name": host.host, "address": where,
-        "reachable": True, "expected_state": (reference_line(host, inventory)
-                                                  or expected_state_line(host, inventory)),
+        "reachable": True, "expected_state": plain(reference_line(host, inventory)
+                                                        or expected_state_line(host, inventory)
+                                                        or "") or None,
         "previous": host.cold_case.previous if host.cold_case else None,
         "status_by_check": {r.id: status_of(r) for r in host.results},
         "findings": [_finding(r, layers.get(r.id, "system"), timeline.get(r.id, []),
-                              fix_steps(r, inventory, host.host)) for r in results],
+                              [plain(s) for s in fix_steps(r, inventory, host.host)])
+                     for r in results],
         "engines": [{"engine": e.engine, "lessons": e.lessons,
                      "color": ENGINE_COLORS.get(e.status.value, "skip"),
                      "word": ENGINE_WORDS[e.status.value], "why": engine_why(e)}

@@ -213,7 +213,7 @@ def diff_hosts(old: HostReport, new: HostReport,
     expected state); ``earlier`` (older host entries) is kept for callers and not read."""
     before, after = _statuses(old), _statuses(new)
     new_failures = sorted(c for c, s in after.items() if s in BAD and before.get(c) not in BAD)
-    fixed = sorted(c for c, s in after.items() if s == "pass" and before.get(c) in BAD)
+    passes = sorted(c for c, s in after.items() if s == "pass" and before.get(c) in BAD)
     still = sorted(c for c, s in after.items() if s in BAD and before.get(c) in BAD)
     warned = sorted(c for c, s in after.items() if s == "warn" and before.get(c) not in
                     ("warn", *BAD))
@@ -224,7 +224,10 @@ def diff_hosts(old: HostReport, new: HostReport,
     moved_by_policy = moved_with(policy)
     moved = sorted(c for c, s in after.items() if c in before and before[c] != s
                    and c in moved_by_policy)
-    resurrected = [c for c in fixed if c not in moved_by_policy]
+    # fixed on the host: a check that passes because its expected state moved is no fix (it
+    # is among ``moved``: verdicts that moved with the expected state, not the host)
+    fixed = [c for c in passes if c not in moved_by_policy]
+    resurrected = fixed
     blocked_then = {e.engine for e in old.strategic if e.blocked}
     unblocked = sorted(e.engine for e in new.strategic
                        if e.status.value == "re-evaluate" and e.engine in blocked_then)

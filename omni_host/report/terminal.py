@@ -17,6 +17,7 @@ import textwrap
 from collections import Counter
 from typing import TYPE_CHECKING, Any
 
+from omni_host.invocation import command_lines
 from omni_host.model import BLOCKED_ENGINE, CheckResult, HostReport, Report
 from omni_host.report.results import KNOB, SERVED, perf_result, served_rates
 from omni_host.report.text import (
@@ -63,8 +64,22 @@ def _fit(text: str, width: int) -> str:
 
 
 def _wrap(text: str, width: int, first: str, rest: str) -> list[str]:
-    # a word longer than the line (a path in a command) overflows rather than breaks: a
-    # command must still paste whole
+    """``text`` wrapped at ``width``; a command in it (``report.text.command``: between
+    backticks) starts a line of its own and is broken only between its shell words, with
+    `` \\`` (a quoted string wrapped inside its quotes pasted as two commands)."""
+    parts = text.split("`") if text.count("`") % 2 == 0 else [text]
+    lines = _prose(parts[0].rstrip(), width, first, rest) if parts[0].strip() else []
+    for i in range(1, len(parts), 2):
+        lead = first if not lines else rest
+        lines += command_lines(parts[i], width, lead, rest + "  ")
+        after = parts[i + 1].strip()
+        if after:
+            lines += _prose(after, width, rest, rest)
+    return lines or [first.rstrip()]
+
+
+def _prose(text: str, width: int, first: str, rest: str) -> list[str]:
+    # a word longer than the line (a path) overflows rather than breaks
     return textwrap.wrap(text, width=width, initial_indent=first, subsequent_indent=rest,
                          break_on_hyphens=False, break_long_words=False) or [first.rstrip()]
 
@@ -381,8 +396,8 @@ def _unrecorded(page: _Page, report: Report) -> None:
     names = [h.host for h in report.hosts if h.reachable and not h.unconfigured
              and recordable(h)]
     if names:
-        page.text(f"No expected state recorded for some checks of {', '.join(names)}: "
-                  f"{init_command('HOST', target(report))} records it (-v: which)",
+        page.text(f"No expected state recorded for some checks of {', '.join(names)} (-v: "
+                  f"which); record it with: {init_command('HOST', target(report))}",
                   "yellow", rest="  ")
 
 

@@ -13,6 +13,7 @@ from dataclasses import replace
 from pathlib import PurePosixPath
 from typing import TextIO
 
+from omni_host.invocation import program
 from omni_host.model import (
     AppliedWaiver,
     CheckResult,
@@ -82,23 +83,25 @@ def _without_store(where: str) -> str:
 # A command inside a verdict's words, written where neither the host nor the inventory is
 # known ("record a new baseline: omni-host bench --baseline"): pasted as it stands it benched
 # the built-in localhost policy. Views make it this report's host's command.
-_HOST_COMMAND = re.compile(r"omni-host (bench|serve watch)(?! -i)\b")
+_HOST_COMMAND = re.compile(r"omni-host (bench|serve watch)(?! -i)\b((?: --[a-z][a-z-]*)*)")
 
 
 
-def runnable(report: Report) -> Report:
-    """``report`` with the commands in its hosts' verdicts completed to run as pasted: ``-i
-    INVENTORY``, the run's connection options and the host (unchanged without an inventory:
-    then the command is this machine's, as the run was)."""
+def runnable(report: Report, *, mark: bool = True) -> Report:
+    """``report`` with the commands in its hosts' verdicts completed to run as pasted: the
+    program as this run was invoked, ``-i INVENTORY``, the run's connection options and the
+    host (without an inventory, the program alone: then the command is this machine's, as the
+    run was); ``mark``: each marked as a command (``command``), for the views that set one
+    apart (the terminal, Markdown)."""
     where = target(report)
-    if where is None:
-        return report
 
     def host_view(host: HostReport) -> HostReport:
         name = shlex.quote(host.host)
 
         def fix(text: str) -> str:
-            return _HOST_COMMAND.sub(lambda m: f"omni-host {m[1]} {where} {name}", text)
+            return _HOST_COMMAND.sub(lambda m: (command if mark else str)(
+                f"{program()} {m[1]}{m[2]} {where} {name}" if where else
+                f"{program()} {m[1]}{m[2]}"), text)
 
         last = host.last_bench
         return replace(host, results=tuple(replace(r, summary=fix(r.summary))
@@ -113,8 +116,21 @@ def init_command(host: str, where: str | None) -> str:
     report's ``target``; without an inventory, one of this machine is made first: init
     writes host_vars beside it)."""
     if where:
-        return f"omni-host init {_without_store(where)} {shlex.quote(host)}"
-    return f"{LOCAL_INVENTORY}omni-host init -i hosts.ini {shlex.quote(host)}"
+        return command(f"{program()} init {_without_store(where)} {shlex.quote(host)}")
+    return command(f"{LOCAL_INVENTORY}{program()} init -i hosts.ini {shlex.quote(host)}")
+
+
+def command(text: str) -> str:
+    """``text``, a shell command, marked as one inside a line of words (between backticks):
+    the terminal view puts it on lines of its own, broken only between its words; Markdown
+    shows it as code; ``plain`` takes the marks away. One that holds a backtick itself is left
+    unmarked (never split inside)."""
+    return text if "`" in text else f"`{text}`"
+
+
+def plain(text: str) -> str:
+    """A line of words with its commands' marks (``command``) taken away."""
+    return text.replace("`", "")
 
 
 
@@ -133,8 +149,8 @@ def fix_steps(result: CheckResult, where: str | None, host: str) -> list[str]:
     if fix.kind == "playbook":
         # without an inventory (this machine, the built-in policy) remediate makes its own
         reach = f"{where} " if where else ""
-        return [f"omni-host remediate {reach}{shlex.quote(host)} (preview; add --apply to run "
-                f"playbook {fix.playbook}, then it re-audits)"]
+        return [f"preview playbook {fix.playbook} (add --apply to run it, then it re-audits): "
+                + command(f"{program()} remediate {reach}{shlex.quote(host)}")]
     return list(fix.steps or ["manual"])
 
 
@@ -143,9 +159,10 @@ def last_bench_line(bench: LastBench, now: float | None, where: str | None, host
     command that measures again (``where``: the report's ``target``)."""
     hours = max(0.0, (float(now or 0) - bench.at) / 3600)
     age = f"{hours:.0f} h" if hours < 48 else f"{hours / 24:.0f} days"
-    again = f"omni-host bench {where} {shlex.quote(host)}" if where else "omni-host bench"
-    return (f"Last bench: {bench.status.value} {age} ago ({bench.audit}): {bench.summary} "
-            f"({again} to measure again)")
+    again = command(f"{program()} bench {where} {shlex.quote(host)}" if where
+                    else f"{program()} bench")
+    return (f"Last bench: {bench.status.value} {age} ago ({bench.audit}): {bench.summary}; "
+            f"measure again: {again}")
 
 
 def status_of(result: CheckResult) -> str:
@@ -191,8 +208,8 @@ def expected_state_line(host: HostReport, where: str | None = None) -> str | Non
     where it would record some; else the inventory is where they are written)."""
     record = f"record it with: {init_command(host.host, where)}"
     if host.unconfigured:
-        return ("NO EXPECTED STATE: the inventory sets no omni_* variable for this host; only "
-                f"the universal defaults were checked ({record})")
+        return ("NO EXPECTED STATE: the inventory sets no omni_* variable for this host; no "
+                f"check that reads one was judged on the role's defaults; {record}")
     unset = host.no_expected_state()
     if not unset:
         return None
@@ -310,9 +327,13 @@ def plan_lines(report: Report) -> list[str]:
             for arm, v in sorted(entry.get("arms", {}).items(),
                                  key=lambda kv: -kv[1].get("median_ts", 0)):
                 against = v.get("against_leader") or {}
-                verdict = "fastest" if arm == entry.get("leader") else \
-                    f"{against.get('effect', 0):+.1%} " + (
-                        "measurable" if against.get("measurable") else "within the noise")
+                lead = entry.get("arms", {}).get(entry.get("leader"), {}).get("median_ts")
+                ratio = f"{v['median_ts'] / lead - 1:+.1%} of the fastest's median" \
+                    if lead and v.get("median_ts") else "no median"
+                # every percentage beside two rates is their ratio; the paired effect is named
+                verdict = "fastest" if arm == entry.get("leader") else (
+                    f"{ratio}; paired per round {against.get('effect', 0):+.1%}, " + (
+                        "measurable" if against.get("measurable") else "within the noise"))
                 predicted = by_key[arm].predicted_tg if arm in by_key else None
                 lines.append(f"  {arm:<14} measured {v.get('median_ts')} t/s, predicted "
                              f"{predicted if predicted is not None else '-'}: {verdict}")

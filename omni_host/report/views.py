@@ -88,7 +88,7 @@ def _html(report: Report, ctx: ViewContext) -> str:
     from omni_host.report.formats import render_html
     from omni_host.report.text import runnable
 
-    return render_html(runnable(report), ctx.layers, ctx.timelines, ctx.trends)
+    return render_html(runnable(report, mark=False), ctx.layers, ctx.timelines, ctx.trends)
 
 
 def _junit(report: Report, ctx: ViewContext) -> str:
