@@ -36,9 +36,8 @@ def newest(report_dir: Path | None = None, *, benches: bool = False) -> StoredAu
     from omni_host.model import Source
 
     history = history_at(report_dir)
-    wanted = (lambda s: s is Source.BENCH) if benches else \
-        (lambda s: s not in (Source.BENCH, Source.WATCH))
-    return next((a for a in history.audits if wanted(a.report.source)), None)
+    kinds = {Source.BENCH} if benches else set(Source) - {Source.BENCH, Source.WATCH}
+    return next((a for a in history.audits if a.report.source in kinds), None)
 
 
 def diffs(history: History, a: str | None, b: str | None) -> list[dict[str, Any]]:
