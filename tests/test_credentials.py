@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import pwd
 import subprocess
 import time
@@ -18,6 +19,8 @@ from pathlib import Path
 
 import pytest
 from conftest import free_port, wait_port
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from omni_host.remote import serve as helper
 
@@ -241,3 +244,33 @@ def test_a_bench_lock_folder_another_account_made_is_refused_naming_it(other_use
             theirs.stdout, theirs.stdout + theirs.stderr
     finally:
         shutil.rmtree(planted, ignore_errors=True)
+
+
+@settings(max_examples=300, deadline=None)
+@given(bound=st.booleans(), published=st.booleans(), owner=st.sampled_from([0, 1000, 1001, None]),
+       users=st.lists(st.sampled_from(["0", "1000", "1002"]), max_size=2),
+       given_key=st.sampled_from([None, "sk-op"]),
+       own=st.lists(st.sampled_from(["sk-a", "sk-b", "sk-op"]), max_size=2))
+def test_a_key_goes_only_to_its_own_listener_and_the_operators_only_to_an_allowed_account(
+        bound: bool, published: bool, owner: int | None, users: list[str],
+        given_key: str | None, own: list[str]) -> None:
+    """The invariant over generated cases: no key is offered where the listening socket is
+    not the process's own (nor Docker's published port of its container); the operator's key
+    only where the process runs as an account omni_serve.user allows (root always)."""
+    argv = ["llama-server", *(("--api-key", ",".join(own)) if own else ())]
+    with pytest.MonkeyPatch.context() as patch:  # what /proc would say of process 7
+        patch.setattr(helper, "_bound", lambda pid, port: (("127.0.0.1", port), None) if bound
+                      else (None, "no socket of process 7 listens on port 80"))
+        patch.setattr(helper, "_owner", lambda pid: None if owner is None else (owner, {owner}))
+        _, keys, withheld = helper.credentials(7, argv, {}, given_key, users, ("127.0.0.1", 80),
+                                               published)
+    reachable = bound or published
+    allowed = {0, *(int(u) for u in users)} if users else None
+    if not reachable:
+        assert keys == [] and withheld and withheld.startswith("a key was withheld")
+        return
+    assert set(keys) - {given_key} == set(own) - {given_key}
+    if given_key and given_key not in own:
+        may = owner is not None and (owner in allowed if allowed is not None else owner in (0, os.getuid()))
+        assert (given_key in keys) is may
+        assert (withheld is not None) is (not may)
