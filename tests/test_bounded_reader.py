@@ -192,3 +192,39 @@ def test_the_last_stored_audit_is_an_audit_and_the_last_bench_is_said_apart(tmp_
     last = newest(root, benches=True)
     assert last is not None and last.id == stamps[-1]
     assert json.loads((root / stamps[-1] / "report.json").read_text())["source"] == "bench"
+
+
+# --- numbers bounded by the physical world ---
+
+def test_a_number_with_more_digits_than_hardware_has_is_a_parse_error_of_its_field_only() -> None:
+    """A 5,000-digit speed raised out of int() (Python refuses 4,300 digits and more) and
+    killed the memory parsers; a DIMM rated 4,000,000,000 MT/s was believed."""
+    from omni_host.errors import ParseError
+    from omni_host.probes.parsers.memory import parse_dmidecode_memory, parse_meminfo
+
+    with pytest.raises(ParseError, match="lacks MemTotal"):
+        parse_meminfo(f"MemTotal: {'9' * 5000} kB\nSwapTotal: 0 kB\nSwapFree: 0 kB\n")
+    dimm = ("Handle 0x1, DMI type 17, 40 bytes\nMemory Device\n\tSize: 16 GB\n"
+            f"\tSpeed: {'9' * 5000} MT/s\n\tConfigured Memory Speed: 4000000000 MT/s\n"
+            "\tLocator: DIMM_A1\n\tBank Locator: P0 CHANNEL A\n")
+    (read,) = parse_dmidecode_memory(dimm).dimms
+    assert (read.size_mib, read.rated_mts, read.configured_mts) == (16384, None, None)
+    real = dimm.replace("9" * 5000, "6400").replace("4000000000", "5600")
+    (read,) = parse_dmidecode_memory(real).dimms
+    assert (read.rated_mts, read.configured_mts) == (6400, 5600)
+
+
+@pytest.mark.parametrize(("args", "why"), [
+    (("plan", "box", "--ctx", str(2**63)), "--ctx 1 to 134,217,728"),
+    (("plan", "box", "--depth", str(2**63)), "--depth 0 to 134,217,728"),
+    (("serve", "watch", "box", "--for", "1e22h"), "not a duration"),
+    (("serve", "watch", "box", "--for", "25h"), "--for at most a day (24h)"),
+    (("serve", "watch", "box", "--for", "9" * 30 + "h"), "not a duration"),
+])
+def test_a_window_or_a_context_past_the_physical_world_is_refused(args: tuple[str, ...],
+                                                                   why: str) -> None:
+    from conftest import run_cli
+
+    done = run_cli(*args)
+    assert done.code == 2 and why in done.stderr, done.stderr
+    assert "Traceback" not in done.stderr
