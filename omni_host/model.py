@@ -649,6 +649,9 @@ class LastBench:
     of_baseline: float | None = None
     of_ceiling: float | None = None
     links: tuple[LinkUnderLoad, ...] = ()  # each GPU's PCIe link while it ran
+    # how the bench reached the host (-i INVENTORY and its connection options, shell-quoted):
+    # measuring again is run as it was, not with the audit's inventory
+    reach: str | None = None
 
 
 @dataclass(frozen=True)

@@ -369,3 +369,26 @@ def test_every_hint_of_the_first_audit_runs_pasted_as_printed(tmp_path: Path, ho
                           capture_output=True, text=True, timeout=600, stdin=subprocess.DEVNULL)
     assert done.returncode in (0, 1), done.stdout[-1500:] + done.stderr[-1500:]
     assert "PLAN swap.yml: localhost (swap.capacity)" in done.stdout, done.stdout[-1500:]
+
+
+def test_the_audits_bench_hint_measures_again_as_the_bench_was_run(tmp_path: Path) -> None:
+    """Issue 62: the audit's "measure again" named the audit's inventory, not the one the
+    bench ran with (the lent H100's stored benches: their own inventory and options)."""
+    import tarfile
+
+    from omni_host.report.history import last_bench, load_history
+    from omni_host.report.text import last_bench_line, plain, target
+
+    store = Path(__file__).parent / "fixtures" / "captures" / "bench-h100-quiet" / \
+        "steady.stores.tar.gz"
+    with tarfile.open(store) as tar:
+        tar.extractall(tmp_path, filter="data")
+    history = load_history(tmp_path / "steady")
+    newest = history.audits[0]
+    host = newest.report.hosts[0].host
+    bench = last_bench(tuple(history.for_host(host)))
+    assert bench is not None and bench.audit == newest.id
+    assert bench.reach == target(newest.report) and bench.reach.startswith("-i ")
+    line = plain(last_bench_line(bench, newest.started_at, "-i elsewhere.yml", host))
+    assert line.endswith(f"measure again: omni-host bench {bench.reach} {host}"), line
+    assert "elsewhere.yml" not in line

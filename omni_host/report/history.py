@@ -44,6 +44,7 @@ from omni_host.report.results import (
     served_rates,
 )
 from omni_host.report.store import audit_dirs
+from omni_host.report.text import target
 from omni_host.resources import TooLarge, atomic_write, cache_home, not_own, read_json
 
 BAD = ("fail", "error")
@@ -304,7 +305,8 @@ def last_bench(entries: HostEntries) -> LastBench | None:
                 bench = entry.bench
                 of_baseline, of_ceiling = bench.figures() if bench else (None, None)
                 return LastBench(audit.id, audit.started_at, perf.status, perf.summary,
-                                 of_baseline, of_ceiling, bench.links if bench else ())
+                                 of_baseline, of_ceiling, bench.links if bench else (),
+                                 target(audit.report))
     return None
 
 

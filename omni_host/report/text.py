@@ -156,7 +156,9 @@ def fix_steps(result: CheckResult, where: str | None, host: str) -> list[str]:
 
 def last_bench_line(bench: LastBench, now: float | None, where: str | None, host: str) -> str:
     """An audit's line on the host's newest bench: its verdict, age and summary, and the
-    command that measures again (``where``: the report's ``target``)."""
+    command that measures again: with the inventory and options the bench ran with, else
+    ``where`` (the audit's ``target``: a bench stored before it said its own)."""
+    where = bench.reach or where  # as the bench was run (issue 62), else the audit's way
     hours = max(0.0, (float(now or 0) - bench.at) / 3600)
     age = f"{hours:.0f} h" if hours < 48 else f"{hours / 24:.0f} days"
     again = command(f"{program()} bench {where} {shlex.quote(host)}" if where
