@@ -60,9 +60,9 @@ def test_args_edited_are_not_comparable(sshd: Sshd, loop) -> None:
     # had no -i and no host, and benched the built-in localhost policy)
     shown = run_cli("report", "show", "--report-dir", str(store), "--format", "markdown")
     hint = next(line for line in shown.stdout.splitlines() if "record a new baseline" in line)
-    command = hint.split("record a new baseline: ", 1)[1].split(";")[0].split(" |")[0].strip()
-    assert command == (f"omni-host bench -i {inv} --known-hosts {sshd.known_hosts} --ssh-config "
-                       f"{store.parent / 'no-ssh-config'} --report-dir {store} loop --baseline"), \
+    command = hint.split("record a new baseline: `", 1)[1].split("`")[0]  # marked as a command
+    assert command == (f"omni-host bench --baseline -i {inv} --known-hosts {sshd.known_hosts} "
+                       f"--ssh-config {store.parent / 'no-ssh-config'} --report-dir {store} loop"), \
         command
     pasted = until_unlocked(lambda: run_cli(*shlex.split(command)[1:], "--format", "json",
                                             timeout=600))
