@@ -18,7 +18,7 @@ from pathlib import Path
 
 def write_random_llama(vocab: Path, out: Path, *, embd: int = 512, layers: int = 8,
                        ff: int = 2048, heads: int = 8, experts: int = 0, experts_used: int = 0,
-                       seed: int = 0) -> Path:
+                       seed: int = 0, context: int = 4096) -> Path:
     import gguf
     import numpy as np
 
@@ -33,7 +33,7 @@ def write_random_llama(vocab: Path, out: Path, *, embd: int = 512, layers: int =
     types = [int(p[0]) for p in values("tokenizer.ggml.token_type")]
     writer = gguf.GGUFWriter(str(out), "llama")
     writer.add_name("omni-host random llama")
-    writer.add_context_length(4096)
+    writer.add_context_length(context)
     writer.add_embedding_length(embd)
     writer.add_block_count(layers)
     writer.add_feed_forward_length(ff)
@@ -90,9 +90,9 @@ if __name__ == "__main__":
     parser.add_argument("vocab", type=Path)
     parser.add_argument("out", type=Path)
     for name, default in (("embd", 512), ("layers", 8), ("ff", 2048), ("heads", 8),
-                          ("experts", 0), ("experts-used", 0)):
+                          ("experts", 0), ("experts-used", 0), ("context", 4096)):
         parser.add_argument(f"--{name}", type=int, default=default)
     a = parser.parse_args()
     write_random_llama(a.vocab, a.out, embd=a.embd, layers=a.layers, ff=a.ff, heads=a.heads,
-                       experts=a.experts, experts_used=a.experts_used)
+                       experts=a.experts, experts_used=a.experts_used, context=a.context)
     print(a.out, a.out.stat().st_size)

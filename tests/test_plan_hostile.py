@@ -7,11 +7,13 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 import time
 from pathlib import Path
 
 import pytest
-from conftest import run_cli, until_unlocked
+from conftest import LLAMA_CACHE, run_cli, until_unlocked
 from test_bench import _inventory
 from test_plan import moe_model  # noqa: F401  (the fixture)
 
@@ -70,6 +72,20 @@ def test_a_context_past_the_models_trained_one_is_refused_naming_it(
     code, host, err, _ = _plan(sshd, inv, tmp_path / "store", "--ctx", "100000000")
     assert host is not None, err
     assert "past the model's trained context (4096 tokens)" in _placement(host)["summary"]
+    # a model trained for that context: planned, and no placement fits this host's memory
+    long = tmp_path / "long.gguf"
+    subprocess.run([sys.executable, str(Path(__file__).parent / "random_llama.py"),
+                    str(LLAMA_CACHE / "vocab.gguf"), str(long), "--embd", "256", "--layers", "4",
+                    "--ff", "512", "--heads", "4", "--context", str(2**27)],
+                   check=True, capture_output=True)
+    inv = _inventory(sshd, tmp_path / "inv-long", llama[0], long)
+    code, host, err, took = _plan(sshd, inv, tmp_path / "store", "--ctx", "100000000")
+    assert host is not None, err
+    rows = _placement(host)["details"]["plan"]
+    assert rows and not any(r.get("fits") for r in rows), rows
+    assert all((r.get("short_mib") or {}).get("CPU", 0) > 100 * 1024 for r in rows
+               if not r.get("why_not")), rows  # the CPU's memory, by some hundred GiB
+    assert took < 60, took
     code, host, err, _ = _plan(sshd, inv, tmp_path / "store", "--ctx", str(2**63))
     assert code == 2 and host is None and "--ctx 1 to 134,217,728" in err
 
