@@ -60,7 +60,7 @@ def test_a_fifo_as_the_model_is_refused_in_seconds(sshd, llama, tmp_path: Path) 
     os.mkfifo(fifo)
     inv = _inventory(sshd, tmp_path / "inv", llama[0], fifo)
     code, host, err, took = _plan(sshd, inv, tmp_path / "store")
-    assert took < 5 + 10, took  # under 5 s here, with the loopback SSH round trip
+    assert took < 5, took  # the loopback SSH round trip and the audit's probes included
     text = json.dumps(host) + err
     assert "not a regular file" in text, text[:2000]
 
