@@ -99,13 +99,14 @@ class TooLarge(ValueError):
     """A file past the size its reader accepts (it is not what the reader expects)."""
 
 
-def read_json(path: Path | str, cap: int) -> Any:
-    """The JSON document in file ``path`` through the bounded reader (``documents.load_json``):
-    at most ``cap`` bytes are read (TooLarge past them), never more held in memory; OSError as
-    ``open`` raises it, DocumentError (a ValueError) past the reader's limits."""
+def read_json(path: Path | str, cap: int, *, known: bool = False) -> Any:
+    """The JSON document in file ``path`` through the bounded reader (``documents.load_json``;
+    ``known``: passed by it before and unchanged since): at most ``cap`` bytes are read
+    (TooLarge past them), never more held in memory; OSError as ``open`` raises it,
+    DocumentError (a ValueError) past the reader's limits."""
     from omni_host.documents import load_json
 
-    return load_json(read_bounded(path, cap), max_bytes=cap)
+    return load_json(read_bounded(path, cap), max_bytes=cap, known=known)
 
 
 def read_bounded(path: Path | str, cap: int) -> bytes:

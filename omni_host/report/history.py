@@ -125,8 +125,9 @@ def load_history(root: Path) -> History:
             warnings.append(f"{directory}: {foreign}: skipped")
             continue
         path = directory / "report.json"
-        try:
-            doc = read_json(path, MAX_REPORT_BYTES)
+        stamp = _stamp(path)
+        try:  # one checked before, unchanged since, passed the reader's bounds then
+            doc = read_json(path, MAX_REPORT_BYTES, known=checked.get(directory.name) == stamp)
         except TooLarge as exc:
             warnings.append(f"{path}: {exc}: not a report omni-host wrote, skipped")
             continue
@@ -141,7 +142,6 @@ def load_history(root: Path) -> History:
             warnings.append(f"{path}: report schema {version!r} is newer than this omni-host "
                             f"reads ({REPORT_SCHEMA}): skipped; upgrade omni-host to read it")
             continue
-        stamp = _stamp(path)
         audit = StoredAudit(str(doc.get("id") or directory.name), directory, doc)
         if checked.get(directory.name) != stamp:
             try:
