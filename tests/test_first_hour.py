@@ -392,3 +392,18 @@ def test_the_audits_bench_hint_measures_again_as_the_bench_was_run(tmp_path: Pat
     line = plain(last_bench_line(bench, newest.started_at, "-i elsewhere.yml", host))
     assert line.endswith(f"measure again: omni-host bench {bench.reach} {host}"), line
     assert "elsewhere.yml" not in line
+
+
+def test_the_cold_case_says_whose_store_its_previous_audit_is_in() -> None:
+    """Issue 62: "Cold case: nothing changed since audit X" named an audit another clone ran
+    (the store is the user's, not the checkout's): the line says whose store it is."""
+    from omni_host.model import ColdCase, HostReport, Report, Source
+    from omni_host.report.terminal import terminal_lines
+
+    host = HostReport("box", None, "local", True, None, 1.0, (),
+                      cold_case=ColdCase(previous="20261201T000000000Z-abcdef"))
+
+    report = Report(started_at=0.0, finished_at=1.0, inventory=None, hosts=(host,), source=Source.LIVE)
+    lines = ["".join(part for part, _ in line) for line in terminal_lines(report, 80)]
+    assert any(line.startswith("Cold case: nothing changed since audit 20261201T000000000Z-"
+                               "abcdef (this user's report store)") for line in lines), lines

@@ -296,8 +296,10 @@ def _cold_case(page: _Page, host: HostReport) -> None:
         return
     items = cold.items
     since = f"since audit {cold.previous}"
-    if not items:
-        page.add(_line(("Cold case: ", "bold"), (f"nothing changed {since}", "dim")))
+    if not items:  # the store is this user's, every clone's: the audit may be one this
+        # checkout never ran (issue 62), and the line says whose it is
+        page.add(_line(("Cold case: ", "bold"),
+                       (f"nothing changed {since} (this user's report store)", "dim")))
         return
     page.add(_line(("Cold case: ", "bold"), (since, "dim")))
     width = max(len(i.item) for i in items) + 2
