@@ -310,7 +310,9 @@ def stack(docker_image: str):
 
 
 def test_docker_checks_on_real_containers(tmp_path: Path, stack: dict) -> None:
-    results = local_audit(tmp_path)
+    # one omni_* value: a host with none is not judged on the role's defaults (issue 62), and
+    # these checks are judged on them (omni_internal_network, omni_restart_policy)
+    results = local_audit(tmp_path, omni_build_packages=[])
     iso, restart = results["docker.isolation"], results["docker.restart-policy"]
     assert iso["status"] == "fail" and f"{stack['gpu']} on non-internal network(s) bridge" in \
         iso["summary"]

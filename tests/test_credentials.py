@@ -216,7 +216,8 @@ def test_a_key_or_account_that_is_not_one_is_refused_where_it_enters(serve: dict
 
 
 @pytest.mark.system
-def test_a_bench_lock_folder_another_account_made_is_refused_naming_it(other_user: str) -> None:
+def test_a_bench_lock_folder_another_account_made_is_refused_naming_it(other_user: str,
+                                                                      where: Path) -> None:
     """The lock lived in /tmp, where any local user could create and hold it: every bench was
     refused, unnamed. Now a user's lock lives in a folder only that user writes; one that
     another account made first is refused by name, before any run."""
@@ -226,9 +227,15 @@ def test_a_bench_lock_folder_another_account_made_is_refused_naming_it(other_use
     uid = pwd.getpwnam(other_user).pw_uid
     planted = Path(f"/tmp/omni-host-{uid}")
     shutil.rmtree(planted, ignore_errors=True)
-    repo = str(Path(__file__).resolve().parent.parent)
-    code = (f"import sys; sys.path.insert(0, {repo!r}); from omni_host.remote import bench; "
-            "print(bench.take_lock())")
+    # the helper's sources where the second account may read them (a clone may sit in a 0700
+    # folder): the standalone package of what runs on a host
+    readable = where / "src"
+    shutil.copytree(Path(helper.__file__).parent, readable / "omni_host" / "remote")
+    (readable / "omni_host" / "__init__.py").write_text("")
+    for path in [readable, *readable.rglob("*")]:
+        path.chmod(0o755 if path.is_dir() else 0o644)
+    code = (f"import sys; sys.path.insert(0, {str(readable)!r}); "
+            "from omni_host.remote import bench; print(bench.take_lock())")
     env = {"PATH": "/usr/bin:/bin"}
     try:
         mine = subprocess.run(["/usr/bin/python3", "-S", "-c", code], user=other_user, env=env,

@@ -52,7 +52,8 @@ def test_html_report_renders_in_chromium(two_audits: Path, tmp_path: Path) -> No
     assert swap["summary"].split(",")[0] in " ".join(seen.split())  # "no active swap" or "64 MiB"
     # a failure's fix is on the page as printed, without a click (its details are open)
     flat = " ".join(seen.split())
-    assert "Fix: omni-host remediate" in flat and "swap.yml" in flat, flat[:3000]
+    assert "Fix: preview playbook swap.yml (add --apply to run it, then it re-audits): " \
+        "omni-host remediate" in flat, flat[:3000]
     assert "KTransformers" in seen and "vLLM" in seen
     # the timeline: swap.capacity passed in the first audit and fails in the second
     dom = chromium("--dump-dom", html.as_uri(), user_dir=tmp_path / "ud2").stdout
