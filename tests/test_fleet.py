@@ -76,6 +76,18 @@ def test_silent_host_connect_timeout(sshd: Sshd, tmp_path: Path, silent_port: in
     assert result.seconds < 8
 
 
+def _alive(process: psutil.Process) -> list[psutil.Process]:
+    """The process's descendants that can still be read."""
+    out = []
+    for child in process.children(recursive=True):
+        try:
+            child.cmdline()
+            out.append(child)
+        except psutil.Error:
+            continue
+    return out
+
+
 def test_host_killed_mid_audit(sshd: Sshd, tmp_path: Path) -> None:
     doomed = start_sshd(tmp_path / "doomed")
     slow = tmp_path / "slow-python"
@@ -95,8 +107,11 @@ def test_host_killed_mid_audit(sshd: Sshd, tmp_path: Path) -> None:
         [sys.executable, "-m", "omni_host.cli", "audit", "-i", str(inv), "--format", "json",
          "--no-store", "--known-hosts", str(known), "--ssh-config", str(tmp_path / "none")],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO)
-    time.sleep(2.0)
     listener = psutil.Process(doomed.proc.pid)
+    deadline = time.monotonic() + 60  # until the collector runs there (2 s was not, under load)
+    while not any("sleep" in " ".join(c.cmdline()) for c in _alive(listener)):
+        assert time.monotonic() < deadline and proc.poll() is None, "the doomed host was never reached"
+        time.sleep(0.1)
     for child in listener.children(recursive=True):
         child.kill()
     listener.kill()

@@ -228,7 +228,10 @@ def test_the_sweep_as_an_operator_runs_it(sshd: Sshd, llama, tmp_path: Path) -> 
     again, doc = _run(sshd, inv, store)
     perf = next(r for r in doc["hosts"][0]["results"] if r["id"] == "perf.tokens-per-s")
     assert perf["details"]["baseline"]["audit"] and not perf["details"]["recorded_baseline"]
-    assert perf["summary"].startswith(("tg16", "pp64")), perf["summary"]  # judged, not recorded
+    # judged, not recorded (what changed since the baseline may lead: beside a busy core, the
+    # CPU llama-bench got moved)
+    assert not perf["summary"].startswith("baseline recorded") and \
+        ("tg16 " in perf["summary"] or "pp64 " in perf["summary"]), perf["summary"]
 
 
 def test_a_split_mode_that_cannot_load_is_named_and_dropped() -> None:
