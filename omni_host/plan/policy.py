@@ -397,8 +397,8 @@ def _rules(origin: str, v: dict[str, Any]) -> None:
             raise _fail(origin, var, "container names must not be empty")
     _bench_rules(origin, v.get("omni_bench"))
     key = (v.get("omni_serve") or {}).get("api_key")
-    if key is not None and (not isinstance(key, str) or not _key_text(key) or "\n" in _key_text(key)
-                            or "\r" in _key_text(key)):
+    sent = _key_text(key) if isinstance(key, str) else ""
+    if key is not None and (not sent or "\n" in sent or "\r" in sent):
         raise _fail(origin, "omni_serve.api_key", "must be one line of text (vault welcome)")
     users = (v.get("omni_serve") or {}).get("user")
     listed = [users] if isinstance(users, (str, int)) else users if isinstance(users, list) else None

@@ -56,8 +56,8 @@ def _value(value: Any, option: dict[str, Any] | None, env: bool = False) -> Any:
         return value
     if isinstance(value, dict):
         if env:
-            return {k: redacted_url(v) if env_safe(str(k)) and isinstance(v, str)
-                    else _value(v, None) if not isinstance(v, str) else digest(v)
+            return {k: _value(v, None) if not isinstance(v, str)
+                    else redacted_url(v) if env_safe(str(k)) else digest(v)
                     for k, v in value.items()}
         nested = (option or {}).get("options")
         if isinstance(nested, dict):  # a dict option with declared keys
