@@ -176,6 +176,17 @@ def test_a_run_noisier_than_its_baseline_resolves_is_a_warn_about_the_host() -> 
     assert "this run scattered past what its baseline resolves (drops past 5%)" in noisy.line()
 
 
+def test_a_slowed_run_scattered_by_its_own_slowness_still_fails() -> None:
+    """A CPU quota scatters the repetitions it slows (some fit in a period's budget, some
+    wait): ±49% of the slowed run's own level is ±15% of the baseline's. Taken as a share of
+    the baseline, that noise hid a 70% drop as a warn (CI, the quota test); it fails."""
+    slowed = judge_test("tg32", [100.0, 100, 101, 99, 100], [30.0, 15, 30, 45, 30, 20], 30)
+    assert slowed.drop == pytest.approx(0.7)
+    assert slowed.status is Status.FAIL, slowed.line()
+    # the slowed run's spread counted at its level: 1.4826 x MAD 10 / 30 of it, x 0.3
+    assert slowed.noise == pytest.approx((1.4826 * 10 / 30 * 0.3) / 2 ** 0.5, rel=0.01)
+
+
 def test_every_verdict_states_the_smallest_drop_it_could_detect() -> None:
     quiet = judge_test("tg128", [926.0, 927, 933, 926, 925], [920.0, 921, 925, 919, 920], 5)
     assert quiet.status is Status.PASS
@@ -363,7 +374,7 @@ def test_bench_loop_baseline_unchanged_quota_and_back(sshd: Sshd, llama, tmp_pat
         quota.remove()
     assert slow.code == 1, slow.stderr
     assert perf["status"] == "fail"
-    assert perf["details"]["verdicts"]["tg32"]["status"] == "fail"
+    assert perf["details"]["verdicts"]["tg32"]["status"] == "fail", perf["summary"]
     # one thread on 0.3 of a CPU: about -70%; far past the noise the verdict allows
     assert perf["details"]["verdicts"]["tg32"]["drop"] > 0.3
     assert f"CPU quota (cgroup): none -> 0.3 CPUs (/{quota.path.name})" in perf["summary"]

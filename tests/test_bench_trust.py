@@ -326,20 +326,24 @@ def test_less_cpu_for_llama_bench_is_a_change_relative_to_what_it_got() -> None:
 def test_a_drop_within_the_noise_is_named_when_llama_bench_measurably_lost_its_cpu() -> None:
     """CI's run of the competing-load test (stop 54): llama-bench got 0.989 -> 0.485 CPUs,
     tg32 fell 37% past its 30% tolerance, and passed: its baseline's noise (±15.9%) judged it
-    at 48%. The CPU it got is measured apart from its rate: together they are a warn."""
+    at 48%. The CPU it got is measured apart from its rate: together they are a warn. Since the
+    slowed run's spread counts at its own level (stop 69: ±14% of 38.6 t/s is ±9% of 61.2),
+    that very drop warns by itself; one of 34% is still within the noise alone."""
     from omni_host.evaluate.bench import _starved, judge_test
     from omni_host.evaluate.context import OWN_CPU
 
     base = [58.3 * f for f in (0.8, 0.9, 1.0, 1.1, 1.2)]
-    now = [36.8 * f for f in (0.8, 0.9, 1.0, 1.1, 1.2)]
+    assert judge_test("tg32", base, [36.8 * f for f in (0.8, 0.9, 1.0, 1.1, 1.2)],
+                      30).status.value == "warn"
+    now = [38.5 * f for f in (0.8, 0.9, 1.0, 1.1, 1.2)]
     verdict = judge_test("tg32", base, now, 30)
     assert verdict.status.value == "pass" and verdict.tolerance < verdict.drop < verdict.threshold
     words = _starved({OWN_CPU: 0.989}, {OWN_CPU: 0.485}, [verdict])
-    assert words is not None and "51% less CPU" in words and "tg32 fell 37% (tolerance 30%)" in words
+    assert words is not None and "51% less CPU" in words and "tg32 fell 34% (tolerance 30%)" in words
     assert _starved({OWN_CPU: 0.98}, {OWN_CPU: 0.9}, [verdict]) is None  # jitter
     assert _starved({OWN_CPU: 0.485}, {OWN_CPU: 0.989}, [verdict]) is None  # it got more
     assert _starved({}, {OWN_CPU: 0.485}, [verdict]) is None  # not measured at the baseline
-    small = judge_test("tg32", base, [x * 0.8 / 0.63 for x in now], 30)  # 20%: within tolerance
+    small = judge_test("tg32", base, [x * 0.8 / 0.66 for x in now], 30)  # 20%: within tolerance
     assert _starved({OWN_CPU: 0.989}, {OWN_CPU: 0.485}, [small]) is None
 
 

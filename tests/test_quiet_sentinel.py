@@ -65,11 +65,17 @@ def test_thirty_unchanged_h100_runs_are_quiet(tmp_path: Path) -> None:
     """The documented config on one H100, nothing changed: pp512's centers spread ±7% between
     runs (61k to 87k t/s), so it is judged at that resolution and says so; a run that
     scattered is measured once more. Judged one run at a time, 5 of 30 warned (4 "this run
-    scattered", one tg128 6% below its runs' median): the second run settles each."""
+    scattered", one tg128 6% below its runs' median): the second run settles each. Since a slowed
+    run's spread counts at its own level (stop 69), one of them fails alone: its pp512
+    repetitions fell to 19k-52k t/s (median 61% below its runs', 4.6 standard errors): that
+    run really ran slow, and one run cannot tell a passing disturbance from the host, so a
+    second run is measured before anything is said, and it passes."""
     bundles = _bundles("unchanged", tmp_path)
     assert len(bundles) == 31
     alone, _ = _replay(bundles, tmp_path / "alone", second=False)
-    assert _tally(alone)["fail"] == 0 and 1 <= _tally(alone)["warn"] <= 5
+    fails = [v for v in alone if v.status is Status.FAIL]
+    assert len(fails) == 1 and fails[0].details["verdicts"]["pp512"]["drop"] > 0.5
+    assert 1 <= _tally(alone)["warn"] <= 4
     verdicts, seconds = _replay(bundles, tmp_path / "store")
     tally = _tally(verdicts)
     assert tally["fail"] == 0 and tally["warn"] <= 1, [v.summary for v in verdicts]

@@ -295,6 +295,13 @@ def _standard_error(est: Estimate) -> float:
     return MEDIAN_SE * est.spread / math.sqrt(est.used) if est.used else 0.0
 
 
+def _scale(est: Estimate, reference: float) -> float:
+    """What ``est``'s relative spread is worth as a share of ``reference``: a run at a third
+    of the baseline whose repetitions scatter by 30% of its own level scatter by 10% of the
+    baseline's (relative spreads of two levels do not add as they stand)."""
+    return est.center_ts / reference if reference > 0 else 1.0
+
+
 def _pooled(groups: list[list[float]]) -> float:
     """The pooled relative robust spread within groups (each at least MIN_SPREAD)."""
     parts = [(len(g), max(robust_spread(g), MIN_SPREAD)) for g in groups]
@@ -387,10 +394,11 @@ def judge_test(name: str, base: list[float], now: list[float], tolerance_pct: fl
             # them (a baseline that ran in a fast minute no longer makes every later run a drop)
             between = robust_spread(values[0])
             reference = statistics.median(values[0])
-        noise = max(math.hypot(_standard_error(b), _standard_error(n)), between)
+        noise = max(math.hypot(_standard_error(b), _standard_error(n) * _scale(n, reference)),
+                    between)
         resolution_noise = max(math.sqrt(2) * _standard_error(b), between)
     else:
-        noise = math.sqrt((b.spread ** 2 + n.spread ** 2) / 2)
+        noise = math.sqrt((b.spread ** 2 + (n.spread * _scale(n, b.center_ts)) ** 2) / 2)
         resolution_noise = b.spread
     tolerance = tolerance_pct / 100
     detectable = SIGMAS * noise
