@@ -271,8 +271,9 @@ class ServedProbe:
 
 @dataclass(frozen=True)
 class InferenceServer:
-    """An inference server running on the host: how it runs and what it says of itself. A
-    value after an option that looks like a secret is never kept (``(secret)``)."""
+    """An inference server running on the host: how it runs and what it says of itself. Of
+    its argv, a value is kept only where llama.cpp's table says the option's value is safe
+    (numbers, paths, devices, tensor overrides); any other is ``(not kept)``."""
 
     kind: str  # "llama-server"
     pid: int

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
+import re
 import subprocess
 import sys
 import tarfile
@@ -25,7 +27,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from omni_host.plan.policy import ExpectedState
-from omni_host.remote.procfacts import bench_env, redacted_argv, redacted_url
+from omni_host.remote.procfacts import NOT_KEPT, bench_env, redacted_argv, redacted_url
 
 VAULT_PASSWORD = Path(__file__).parent / "inventories" / "vault" / "vault-pass.txt"
 # What is planted, and where: each must be found nowhere in what omni-host keeps or shows.
@@ -34,12 +36,18 @@ VAULTED = {"nested": "hf_PLANTEDvaultNested", "list": "/srv/PLANTEDvaultList.ggu
 SERVER = {"short option": "hf_PLANTEDshortOpt", "url password": "PLANTEDurlPass",
           "url token as user": "PLANTEDurlUser", "url query": "PLANTEDurlQuery",
           "api key =": "sk-PLANTEDapiKey", "env url": "PLANTEDenvUrlPass",
-          "env token": "PLANTEDenvToken"}
+          "env token": "PLANTEDenvToken", "alias": "PLANTEDaliasText",
+          "chat template": "PLANTEDtemplate", "unknown option": "PLANTEDunknownOpt",
+          "stray word": "PLANTEDstrayWord", "env template": "PLANTEDenvTemplate"}
+# A container's environment, command, labels and healthcheck (the collector's allowlist)
+CONTAINER = {"env": "PLANTEDcontainerEnv", "cmd": "PLANTEDcontainerCmd",
+             "label": "PLANTEDcontainerLabel", "health": "PLANTEDcontainerHealth"}
 # Written in clear where secrets live (issue 61: stored verbatim, in report.json, the bundle's
 # manifest and --format json): the allowlist keeps none of them.
 CLEAR = {"bench env token": "hf_PLANTEDclearToken", "bench env password": "PLANTEDclearPassword",
          "bench env url": "PLANTEDclearUrlPass", "-e env": "PLANTEDextraEnv"}
-PLANTED = tuple(VAULTED.values()) + tuple(SERVER.values()) + tuple(CLEAR.values())
+PLANTED = tuple(VAULTED.values()) + tuple(SERVER.values()) + tuple(CLEAR.values()) + \
+    tuple(CONTAINER.values())
 
 
 class _Vaulted(str):
@@ -82,10 +90,14 @@ def _server_with_secrets() -> Iterator[int]:
     argv = ["llama-server", "-c", "import time; time.sleep(300)", "-hft", SERVER["short option"],
             "-mu", f"http://admin:{SERVER['url password']}@models.example/m.gguf",
             f"--model-url=https://{SERVER['url token as user']}@hf.example/m.gguf?sig="
-            f"{SERVER['url query']}", f"--api-key={SERVER['api key =']}", "--port", "1"]
+            f"{SERVER['url query']}", f"--api-key={SERVER['api key =']}", "--port", "1",
+            "-a", SERVER["alias"], f"--chat-template={SERVER['chat template']}",
+            "--from-a-newer-llama-cpp", SERVER["unknown option"], "--metrics",
+            SERVER["stray word"]]
     env = {"PATH": "/usr/bin:/bin",
            "LLAMA_ARG_MODEL_URL": f"https://u:{SERVER['env url']}@hf.example/m.gguf",
-           "LLAMA_ARG_HF_TOKEN": SERVER["env token"]}
+           "LLAMA_ARG_HF_TOKEN": SERVER["env token"],
+           "LLAMA_ARG_CHAT_TEMPLATE": SERVER["env template"]}
     proc = subprocess.Popen(argv, executable=sys.executable, env=env,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
@@ -93,6 +105,24 @@ def _server_with_secrets() -> Iterator[int]:
     finally:
         proc.kill()
         proc.wait()
+
+
+@contextlib.contextmanager
+def _container_with_secrets(image: str) -> Iterator[str]:
+    """A running container whose environment, command, label and healthcheck carry secrets
+    (the audit's docker inspect reads every running container)."""
+    name = f"omni-test-secrets-{os.getpid()}"
+    subprocess.run(["docker", "rm", "-f", name], capture_output=True, check=False)
+    subprocess.run(
+        ["docker", "run", "-d", "--name", name, "-e", f"APP_SETTING={CONTAINER['env']}",
+         "--label", f"com.example.note={CONTAINER['label']}",
+         "--health-cmd", f"test -n {CONTAINER['health']}", "--health-interval", "1s", image,
+         "sh", "-c", f"sleep 300 # --note {CONTAINER['cmd']}"],
+        capture_output=True, text=True, check=True)
+    try:
+        yield name
+    finally:
+        subprocess.run(["docker", "rm", "-f", name], capture_output=True, check=False)
 
 
 def _leaks(texts: dict[str, bytes]) -> list[str]:
@@ -111,16 +141,21 @@ def _files(root: Path) -> dict[str, bytes]:
 
 
 def test_redaction_rules_by_what_the_values_are() -> None:
-    """llama.cpp's own table: -hft is --hf-token; a URL's credentials in any argument."""
+    """llama.cpp's own table: -hft is --hf-token (a value not kept); a kept value (-mu) still
+    loses a URL's credentials; an option the table does not know keeps its name, never its
+    value, nor does a word no option takes; numbers are kept anywhere."""
     argv = ["llama-server", "-hft", "T1", "--hf-token=T2", "--api-key", "K", "--api-key-file",
             "/etc/k", "-mu", "http://u:p@h/m.gguf", "-m", "/m.gguf", "--server-base",
-            "https://tok@h/x?a=1#f"]
+            "https://tok@h/x?a=1#f", "--new-opt", "12", "stray", "-a", "alias-text",
+            "--api-key", "-dash-key", "-ngl", "-1", "--mlock"]
     assert redacted_argv(argv) == [
-        "llama-server", "-hft", "(secret)", "--hf-token=(secret)", "--api-key", "(secret)",
+        "llama-server", "-hft", NOT_KEPT, "--hf-token=" + NOT_KEPT, "--api-key", NOT_KEPT,
         "--api-key-file", "/etc/k", "-mu", "http://(secret)@h/m.gguf", "-m", "/m.gguf",
-        "--server-base", "https://(secret)@h/x?(secret)#f"]
+        "--server-base", NOT_KEPT, "--new-opt", "12", NOT_KEPT, "-a", NOT_KEPT,
+        "--api-key", NOT_KEPT, "-ngl", "-1", "--mlock"]
     assert bench_env({"LLAMA_ARG_MODEL_URL": "http://u:p@h/m", "LLAMA_ARG_HF_TOKEN": "t",
-                      "LLAMA_API_KEY": "k", "GGML_CUDA_GRAPHS": "0"}) == {
+                      "LLAMA_API_KEY": "k", "GGML_CUDA_GRAPHS": "0",
+                      "LLAMA_ARG_CHAT_TEMPLATE": "t", "LLAMA_ARG_ALIAS": "a"}) == {
         "GGML_CUDA_GRAPHS": "0", "LLAMA_ARG_MODEL_URL": "http://(secret)@h/m"}
     assert redacted_url("no url: here") == "no url: here"
     assert redacted_url("a://" * 3) == "a://a://a://"  # no credentials, nothing taken
@@ -150,7 +185,8 @@ def test_a_vaulted_part_of_a_mapping_is_recorded_as_vaulted_and_is_a_secret() ->
 
 
 @pytest.mark.system
-def test_planted_secrets_are_in_no_output_and_no_stored_file(sshd: Sshd, tmp_path: Path) -> None:
+def test_planted_secrets_are_in_no_output_and_no_stored_file(sshd: Sshd, tmp_path: Path,
+                                                             docker_image: str) -> None:
     inv = _inventory(sshd, tmp_path / "inv")
     store, out = tmp_path / "store", tmp_path / "out"
     out.mkdir()
@@ -162,7 +198,7 @@ def test_planted_secrets_are_in_no_output_and_no_stored_file(sshd: Sshd, tmp_pat
               "--known-hosts", str(sshd.known_hosts), "--ssh-config", str(tmp_path / "none"))
     printed: dict[str, bytes] = {}
     doc: dict = {}
-    with _server_with_secrets() as pid:
+    with _server_with_secrets() as pid, _container_with_secrets(docker_image) as container:
         for fmt in ("json", "table", "markdown", "html", "junit", "prometheus"):
             result = run_cli("audit", *common, "--report-dir", str(store), "--format", fmt, "-v")
             assert result.code in (0, 1), result.stderr
@@ -198,7 +234,13 @@ def test_planted_secrets_are_in_no_output_and_no_stored_file(sshd: Sshd, tmp_pat
     assert given["SOME_KEY_VAR"].startswith("<digest ")
     assert given["HF_HUB_TOKEN"] == env["HF_HUB_TOKEN"]  # the same value: the same digest
     mine = next(s for s in host["facts"]["servers"] if s["pid"] == pid)
-    assert "(secret)" in " ".join(mine["argv"]) and "-hft" in mine["argv"]
+    argv = mine["argv"]
+    assert "(secret)" in " ".join(argv) and argv[argv.index("-hft") + 1] == NOT_KEPT
+    assert argv[argv.index("-a") + 1] == NOT_KEPT and argv[-1] == NOT_KEPT  # the stray word
+    assert "--chat-template=" + NOT_KEPT in argv and "--from-a-newer-llama-cpp" in argv
+    assert argv[argv.index("--port") + 1] == "1"  # a value the table keeps
+    # the container was read (its name, its healthcheck's program), its secrets not
+    assert f"{container}: CMD-SHELL test -n <redacted>" in printed["audit --format json"].decode()
     assert any(name.endswith("fleet.tar.gz:loop/manifest.json") for name in kept)
     assert (out / "watch.json").exists()
 
@@ -269,3 +311,68 @@ def test_a_probes_argv_keeps_no_value_of_an_env_name_not_known_safe(env: dict) -
     stored = json.loads(kept[4])
     assert {k for k in env if env_safe(k)} == {k for k, v in stored.items() if v == env[k]}
     assert not any(v in kept[4] for k, v in env.items() if not env_safe(k))
+
+
+HELP = Path(__file__).parent / "fixtures" / "captures" / "serve" / "llama-server-help_0.3.36.txt"
+# the value hints of llama-server --help whose values are free text or secrets: never kept
+FREE_TEXT = {"KEY", "TOKEN", "JINJA_TEMPLATE", "GRAMMAR", "SCHEMA", "JSON", "MESSAGE", "PROMPT",
+             "STRING", "HEADERS"}
+
+
+def _help_table(text: str) -> tuple[dict[str, int], set[str]]:
+    """llama-server --help as a table: each spelling -> 0 (no value), 1 (a value kept), 2 (two
+    kept: START END), -1 (a value never kept); and the variables of the never-kept ones."""
+    table, env, last = {}, set(), 0
+    for line in text.splitlines():
+        if line.startswith("-") and not line.startswith("-----"):
+            head = re.split(r"\s{2,}", re.sub(r",\s+", ", ", line.strip()), maxsplit=1)[0]
+            *names, tail = head.split(", ")
+            name, _, hint = tail.partition(" ")
+            words = re.sub(r"<[^>]*>", "X", hint).split()
+            last = -1 if hint in FREE_TEXT else min(len(words), 2) if hint else 0
+            table.update({n: last for n in [*names, name]})
+        found = re.search(r"\(env: (\w+)\)", line)
+        if found and last == -1:
+            env.add(found.group(1))
+    return table, env
+
+
+def test_the_argv_allowlist_is_llama_cpps_own_table() -> None:
+    """The table the host helper keeps values by is the one llama-server's own --help gives
+    (the capture, not a list typed here): 412 spellings, 19 of them free text or secrets."""
+    from omni_host.remote import procfacts
+
+    table, env = _help_table(HELP.read_text())
+    assert table == procfacts._TAKES
+    assert set(procfacts.NOT_KEPT_ENV) == env
+    assert len(table) == 412 and sum(v == -1 for v in table.values()) == 19
+    assert table["-hft"] == table["--api-key"] == table["-a"] == -1
+    assert table["-ot"] == table["-ngl"] == table["-m"] == table["--port"] == 1
+    assert table["--metrics"] == 0 and table["--control-vector-layer-range"] == 2
+    assert "--mlock" not in table  # this llama.cpp has --load-mode; older ones: a name kept
+
+
+_words = st.text(alphabet=st.characters(min_codepoint=33, max_codepoint=126), min_size=1,
+                 max_size=10)
+
+
+@settings(max_examples=300, deadline=None)
+@given(before=st.lists(_words, max_size=6), secret=_secrets,
+       option=st.sampled_from(["--api-key", "-hft", "-a", "--chat-template", "-r", "-j",
+                               "--not-an-option", "--server-base", "--mlock"]),
+       after=st.lists(_words, max_size=6), eq=st.booleans())
+def test_a_server_argv_keeps_no_value_the_table_does_not_say_is_safe(
+        before: list[str], secret: str, option: str, after: list[str], eq: bool) -> None:
+    """Whatever surrounds it, a value given to an option whose value is free text or a
+    secret, to an option llama.cpp does not have, or as a word no option takes, never leaves
+    the host (the digits-only words the generator cannot make here are numbers, kept)."""
+    from omni_host.remote.procfacts import redacted_argv
+
+    secret = "k" + secret  # a word of digits only is a number, kept after an unknown option
+    arg = [f"{option}={secret}"] if eq else [option, secret]
+    argv = ["llama-server", *before, "--metrics", *arg, *after]
+    out = redacted_argv(argv)
+    assert len(out) == len(argv) and out[0] == "llama-server"
+    assert secret not in " ".join(out), (argv, out)
+    assert "1234567890123" not in " ".join(redacted_argv(["llama-server", "--api-key",
+                                                          "1234567890123"]))

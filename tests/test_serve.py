@@ -120,8 +120,9 @@ def test_one_hostile_server_costs_only_its_own_counters() -> None:
 def test_secrets_in_a_servers_argv_never_leave_the_host_nor_reach_a_report() -> None:
     argv = ["llama-server", "--api-key", "sk-one", "--api-key=sk-two", "--api-key-file",
             "/etc/keys", "-t", "4", "--hf-token", "hf_x"]
-    want = ("llama-server", "--api-key", "(secret)", "--api-key=(secret)", "--api-key-file",
-            "/etc/keys", "-t", "4", "--hf-token", "(secret)")
+    from omni_host.remote.procfacts import NOT_KEPT as not_kept
+    want = ("llama-server", "--api-key", not_kept, "--api-key=" + not_kept, "--api-key-file",
+            "/etc/keys", "-t", "4", "--hf-token", not_kept)
     assert tuple(helper.redacted_argv(argv)) == want  # on the host
     assert redacted(argv) == want  # and again on the controller
 
@@ -927,7 +928,7 @@ def test_a_server_with_an_api_key_is_read(sshd: Sshd, benched, tmp_path: Path) -
     key_file = tmp_path / "keys"
     key_file.write_text(f"{key}\n")
     key_file.chmod(0o600)
-    with _llama_server(model, "-t", "1", "--api-key-file", str(key_file), key=key) as (pid, _):
+    with _llama_server(model, "-t", "1", "--api-key-file", str(key_file), key=key) as (pid, port):
         _, mine = _audit(sshd, inv, store, pid)
         assert mine["status"] == "pass", mine  # read with the key of its key file
         key_file.unlink()  # read at its start and gone: the helper has no key of its own now
@@ -936,6 +937,8 @@ def test_a_server_with_an_api_key_is_read(sshd: Sshd, benched, tmp_path: Path) -
         assert "HTTP 401: the server asks for an API key, and none was found (set " \
             "omni_serve.api_key, vault welcome)" in blind["line"], blind
         assert "start it with --metrics" not in blind["line"]
+        watched = [_watch(sshd, inv, store, "--for", "3s", "--every", "1s").communicate(
+            timeout=120)]  # no key anywhere
         password = tmp_path / "vault-pass"
         password.write_text("omni-test-vault\n")
         vaulted = subprocess.run(
@@ -948,9 +951,20 @@ def test_a_server_with_an_api_key_is_read(sshd: Sshd, benched, tmp_path: Path) -
         serve_vars.write_text(f"omni_serve:\n  min_fraction: {MIN_FRACTION}\n  {indented}\n")
         try:
             _, given = _audit(sshd, inv, store, pid, "--vault-password-file", str(password))
+            # serve watch asks through the same credential path (issue 61: it ignored a
+            # vaulted key, then advised setting it, after 13 rounds of 401)
+            watched.append(_watch(sshd, inv, store, "--for", "3s", "--every", "1s",
+                                  "--vault-password-file", str(password)).communicate(timeout=120))
         finally:
             serve_vars.unlink()
         assert given["status"] == "pass", given  # read with the operator's key
+        assert all(out.strip() for out, _ in watched), [err[-600:] for _, err in watched]
+        blind_watch, keyed_watch = (next(s for s in _stability(out)["details"]["servers"]
+                                         if s["server"] == f"127.0.0.1:{port}")
+                                    for out, _ in watched)
+        assert "HTTP 401" in blind_watch["not_watched"], blind_watch  # no key anywhere
+        assert "not_watched" not in keyed_watch and keyed_watch["memory"], keyed_watch
+        assert not any(key in out + err for out, err in watched)
     leaked = [str(p) for p in store.rglob("*") if p.is_file() and key.encode() in p.read_bytes()]
     assert not leaked, leaked
 

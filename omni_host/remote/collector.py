@@ -143,6 +143,7 @@ def _contain(proc, why, deadline):
 
 
 SECRET_WORDS = ("key", "token", "secret", "passw", "credential", "auth")
+KEEP_LABELS = ("com.docker.compose.", "org.opencontainers.image.")
 KEEP_ENV = ("GLIBC_TUNABLES", "NVIDIA_VISIBLE_DEVICES", "NVIDIA_DRIVER_CAPABILITIES",
             "CUDA_VISIBLE_DEVICES", "LD_PRELOAD", "LD_LIBRARY_PATH", "PATH", "GGML_CUDA_NO_VMM")
 
@@ -195,20 +196,69 @@ def _redact_text(text):
     return text
 
 
-def _redact_args(args):
-    out, hide_next = [], False
-    for arg in args or []:
-        if not isinstance(arg, str):
-            out.append(arg)
-        elif hide_next:
+# Stored by allowlist (issue 61): of a container's command, entrypoint, arguments and
+# healthcheck, a word is kept only where it is known safe: the program, an option's name, a
+# number, an absolute path, a URL without its credentials and query, a shell operator. Any
+# other word (a value, a token, a password, free text) is replaced; so is every word after
+# an option whose name says secret, whatever it looks like. No check reads more of them.
+_SAFE_WORD = re.compile(r"(?:-{1,2}[A-Za-z][\w.-]{0,63}|[+-]?[0-9][0-9.,:x-]{0,23}"
+                        r"|/[\w./-]{0,255}|&&|\|\||[;|&])\Z")
+_PROGRAM = re.compile(r"[\w./-]{1,255}\Z")
+_NAMED = re.compile(r"(-{1,2}[A-Za-z][\w.-]{0,63})=(.*)\Z", re.S)
+_URL = re.compile(r"([A-Za-z][A-Za-z0-9+.-]{0,15}://)(?:[^/?#@\s]*@)?([^/?#@\s]*)([^?#@\s]*)"
+                  r"(?:[?#]\S*)?\Z")
+_OPERATORS = ("&&", "||", ";", "|", "&")
+
+
+def _kept_word(word, program):
+    if program and _PROGRAM.match(word):
+        return word
+    if _SAFE_WORD.match(word):
+        return word
+    named = _NAMED.match(word)
+    if named:
+        value = named.group(2)
+        return named.group(1) + "=" + (value if not _secretish(named.group(1)) and
+                                       _SAFE_WORD.match(value) else "<redacted>")
+    url = _URL.match(word)
+    if url:
+        return url.group(1) + url.group(2) + url.group(3)
+    return "<redacted>"
+
+
+def _kept_words(words, program):
+    """``words`` as they may leave the host: see above; ``program``: the first is one."""
+    out, hide = [], False
+    for word in words:
+        if hide:
             out.append("<redacted>")
-            hide_next = False
-        elif arg.startswith("-") and "=" in arg and _secretish(arg.split("=", 1)[0]):
-            out.append(arg.split("=", 1)[0] + "=<redacted>")
-        else:
-            out.append(_redact_text(arg))
-            hide_next = arg.startswith("-") and _secretish(arg)
+            hide = False
+            continue
+        out.append(_kept_word(word, program))
+        hide = word.startswith("-") and "=" not in word and _secretish(word)
+        program = word in _OPERATORS  # a shell's next command begins after an operator
     return out
+
+
+def _redact_args(args, program=True):
+    """A container's argv (``program``: its first word is the program): each word by the
+    allowlist; a word holding a shell line (``sh -c "..."``) word by word inside it."""
+    out = []
+    for i, arg in enumerate(args or []):
+        first = program and i == 0 or i > 0 and args[i - 1] == "-c"
+        if not isinstance(arg, str):
+            out.append(arg if isinstance(arg, (int, float)) else "<redacted>")
+        elif any(c.isspace() for c in arg):
+            out.append(" ".join(_kept_words(arg.split(), True)))
+        else:
+            out.extend(_kept_words([arg], first) if not (i and _hidden(args[i - 1]))
+                       else ["<redacted>"])
+    return out
+
+
+def _hidden(previous):
+    return isinstance(previous, str) and previous.startswith("-") and "=" not in previous \
+        and _secretish(previous)
 
 
 def _redact_container(doc):
@@ -223,16 +273,18 @@ def _redact_container(doc):
             if isinstance(config.get(field), list):
                 config[field] = _redact_args(config[field])
         health = config.get("Healthcheck")
-        if isinstance(health, dict) and isinstance(health.get("Test"), list):
-            health["Test"] = _redact_args(health["Test"])
+        if isinstance(health, dict) and isinstance(health.get("Test"), list) and health["Test"]:
+            test = health["Test"]  # ["CMD", program, ...], ["CMD-SHELL", line] or ["NONE"]
+            health["Test"] = test[:1] + _redact_args(test[1:])
         labels = config.get("Labels")
-        if isinstance(labels, dict):
-            config["Labels"] = dict((k, "<redacted>" if _secretish(k) else _redact_text(v))
+        if isinstance(labels, dict):  # Compose's and the image spec's own labels: names, paths
+            config["Labels"] = dict((k, v if k.startswith(KEEP_LABELS) and isinstance(v, str)
+                                     and not _secretish(k) else "<redacted>")
                                     for k, v in labels.items())
     if isinstance(doc.get("Args"), list):
-        doc["Args"] = _redact_args(doc["Args"])
+        doc["Args"] = _redact_args(doc["Args"], program=False)
     if isinstance(doc.get("Path"), str):
-        doc["Path"] = _redact_text(doc["Path"])
+        doc["Path"] = _redact_args([doc["Path"]])[0]
     health = (doc.get("State") or {}).get("Health") if isinstance(doc.get("State"), dict) else None
     if isinstance(health, dict):
         for entry in health.get("Log") or []:

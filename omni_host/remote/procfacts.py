@@ -20,11 +20,8 @@ FINGERPRINT_BYTES = 1 << 20
 ENV_PREFIXES = ("GGML_", "LLAMA_", "OMP_", "GOMP_", "KMP_", "MKL_", "OPENBLAS_", "CUDA_")
 ENV_NAMES = ("GLIBC_TUNABLES", "LD_PRELOAD", "LD_LIBRARY_PATH")
 SECRET_WORDS = ("KEY", "TOKEN", "SECRET", "PASS", "AUTH", "CREDENTIAL")
-# llama.cpp's own argument table (common/arg.cpp of the llama.cpp that llama-cpp-python 0.3.36
-# vendors): every spelling of the options whose value is a secret, the short ones too, whose
-# names do not say so (-hft is --hf-token). A URL's credentials are redacted in any value
-# (-mu/--model-url, -mmu/--mmproj-url, --server-base, LLAMA_ARG_MODEL_URL...).
-SECRET_OPTIONS = ("-hft", "--hf-token", "--api-key")
+# A URL's credentials are redacted in any value (-mu/--model-url, --server-base,
+# LLAMA_ARG_MODEL_URL...).
 _URL_END = "/?# \t\r\n\"'<>,;"
 ARG_CAP = 512  # characters of one argument kept
 SECRET_VALUE = "(secret)"
@@ -216,7 +213,7 @@ def bench_env(env):
     """The variables that change llama.cpp's speed; a name that carries a secret is left out,
     and the credentials of a URL in a value are replaced."""
     return dict((k[:80], redacted_url(v[:200])) for k, v in sorted(env.items())
-                if (k.startswith(ENV_PREFIXES) or k in ENV_NAMES)
+                if (k.startswith(ENV_PREFIXES) or k in ENV_NAMES) and k not in NOT_KEPT_ENV
                 and not any(word in k.upper() for word in SECRET_WORDS))
 
 
@@ -250,32 +247,167 @@ def redacted_url(text):
             out.append("?" + SECRET_VALUE)
 
 
-def _secret_option(name):
+# Stored by allowlist (issue 61): of a llama-server's argv, a value is kept only after an option
+# of llama.cpp's own table whose value is known safe (numbers, paths, devices, enumerations,
+# tensor overrides: what the checks and the placement read); the value of any other option, an
+# unknown one, or a word no option takes is replaced by NOT_KEPT. The table is that of
+# `llama-server --help` of the llama.cpp that llama-cpp-python 0.3.36 vendors
+# (tests/fixtures/captures/serve/llama-server-help_0.3.36.txt; a test derives it from there):
+# free text (a prompt, a template, an alias, a JSON document, a header list) and the secrets
+# (--api-key, --hf-token) are NOT_KEPT, as are the variables that set them.
+NOT_KEPT = "(not kept)"
+_FLAGS = (
+    "--agent", "--backend-sampling", "--cache-idle-slots", "--cache-list", "--cache-prompt",
+    "--check-tensors", "--completion-bash", "--cont-batching", "--context-shift",
+    "--cors-credentials", "--cpu-moe", "--cpu-moe-draft", "--embd-gemma-default", "--embedding",
+    "--embeddings", "--escape", "--fim-qwen-1.5b-default", "--fim-qwen-14b-spec",
+    "--fim-qwen-30b-default", "--fim-qwen-3b-default", "--fim-qwen-7b-default",
+    "--fim-qwen-7b-spec", "--gpt-oss-120b-default", "--gpt-oss-20b-default", "--help",
+    "--ignore-eos", "--jinja", "--kv-offload", "--kv-unified", "--list-devices",
+    "--log-disable", "--log-jsonl", "--log-prefix", "--log-timestamps", "--log-verbose",
+    "--lora-init-without-apply", "--metrics", "--mmproj-auto", "--mmproj-offload",
+    "--models-autoload", "--no-agent", "--no-cache-idle-slots", "--no-cache-prompt",
+    "--no-cont-batching", "--no-context-shift", "--no-cors-credentials", "--no-escape",
+    "--no-host", "--no-jinja", "--no-kv-offload", "--no-kv-unified", "--no-log-jsonl",
+    "--no-log-prefix", "--no-log-timestamps", "--no-mmproj", "--no-mmproj-auto",
+    "--no-mmproj-offload", "--no-models-autoload", "--no-op-offload", "--no-perf",
+    "--no-prefill-assistant", "--no-reasoning-preserve", "--no-repack",
+    "--no-skip-chat-parsing", "--no-slots", "--no-spec-draft-backend-sampling", "--no-ui",
+    "--no-ui-mcp-proxy", "--no-warmup", "--no-webui", "--no-webui-mcp-proxy", "--offline",
+    "--op-offload", "--perf", "--prefill-assistant", "--props", "--reasoning-preserve",
+    "--repack", "--rerank", "--reranking", "--reuse-port", "--skip-chat-parsing", "--slots",
+    "--spec-default", "--spec-draft-backend-sampling", "--spec-draft-cpu-moe", "--special",
+    "--spm-infill", "--swa-full", "--ui", "--ui-mcp-proxy", "--usage", "--verbose", "--version",
+    "--vision-gemma-12b-default", "--vision-gemma-4b-default", "--warmup", "--webui",
+    "--webui-mcp-proxy", "-ag", "-bs", "-cb", "-cl", "-cmoe", "-cmoed", "-e", "-h", "-kvo",
+    "-kvu", "-nkvo", "-no-ag", "-no-kvu", "-nocb", "-nr", "-sp", "-v"
+)
+_KEPT = (
+    "--adaptive-decay", "--adaptive-target", "--api-key-file", "--api-prefix", "--batch-size",
+    "--cache-ram", "--cache-reuse", "--cache-type-k", "--cache-type-k-draft", "--cache-type-v",
+    "--cache-type-v-draft", "--chat-template-file", "--checkpoint-min-step", "--control-vector",
+    "--control-vector-scaled", "--cors-methods", "--cors-origins", "--cpu-mask",
+    "--cpu-mask-batch", "--cpu-mask-batch-draft", "--cpu-mask-draft", "--cpu-range",
+    "--cpu-range-batch", "--cpu-range-draft", "--cpu-strict", "--cpu-strict-batch",
+    "--cpu-strict-batch-draft", "--cpu-strict-draft", "--ctx-checkpoints", "--ctx-size",
+    "--defrag-thold", "--device", "--device-draft", "--docker-repo", "--draft", "--draft-max",
+    "--draft-min", "--draft-n", "--draft-n-min", "--draft-p-min", "--draft-p-split",
+    "--dry-allowed-length", "--dry-base", "--dry-multiplier", "--dry-penalty-last-n",
+    "--dynatemp-exp", "--dynatemp-range", "--embd-normalize", "--fit", "--fit-ctx",
+    "--fit-target", "--flash-attn", "--frequency-penalty", "--gpu-layers", "--gpu-layers-draft",
+    "--grammar-file", "--hf-file", "--hf-repo", "--hf-repo-draft", "--host",
+    "--image-max-tokens", "--image-min-tokens", "--json-schema-file", "--keep",
+    "--kv-unified-per-slot", "--lazy-mode", "--load-mode", "--log-colors", "--log-file",
+    "--log-prompts-dir", "--log-verbosity", "--logit-bias", "--lookup-cache-dynamic",
+    "--lookup-cache-static", "--lora", "--lora-scaled", "--main-gpu", "--mcp-servers-config",
+    "--media-path", "--min-p", "--mirostat", "--mirostat-ent", "--mirostat-lr", "--mmproj",
+    "--mmproj-device", "--mmproj-url", "--model", "--model-draft", "--model-url",
+    "--models-dir", "--models-max", "--models-preset", "--mtmd-batch-max-tokens", "--n-cpu-ffn",
+    "--n-cpu-moe", "--n-cpu-moe-draft", "--n-gpu-layers", "--n-gpu-layers-draft", "--n-predict",
+    "--numa", "--override-kv", "--override-tensor", "--override-tensor-draft", "--parallel",
+    "--path", "--poll", "--poll-batch", "--poll-batch-draft", "--poll-draft", "--pooling",
+    "--port", "--predict", "--presence-penalty", "--prio", "--prio-batch", "--prio-batch-draft",
+    "--prio-draft", "--reasoning", "--reasoning-budget", "--reasoning-effort",
+    "--reasoning-format", "--repeat-last-n", "--repeat-penalty", "--rope-freq-base",
+    "--rope-freq-scale", "--rope-scale", "--rope-scaling", "--rpc", "--sampler-seq",
+    "--samplers", "--sampling-seq", "--seed", "--sleep-idle-seconds",
+    "--slot-prompt-similarity", "--slot-save-path", "--spec-draft-cpu-mask",
+    "--spec-draft-cpu-mask-batch", "--spec-draft-cpu-range", "--spec-draft-cpu-strict",
+    "--spec-draft-cpu-strict-batch", "--spec-draft-device", "--spec-draft-hf",
+    "--spec-draft-model", "--spec-draft-n-cpu-moe", "--spec-draft-n-max", "--spec-draft-n-min",
+    "--spec-draft-ncmoe", "--spec-draft-ngl", "--spec-draft-override-tensor",
+    "--spec-draft-p-min", "--spec-draft-p-split", "--spec-draft-poll",
+    "--spec-draft-poll-batch", "--spec-draft-prio", "--spec-draft-prio-batch",
+    "--spec-draft-threads", "--spec-draft-threads-batch", "--spec-draft-type-k",
+    "--spec-draft-type-v", "--spec-ngram-map-k-min-hits", "--spec-ngram-map-k-size-m",
+    "--spec-ngram-map-k-size-n", "--spec-ngram-map-k4v-min-hits", "--spec-ngram-map-k4v-size-m",
+    "--spec-ngram-map-k4v-size-n", "--spec-ngram-min-hits", "--spec-ngram-mod-n-match",
+    "--spec-ngram-mod-n-max", "--spec-ngram-mod-n-min", "--spec-ngram-simple-min-hits",
+    "--spec-ngram-simple-size-m", "--spec-ngram-simple-size-n", "--spec-ngram-size-m",
+    "--spec-ngram-size-n", "--spec-synth-len", "--spec-synth-rates", "--spec-type",
+    "--split-mode", "--sse-ping-interval", "--ssl-cert-file", "--ssl-key-file",
+    "--swa-checkpoints", "--temp", "--temperature", "--tensor-split", "--threads",
+    "--threads-batch", "--threads-batch-draft", "--threads-draft", "--threads-http",
+    "--timeout", "--tools", "--tools-runtime", "--top-k", "--top-n-sigma", "--top-nsigma",
+    "--top-p", "--typical", "--typical-p", "--ubatch-size", "--ui-config-file", "--verbosity",
+    "--video-ffmpeg-dir", "--video-fps", "--video-timestamp-interval", "--webui-config-file",
+    "--xtc-probability", "--xtc-threshold", "--yarn-attn-factor", "--yarn-beta-fast",
+    "--yarn-beta-slow", "--yarn-ext-factor", "--yarn-orig-ctx", "-C", "-Cb", "-Cbd", "-Cd",
+    "-Cr", "-Crb", "-Crd", "-b", "-c", "-cms", "-cram", "-ctk", "-ctkd", "-ctv", "-ctvd",
+    "-ctxcp", "-dev", "-devd", "-dr", "-dt", "-fa", "-fit", "-fitc", "-fitt", "-hf", "-hfd",
+    "-hff", "-hfr", "-hfrd", "-jf", "-l", "-lcd", "-lcs", "-lm", "-lv", "-lzm", "-m", "-md",
+    "-mg", "-mm", "-mmdev", "-mmu", "-mu", "-n", "-ncffn", "-ncmoe", "-ncmoed", "-ngl", "-ngld",
+    "-np", "-ot", "-otd", "-rea", "-s", "-sm", "-sps", "-t", "-tb", "-tbd", "-td", "-to", "-ts",
+    "-ub"
+)
+_TWO_KEPT = ("--control-vector-layer-range",)
+_NOT_KEPT = (
+    "--alias", "--api-key", "--chat-template", "--chat-template-kwargs", "--cors-headers",
+    "--dry-sequence-breaker", "--grammar", "--hf-token", "--json-schema", "--mcp-servers-json",
+    "--reasoning-budget-message", "--reverse-prompt", "--tags", "--ui-config", "--webui-config",
+    "-a", "-hft", "-j", "-r"
+)
+NOT_KEPT_ENV = (
+    "HF_TOKEN",
+    "LLAMA_API_KEY",
+    "LLAMA_ARG_ALIAS",
+    "LLAMA_ARG_CHAT_TEMPLATE",
+    "LLAMA_ARG_CHAT_TEMPLATE_KWARGS",
+    "LLAMA_ARG_CORS_HEADERS",
+    "LLAMA_ARG_MCP_SERVERS_JSON",
+    "LLAMA_ARG_TAGS",
+    "LLAMA_ARG_THINK_BUDGET_MESSAGE",
+    "LLAMA_ARG_UI_CONFIG",
+)
+_TAKES = dict([(n, 0) for n in _FLAGS] + [(n, 1) for n in _KEPT] + [(n, 2) for n in _TWO_KEPT]
+              + [(n, -1) for n in _NOT_KEPT])
+_NUMBER = "0123456789.-+"
+
+
+def _kept(value):
+    # type: (str) -> str
+    return redacted_url(value[:ARG_CAP])
+
+
+def _plain_number(value):
     # type: (str) -> bool
-    upper = name.upper()
-    return name.startswith("-") and (name in SECRET_OPTIONS or any(
-        w in upper for w in SECRET_WORDS) and not upper.endswith("-FILE"))
+    return 0 < len(value) <= 24 and all(c in _NUMBER for c in value) and \
+        any(c.isdigit() for c in value)
 
 
 def redacted_argv(argv):
     # type: (list[str]) -> list[str]
-    """The argv with the value of every option that carries a secret replaced, in each of
-    its spellings (``--api-key K``, ``--api-key=K``, ``-hft T``; a file of keys is a path,
-    kept), and the credentials of any URL in any argument."""
-    out, hide = [], False
-    for arg in argv[:256]:
-        if hide:
-            out.append(SECRET_VALUE)
-            hide = False
+    """A llama-server's argv as it may leave the host: the program, every option's name, and
+    the values of the options llama.cpp's table says are safe (credentials of a URL in them
+    replaced); any other value NOT_KEPT (a plain number is kept: numbers are safe anywhere).
+    Each value is taken as llama.cpp takes it: the words after an option that takes them,
+    whatever they begin with, or after an ``=``."""
+    out, need, keep = list(argv[:1]), 0, False
+    for arg in argv[1:256]:
+        if need:
+            out.append(_kept(arg) if keep else NOT_KEPT)  # a key of digits is a key
+            need -= 1
             continue
-        name, eq, _ = arg.partition("=")
-        secret = _secret_option(name)
-        if secret and eq:
-            out.append(name + "=" + SECRET_VALUE)
-        else:
-            out.append(redacted_url(arg[:ARG_CAP]))
-            hide = secret
+        name, eq, value = arg.partition("=")
+        takes = _TAKES.get(name)
+        if not name.startswith("-") or takes is None and not eq:
+            # a word no option of the table takes (an unknown option's value, a stray word);
+            # an unknown option's name itself is kept where it looks like one
+            out.append(arg[:ARG_CAP] if _option_like(arg) or _plain_number(arg) else NOT_KEPT)
+            continue
+        if eq:
+            out.append(name + "=" + (_kept(value) if takes in (1, 2) or takes is None
+                                     and _plain_number(value) else NOT_KEPT))
+            continue
+        out.append(name)
+        need, keep = (abs(takes), takes > 0) if takes else (0, False)
     return out
+
+
+def _option_like(arg):
+    # type: (str) -> bool
+    return 1 < len(arg) <= 64 and arg.startswith("-") and arg.lstrip("-")[:1].isalpha() and \
+        all(c.isalnum() or c in "-_." for c in arg)
 
 
 def option_value(argv, names, env, env_name):

@@ -62,9 +62,9 @@ def counters(text: str) -> ServedCounters:
 
 
 def redacted(argv: list[Any]) -> tuple[str, ...]:
-    """The argv with every value of an option that looks like a secret replaced: the host's
-    helper does it first, and its very rule runs again here (a forged document does not get
-    one through either)."""
+    """The argv with every value not known safe replaced (``procfacts.redacted_argv``, by
+    llama.cpp's own table): the host's helper does it first, and its very rule runs again
+    here (a forged document does not get one through either)."""
     return tuple(redacted_argv([str(a) for a in argv]))
 
 
