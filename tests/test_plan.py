@@ -8,6 +8,7 @@ none (the lent H100's plans are in tests/fixtures/captures/plan-h100/)."""
 
 from __future__ import annotations
 
+import re
 import shlex
 from dataclasses import replace
 from pathlib import Path
@@ -107,6 +108,31 @@ def test_without_the_cpus_rate_there_is_no_prediction(moe: TensorMap) -> None:
     small = _assessed(assess(moe, Candidate("c", "", "plan", ncmoe=LAYERS),
                              _host(1 << 34, cpu_gbs=None), Workload(ctx=256)))
     assert small.tg is not None and CPU not in small.read
+
+
+def test_a_cpu_rate_predicts_only_at_the_threads_it_was_measured_at(moe: TensorMap) -> None:
+    """Issue 63: a stored -t 1 run's CPU rate predicted -t 2 args 3.5x off (88.56 predicted,
+    25.65 measured). At the threads it was measured at it predicts; at others the plan says
+    it has no rate for them and, where the memory channels were read, predicts at their
+    ceiling, said as an upper bound."""
+    work = Workload(ctx=256, depth=200_000)  # every layer on the CPU: 100 MiB of KV a token
+    measured = replace(_host(1 << 34), cpu_threads=1)
+    at_one = _assessed(assess(moe, Candidate("c", "", "plan", ngl=0, threads=1),
+                              measured, work))
+    assert at_one.tg is not None and at_one.limit == "CPU memory (" + \
+        at_one.limit.split("(", 1)[1]  # no caveat
+    at_two = _assessed(assess(moe, Candidate("c", "", "plan", ngl=0, threads=2),
+                              measured, work))
+    assert at_two.tg is None
+    assert "no stored bench measured the CPU at -t 2 (the rate known is at -t 1)" in at_two.limit
+    default = _assessed(assess(moe, Candidate("c", "", "plan", ngl=0), measured, work))
+    assert default.tg is None and "at -t 8" in default.limit  # llama.cpp's default: the cores
+    ceiling = replace(measured, cpu_ceiling_gbs=200e9)
+    bound = _assessed(assess(moe, Candidate("c", "", "plan", ngl=0, threads=2),
+                             ceiling, work))
+    assert bound.tg is not None and bound.tg > at_one.tg  # 200 GB/s against 50 measured
+    assert bound.limit.endswith("the CPU at its channels' ceiling: no stored bench measured the "
+                                "CPU at -t 2 (the rate known is at -t 1): an upper bound")
 
 
 def test_candidates_rank_the_fitting_fastest_first(moe: TensorMap) -> None:
@@ -398,6 +424,44 @@ def test_prove_runs_the_candidates_in_rounds_and_judges_them(sshd, llama, moe_mo
     assert proof["status"] in ("pass", "warn")
     assert ("beats the current args" in proof["summary"]) == (proof["status"] == "warn")
     assert not any(r["id"] == "perf.tokens-per-s" for r in host["results"])  # never a baseline
+
+
+@pytest.mark.system
+def test_a_plan_never_predicts_with_the_rate_of_other_threads(sshd, llama, moe_model: Path,
+                                                               tmp_path: Path) -> None:
+    """Issue 63, as found: the stored bench ran -t 1, the policy's args say -t 2. The plan
+    says which stored run its CPU rate came from and at which threads, and has no measured
+    rate for -t 2 (at most the channels' ceiling, said as an upper bound); with -t 1 args it
+    predicts from that run. The text echoes the context and depth it planned for."""
+    from conftest import run_cli, until_unlocked
+    from test_bench import _baseline, _inventory
+
+    store = tmp_path / "store"
+    args = ["-p", "16", "-n", "8", "-t"]
+    one = _inventory(sshd, tmp_path / "one", llama[0], moe_model, args=[*args, "1"])
+    first, perf = _baseline(sshd, one, store)
+    assert first.code == 0, first.stderr
+    two = _inventory(sshd, tmp_path / "two", llama[0], moe_model, args=[*args, "2"])
+    for inv, threads in ((two, 2), (one, 1)):
+        host, _ = _plan(sshd, inv, store, "--ctx", "512")
+        details = next(r for r in host["results"] if r["id"] == "perf.placement")["details"]
+        rates = details["rates"]
+        assert rates["cpu_threads"] == 1, rates
+        assert re.fullmatch(r"measured by tg8 of stored bench \S+ at -t 1", rates["cpu_from"])
+        current = next(r for r in details["plan"] if r["key"] == "current")
+        assert current["llama_bench"].endswith(f"-t {threads}")
+        limit = current.get("limit") or ""
+        if threads == 2:
+            assert "no stored bench measured the CPU at -t 2 (the rate known is at -t 1)" in limit
+            assert (current.get("predicted_tg") is None) != limit.endswith("an upper bound")
+        else:
+            assert current["predicted_tg"] is not None and "no stored bench" not in limit
+    text = until_unlocked(lambda: run_cli(
+        "plan", "-i", str(two), "loop", "--report-dir", str(store), "--ctx", "512",
+        "--known-hosts", str(sshd.known_hosts), "--ssh-config", str(store.parent / "none"),
+        timeout=600))
+    assert "Placement plan for loop at -c 512, generation at depth 0, ranked" in text.stdout
+    assert "CPU read rate: " in text.stdout and "at -t 1" in text.stdout, text.stdout
 
 
 # --- the lent H100's plans and proofs (tests/fixtures/captures/plan-h100/README.md) ---
@@ -708,7 +772,10 @@ def test_a_stored_plan_and_its_proof_judge_again_from_their_one_bundle(tmp_path:
         assert now is not None and then is not None
         assert (now.status, now.summary) == (then.status, then.summary), check
         added = {"cpu_available_mib", "swap_free_mib"}  # the host's memory, said since issue 61
-        assert {k: v for k, v in now.details.items() if k not in added} == then.details, check
+        details = {k: v for k, v in now.details.items() if k not in added}
+        # the threads a CPU rate was measured at, said since issue 63 (both keep the rates)
+        assert details["rates"].pop("cpu_threads") is None
+        assert details == then.details, check
     meminfo = bundle.results["mem.meminfo"].stdout
     available = next(int(line.split()[1]) for line in meminfo.splitlines()
                      if line.startswith("MemAvailable:"))

@@ -6,6 +6,7 @@ cases hand it to what judges against the past instead of each scanning the store
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from typing import Any
 
@@ -67,10 +68,22 @@ def measured_rates(entries: HostEntries) -> dict[str, Any]:
         for name, gbs in bench.cpu_rates.items():
             if gbs > 0 and "cpu_gbs" not in found:
                 found["cpu_gbs"] = float(gbs) * 1e9
-                found["cpu_from"] = f"measured by {name} of stored bench {audit.id}"
+                threads = _threads(bench.tests[name].key) if name in bench.tests else None
+                found["cpu_threads"] = threads
+                found["cpu_from"] = f"measured by {name} of stored bench {audit.id}" + (
+                    f" at -t {threads}" if threads else "")
         if "gpu_efficiency" in found and "cpu_gbs" in found:
             break
     return found
+
+
+def _threads(key: dict[str, Any]) -> int | None:
+    """The threads a stored test ran with (its comparability key's n_threads), else None."""
+    try:
+        value = json.loads(key.get("n_threads", "null"))
+    except (TypeError, ValueError):
+        return None
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
 
 
 def past_of(history: History, host: str) -> Past:

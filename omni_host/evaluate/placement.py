@@ -78,6 +78,11 @@ class Host:
     # the host's memory available now (MemAvailable), bytes: what the CPU's weights and KV cache
     # must fit in; None where not read. Swap is not counted: a model in swap froze the host (F-022)
     cpu_free: int | None = None
+    # the threads cpu_gbs was measured at (a stored bench's n_threads): a CPU read rate holds
+    # only for the threads it was measured with (issue 63: a -t 1 rate predicted -t 2 args 3.5x
+    # off); None where it is not a measurement (the channels' theoretical rate)
+    cpu_threads: int | None = None
+    cpu_ceiling_gbs: float | None = None  # the channels' theoretical rate, where read
 
 
 @dataclass(frozen=True)
@@ -217,9 +222,24 @@ def shortfall(need: dict[str, dict[str, int]], host: Host) -> dict[str, int]:
     return out
 
 
-def predict(tensors: TensorMap, p: Placement, host: Host,
-            work: Workload) -> tuple[float | None, str, dict[str, float]]:
-    """(tokens/s, what limits it or why there is none, bytes per token per device)."""
+def cpu_rate(host: Host, threads: int | None) -> tuple[float | None, str]:
+    """The rate the CPU reads weights at for a candidate run at ``threads`` (None: llama.cpp's
+    default, the physical cores), and what it is: the measured rate only at the threads it
+    was measured at; else the channels' theoretical rate, a ceiling; else none."""
+    threads = threads or host.physical_cores
+    if host.cpu_gbs and (host.cpu_threads is None or host.cpu_threads == threads):
+        return host.cpu_gbs, ""
+    unmeasured = f"no stored bench measured the CPU at -t {threads} (the rate known is at " \
+        f"-t {host.cpu_threads})" if host.cpu_gbs else "no stored bench measured the CPU"
+    if host.cpu_ceiling_gbs:
+        return host.cpu_ceiling_gbs, f"the CPU at its channels' ceiling: {unmeasured}"
+    return None, unmeasured
+
+
+def predict(tensors: TensorMap, p: Placement, host: Host, work: Workload,
+            threads: int | None = None) -> tuple[float | None, str, dict[str, float]]:
+    """(tokens/s, what limits it or why there is none, bytes per token per device); the CPU's
+    rate is the one measured at the candidate's ``threads`` (``cpu_rate``)."""
     read = bytes_per_token(tensors, p)
     n_layer = n_layers(tensors)
     for il, row in kv_row_bytes(tensors, work).items():
@@ -229,17 +249,20 @@ def predict(tensors: TensorMap, p: Placement, host: Host,
     for i, gpu in enumerate(host.gpus):
         if gpu.gbs:
             rate[f"GPU{i}"] = gpu.gbs * (host.gpu_efficiency or 1.0)
-    if host.cpu_gbs:
-        rate[CPU] = host.cpu_gbs
+    cpu, caveat = cpu_rate(host, threads)
+    if cpu:
+        rate[CPU] = cpu
     read = {d: b for d, b in read.items() if b >= NEGLIGIBLE_BYTES or (b > 0 and d in rate)}
     unknown = sorted(d for d in read if d not in rate)
     if unknown:
+        at = f"{caveat}; " if host.cpu_gbs else ""  # a rate known, at other threads
         return None, f"no read rate known for {', '.join(unknown)}" + (
-            " (memory.channels: dmidecode as root; or a bench with -ngl 0)"
+            f" ({at}memory.channels: dmidecode as root; or a bench with -ngl 0)"
             if unknown == [CPU] else ""), read
     c = ceiling(read, rate, p.split_mode == "row")
     share = c.seconds_by_device[c.limit] / sum(c.seconds_by_device.values())
-    return c.tokens_per_s, f"{c.limit} memory ({share:.0%} of a token's time)", read
+    said = f"; {caveat}: an upper bound" if caveat and CPU in read else ""
+    return c.tokens_per_s, f"{c.limit} memory ({share:.0%} of a token's time){said}", read
 
 
 def assess(tensors: TensorMap, cand: Candidate, host: Host, work: Workload) -> Assessed | str:
@@ -247,7 +270,7 @@ def assess(tensors: TensorMap, cand: Candidate, host: Host, work: Workload) -> A
     if isinstance(p, str):
         return p
     need = memory_need(tensors, p, host, work)
-    tg, limit, read = predict(tensors, p, host, work)
+    tg, limit, read = predict(tensors, p, host, work, cand.threads)
     return Assessed(cand, need, shortfall(need, host), tg, limit, read)
 
 

@@ -11,7 +11,7 @@ import re
 import shlex
 from dataclasses import replace
 from pathlib import PurePosixPath
-from typing import TextIO
+from typing import Any, TextIO
 
 from omni_host.invocation import program
 from omni_host.model import (
@@ -302,6 +302,10 @@ def render_markdown(report: Report, out: TextIO) -> None:
                 out.write("\nFix:\n\n" + "".join(f"1. {_md(step)}\n" for step in steps))
 
 
+def _gbs(bytes_per_s: Any) -> str:
+    return f"{bytes_per_s:g} GB/s" if isinstance(bytes_per_s, (int, float)) else "none"
+
+
 def plan_lines(report: Report) -> list[str]:
     """The placement plan of each host (perf.placement) as a ranked table, and the proof's
     predicted-against-measured table (perf.placement-proof) where it ran."""
@@ -312,8 +316,15 @@ def plan_lines(report: Report) -> list[str]:
         rows = rows_of(details_of(host, PLACEMENT).get("plan"))
         if not rows:
             continue
-        lines += ["", f"Placement plan for {host.host}, ranked (predicted tg: t/s; "
-                  "memory per device, with KV cache, compute and margin):"]
+        about = details_of(host, PLACEMENT)
+        work, rates = about.get("workload") or {}, about.get("rates") or {}
+        lines += ["", f"Placement plan for {host.host} at -c {work.get('ctx', '?')}, "
+                  f"generation at depth {work.get('depth', '?')}, ranked (predicted tg: t/s; "
+                  "memory per device, with KV cache, compute and margin):",
+                  f"  CPU read rate: {_gbs(rates.get('cpu_gbs'))}, "
+                  f"{rates.get('cpu_from') or 'unknown'}; GPU efficiency: "
+                  f"{rates.get('gpu_efficiency') or 1.0:g} of bandwidth, "
+                  f"{rates.get('gpu_efficiency_from') or 'none measured'}"]
         for i, r in enumerate(rows, 1):
             predicted = r.predicted_tg
             lines.append(f"{i:>2}. [{r.origin}] {r.placement}")
@@ -336,7 +347,9 @@ def plan_lines(report: Report) -> list[str]:
                 verdict = "fastest" if arm == entry.get("leader") else (
                     f"{ratio}; paired per round {against.get('effect', 0):+.1%}, " + (
                         "measurable" if against.get("measurable") else "within the noise"))
-                predicted = by_key[arm].predicted_tg if arm in by_key else None
-                lines.append(f"  {arm:<14} measured {v.get('median_ts')} t/s, predicted "
-                             f"{predicted if predicted is not None else '-'}: {verdict}")
+                # the plan predicts generation: a prompt test's line shows no prediction
+                predicted = by_key[arm].predicted_tg if arm in by_key and \
+                    test.startswith("tg") else None
+                said = f", predicted tg {predicted}" if predicted is not None else ""
+                lines.append(f"  {arm:<14} measured {v.get('median_ts')} t/s{said}: {verdict}")
     return lines

@@ -58,17 +58,18 @@ def plan_host_facts(run: BenchRun, context: dict[str, Any], rates: Mapping[str, 
                  for g in visible_gpus(run))
     cpu = rates.get("cpu_gbs")
     basis = rates.get("cpu_from", "")
-    if cpu is None:
-        theoretical = [v for v in (context.get(CPU_BANDWIDTH), context.get(CCD_LINKS)) if v]
-        if theoretical:
-            cpu, basis = min(theoretical) * 1e9, "the memory channels' theoretical rate (a " \
-                "ceiling: no bench of this host measured its CPU)"
+    theoretical = [v for v in (context.get(CPU_BANDWIDTH), context.get(CCD_LINKS)) if v]
+    ceiling = min(theoretical) * 1e9 if theoretical else None
+    if cpu is None and ceiling:
+        cpu, basis = ceiling, "the memory channels' theoretical rate (a ceiling: no bench of " \
+            "this host measured its CPU)"
     compute: dict[str, int] = {}
     for estimate in run.plan.estimates:
         for device, amount in engine_compute(estimate.rows).items():
             compute[device] = max(compute.get(device, 0), amount)
+    threads = rates.get("cpu_threads") if rates.get("cpu_gbs") is not None else None
     return Host(gpus, cpu, basis, rates.get("gpu_efficiency"), run.plan.physical_cores,
-                compute, cpu_free)
+                compute, cpu_free, threads if isinstance(threads, int) else None, ceiling)
 
 
 def workload(spec: BenchSpec, asked: PlanAsked) -> Workload:
@@ -143,7 +144,8 @@ def planned(facts: HostFacts, policy: Policy, prior: Prior, asked: PlanAsked
                        "gpu_efficiency_from": rates.get("gpu_from") or
                        "none measured: GPUs at their full bandwidth",
                        "cpu_gbs": None if host.cpu_gbs is None else round(host.cpu_gbs / 1e9, 1),
-                       "cpu_from": host.cpu_basis or "unknown"},
+                       "cpu_from": host.cpu_basis or "unknown",
+                       "cpu_threads": host.cpu_threads},
              "gpus_free_mib": [round(g.free / 2**20) for g in host.gpus],
              "cpu_available_mib": None if host.cpu_free is None else round(host.cpu_free / 2**20),
              "swap_free_mib": memory.fact.swap_free_kib // 1024 if memory.ok else None,
