@@ -503,6 +503,11 @@ class JudgedTest:
     dropped: bool = False
     blind: bool = False
     line: str = ""
+    # the rate judged (the run's median); None in benches stored before it was kept
+    measured_ts: float | None = None
+    # which of two runs decided it ("first" or "second"; None where one run was judged): the
+    # stored verdict is the one the summary says, the plot and the JSON read it (issue 63)
+    run: str | None = None
 
 
 @dataclass(frozen=True)

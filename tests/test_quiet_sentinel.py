@@ -22,7 +22,7 @@ import pytest
 from omni_host.app.audit import Hosts, finish, judge_plan, keep
 from omni_host.app.bench import first_of, judge_bench
 from omni_host.collect.bundle import read_bundles
-from omni_host.evaluate.bench import comma_split, judge_test, modes, settle, slide
+from omni_host.evaluate.bench import comma_split, judge_test, modes, settle, slide, worst_first
 from omni_host.model import Bundle, CheckResult, FirstRun, JudgedTest, Status
 from omni_host.plan.policy import policy_from_vars
 from omni_host.report.history import load_history
@@ -163,11 +163,16 @@ def test_a_drop_must_show_in_both_runs_and_a_scattered_run_is_settled_by_a_stead
     first = FirstRun({"pp512": v("warn", 0.02, False), "tg128": v("warn", 0.08, True)})
     now = {"pp512": v("pass", 0.01, False), "tg128": v("warn", 0.07, True)}
     settled = settle(now, first)
-    assert [s for s, *_ in settled] == [Status.WARN, Status.PASS]
-    assert settled[0][1] == "warn 0.07 (the second of two runs)"
-    assert settled[1][1] == "pass 0.01 (the second of two runs)"
-    assert [s for s, *_ in settle({"tg128": v("pass", 0.0, False)},
-                                  FirstRun({"tg128": v("fail", 0.3, True)}))] == [Status.PASS]
+    assert [v.status for v in worst_first(settled)] == [Status.WARN, Status.PASS]
+    assert settled["tg128"].line == "warn 0.07 (the second of two runs)"
+    assert settled["pp512"].line == "pass 0.01 (the second of two runs)"
+    assert settled["pp512"].run == settled["tg128"].run == "second"
+    # the better of two decides, and the stored verdict is that one (issue 63: the plot drew
+    # the second run failing while the summary quoted the first)
+    kept = settle({"tg128": v("fail", 0.3, True)}, FirstRun({"tg128": v("warn", 0.1, True)}))
+    assert kept["tg128"].status is Status.WARN and kept["tg128"].run == "first"
+    assert kept["tg128"].line == "warn 0.1 (the first of two runs)"
+    assert settle({"tg128": v("pass", 0.0, False)}, None)["tg128"].run is None
 
 
 def test_tolerance_by_test_kind() -> None:
@@ -257,3 +262,35 @@ def test_a_steady_co_tenant_drop_is_called_with_its_cause_first(tmp_path: Path) 
     calibration = json.loads((QUIET / "calibration-steady.json").read_text())
     alone = sum(calibration["tg128"]["alone"]) / 2
     assert 0.065 <= 1 - calibration["tg128"]["0.08"] / alone <= 0.075
+
+
+def test_the_html_plots_the_rate_the_verdict_judged(tmp_path: Path) -> None:
+    """Issue 63: a host page plotted the second llama-bench run (8.77 t/s, marked failing)
+    while its verdict quoted the first (17.7 t/s, warn). Two runs of the lent H100: the first
+    (run 12: tg128 warned, pp512 passed at 72781 t/s), the second (run 15: pp512 fell to 30679
+    t/s). pp512 is decided by the first, and the page's latest pp512 point, parsed from its
+    SVG, is the verdict's figure, unmarked as failing."""
+    import re
+
+    from conftest import run_cli
+
+    bundles = _bundles("unchanged", tmp_path)
+    store = tmp_path / "store"
+    _replay(bundles[:1], store)  # the baseline
+    plan = judge_plan(bundles[12], None, "replay")
+    first = first_of(judge_bench(bundles[12], plan, load_history(store), record=False))
+    assert first is not None
+    done = judge_bench(bundles[15], plan, load_history(store), record=False, first=first)
+    keep(finish(Hosts([done.report], "bench", time.time()), inventory=None, waivers=(),
+                history=None), store)
+    verdict = next(r for r in done.report.results if r.id == "perf.tokens-per-s")
+    pp = verdict.details["verdicts"]["pp512"]
+    assert pp["run"] == "first" and pp["status"] == "pass" and pp["measured_ts"] == 72781.4
+    assert "pp512 5% below baseline (72781.4 vs" in verdict.summary  # the figure it says
+    page = run_cli("report", "show", "latest", "--report-dir", str(store), "--format", "html")
+    assert page.code == 0, page.stderr
+    plot = next(s for s in re.findall(r"<svg.*?</svg>", page.stdout, re.S)
+                if 'aria-label="pp512:' in s)
+    points = re.findall(r"<title>pp512 [^:]+:\d\d: ([0-9,.]+) t/s \(([^)]*)\)</title>", plot)
+    assert len(points) == 2, plot  # the baseline and the judged run
+    assert points[-1] == (f"{pp['measured_ts']:,.0f}", "judged")  # not run 15's 30,679

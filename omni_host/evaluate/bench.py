@@ -532,25 +532,30 @@ def _judgement(v: TestVerdict) -> JudgedTest:
     return JudgedTest(v.status, round(v.drop, 4), round(v.threshold, 4), round(v.noise, 4),
                       round(v.detectable, 4), round(v.baseline_ts, 3),
                       tuple(round(m, 3) for m in v.modes),
-                      None if v.drift is None else round(v.drift, 4), v.dropped, v.blind, v.line())
+                      None if v.drift is None else round(v.drift, 4), v.dropped, v.blind, v.line(),
+                      round(v.now_ts, 3))
 
 
-def settle(now: dict[str, JudgedTest], first: FirstRun | None
-           ) -> list[tuple[Status, str, bool, bool]]:
-    """Each test's (status, line, dropped, blind), worst first. After a first run that did not
-    pass (``first``: its verdicts), a test is decided by the run that judged it better: a drop
-    must show in both runs to be called, a scattered run is settled by a steadier one."""
-    out = []
+def settle(now: dict[str, JudgedTest], first: FirstRun | None) -> dict[str, JudgedTest]:
+    """Each test's deciding verdict. After a first run that did not pass (``first``: its
+    verdicts), a test is decided by the run that judged it better: a drop must show in both
+    runs to be called, a scattered run is settled by a steadier one; the verdict says which
+    run (``run``, and its line). What is stored, said and plotted is this one verdict."""
+    out = {}
     for name, v in now.items():
         earlier = first.verdicts.get(name) if first is not None else None
         take, which = v, ""
         if earlier is not None and earlier.status in RANK:
-            which = " (the second of two runs)"
+            which = "second"
             if RANK[earlier.status] < RANK[v.status]:
-                take, which = earlier, " (the first of two runs)"
-        out.append((take.status, take.line + which, take.dropped, take.blind, take.drop))
-    out.sort(key=lambda t: (-RANK[t[0]], -t[4]))
-    return [t[:4] for t in out]
+                take, which = earlier, "first"
+        out[name] = dataclasses.replace(take, run=which or None, line=take.line + (
+            f" (the {which} of two runs)" if which else ""))
+    return out
+
+
+def worst_first(verdicts: dict[str, JudgedTest]) -> list[JudgedTest]:
+    return sorted(verdicts.values(), key=lambda v: (-RANK[v.status], -v.drop))
 
 
 def _starved(before: dict[str, Any], after: dict[str, Any],
@@ -673,15 +678,15 @@ def judge(meta: CheckMeta, spec: BenchSpec, run: BenchRun, context: dict[str, An
     verdicts = [judge_test(n, baseline.tests[n], list(tests[n].samples_ts),
                            spec.tolerance_for(tests[n].kind), baseline.run_centers.get(n, ()))
                 for n in comparable]
-    outcome = dataclasses.replace(outcome, verdicts={v.name: _judgement(v) for v in verdicts},
-                                  first_run=first)
-    settled = settle(outcome.verdicts, first)
-    status = max((s for s, _, _, _ in settled), key=RANK.__getitem__)
-    text = "; ".join(line for _, line, _, _ in settled)
-    dropped = any(d for _, _, d, _ in settled)
+    outcome = dataclasses.replace(outcome, verdicts=settle(
+        {v.name: _judgement(v) for v in verdicts}, first), first_run=first)
+    settled = worst_first(outcome.verdicts)
+    status = max((v.status for v in settled), key=RANK.__getitem__)
+    text = "; ".join(v.line for v in settled)
+    dropped = any(v.dropped for v in settled)
     if changed:  # what moved comes first, before anything about the noise
         text = f"since the baseline: {'; '.join(changed)}; {text}"
-        if settings and any(b for _, _, _, b in settled) and status is Status.PASS:
+        if settings and any(v.blind for v in settled) and status is Status.PASS:
             # the host changed and this comparison cannot see a drop of the tolerance
             status = Status.WARN
     elif dropped:

@@ -399,8 +399,12 @@ def tokens_series(history: History, report: Report) -> dict[str, list[Series]]:
         for at, entry in _entries(history, report, host):
             for name, test in (bench := entry.bench or NO_BENCH).tests.items():
                 verdict = bench.verdicts.get(name)
+                # the figure the verdict judged (the first of two runs, where that one decided
+                # it): the point, its mark and the summary tell one story (issue 63)
+                judged_ts = rate(verdict.measured_ts) if verdict else None
                 points.setdefault(name, []).append(Point(
-                    at, test.rate, _mark(bench, name), verdict.status.value if verdict else ""))
+                    at, judged_ts or test.rate, _mark(bench, name),
+                    verdict.status.value if verdict else ""))
                 kinds[name] = test.kind
                 if verdict is not None:
                     judged[name] = verdict
