@@ -295,3 +295,21 @@ def test_the_ceiling_places_on_the_gpus_llama_bench_saw() -> None:
     assert seen(None) == [0, 1]
     assert seen("1") == [1] and seen("1,0") == [1, 0] and seen("GPU-53e2") == [1]
     assert seen("0,7,1") == [0] and seen("") == [] and seen("-1") == []
+
+
+def test_the_ceiling_and_the_plan_say_what_limits_a_token_one_way() -> None:
+    """Issue 63: "tg32 at 2% of its ceiling (CPU memory limits it)" beside the plan's "CPU
+    memory (100% of a token's time)". One function says it for both: a run far below its
+    memory ceiling is not limited by memory, and a CPU predicted at a rate a bench measured
+    is limited by that rate (its compute in it)."""
+    from omni_host.evaluate.bench import _ceiling_note
+    from omni_host.evaluate.ceiling import limit_words
+    from omni_host.model import Ceiling
+
+    assert limit_words("GPU0", fraction=0.44) == "GPU0 memory limits it"
+    low = _ceiling_note({"tg32": Ceiling(1000.0, 0.02, "CPU memory")})
+    assert low == ("tg32 at 2% of its 1000 t/s ceiling (CPU memory would limit it at the "
+                   "ceiling; at 2% of it, memory bandwidth does not)")
+    assert limit_words("CPU", share=1.0, measured=True) == \
+        "CPU at the rate a bench measured (100% of a token's time) limits it"
+    assert limit_words("CPU", share=0.52) == "CPU memory (52% of a token's time) limits it"

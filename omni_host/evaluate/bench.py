@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from typing import Any, TypeGuard
 
 from omni_host.codec import document, from_dict
-from omni_host.evaluate.ceiling import run_ceilings
+from omni_host.evaluate.ceiling import limit_words, run_ceilings
 from omni_host.evaluate.context import (
     CCD_LINKS,
     CPU_BANDWIDTH,
@@ -610,7 +610,8 @@ def _ceiling_note(ceilings: dict[str, Ceiling]) -> str:
         f"{n} at {c.fraction:.0%} of " + (f"its {c.ceiling_ts:g} t/s ceiling"
                                           if c.basis == "theoretical"
                                           else f"the {c.ceiling_ts:g} t/s predicted at {c.basis}")
-        + f" ({c.limit} limits it)" for n, c in ceilings.items())
+        + f" ({limit_words(c.limit.removesuffix(' memory'), fraction=c.fraction)})"
+        for n, c in ceilings.items())
 
 
 def judge(meta: CheckMeta, spec: BenchSpec, run: BenchRun, context: dict[str, Any],

@@ -290,6 +290,26 @@ def _cpu_rate(read: dict[str, float], bandwidth: dict[str, float], test: BenchTe
     return read[CPU] / rest if 0 < rest < math.inf else None
 
 
+FAR_BELOW = 0.25  # a run under a quarter of its memory ceiling is limited by something else
+
+
+def limit_words(device: str, *, share: float | None = None, fraction: float | None = None,
+                measured: bool = False) -> str:
+    """What limits a token, said one way for the bench's ceiling and the plan's prediction
+    (issue 63: "tg32 at 2% of its ceiling (CPU memory limits it)" beside the plan's "CPU memory
+    (100% of a token's time)"). ``share``: of a token's time, the device's; ``fraction``: of
+    the bandwidth ceiling, what the run reached (under FAR_BELOW, memory does not limit it);
+    ``measured``: the device's rate is one a test reached (its compute in it), not its
+    memory's bandwidth."""
+    part = f" ({share:.0%} of a token's time)" if share is not None else ""
+    if measured:
+        return f"{device} at the rate a bench measured{part} limits it"
+    if fraction is not None and fraction < FAR_BELOW:
+        return (f"{device} memory would limit it at the ceiling{part}; at {fraction:.0%} of "
+                "it, memory bandwidth does not")
+    return f"{device} memory{part} limits it"
+
+
 def test_ceiling(run: BenchRun, test: BenchTest, context: dict[str, Any],
                  measured: tuple[str, float] | None = None) -> dict[str, Any]:
     """What the memory system allows a generation test (bytes per token per device, at each

@@ -42,6 +42,7 @@ from omni_host.evaluate.ceiling import (
     bytes_per_token,
     ceiling,
     layer_device,
+    limit_words,
     n_layers,
     placed,
     placement,
@@ -262,7 +263,11 @@ def predict(tensors: TensorMap, p: Placement, host: Host, work: Workload,
     c = ceiling(read, rate, p.split_mode == "row")
     share = c.seconds_by_device[c.limit] / sum(c.seconds_by_device.values())
     said = f"; {caveat}: an upper bound" if caveat and CPU in read else ""
-    return c.tokens_per_s, f"{c.limit} memory ({share:.0%} of a token's time){said}", read
+    # the words the bench's ceiling says it in (one function): a CPU predicted at a rate a
+    # bench measured is limited by that rate (its compute in it), not by its memory alone
+    measured = c.limit == CPU and not caveat and host.cpu_basis.startswith("measured")
+    words = limit_words(c.limit, share=share, measured=measured).removesuffix(" limits it")
+    return c.tokens_per_s, f"{words}{said}", read
 
 
 def assess(tensors: TensorMap, cand: Candidate, host: Host, work: Workload) -> Assessed | str:
