@@ -18,6 +18,8 @@ import time
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from omni_host.app.audit import Hosts, finish, judge_plan, keep
 from omni_host.app.bench import first_of, judge_bench
@@ -294,3 +296,41 @@ def test_the_html_plots_the_rate_the_verdict_judged(tmp_path: Path) -> None:
     points = re.findall(r"<title>pp512 [^:]+:\d\d: ([0-9,.]+) t/s \(([^)]*)\)</title>", plot)
     assert len(points) == 2, plot  # the baseline and the judged run
     assert points[-1] == (f"{pp['measured_ts']:,.0f}", "judged")  # not run 15's 30,679
+
+
+def _levels(history: list[float], tolerance_pct: float = 5) -> list[str]:
+    """Each run of ``history`` (run centers, the baseline's first) judged in turn with the runs
+    before it, as the Sentinel stores them: the statuses."""
+    out = []
+    for i in range(1, len(history)):
+        out.append(judge_test("tg128", _reps(history[0]), _reps(history[i]), tolerance_pct,
+                              history[:i]).status.value)
+    return out
+
+
+def test_a_staircase_of_steps_under_the_tolerance_is_never_learned_as_modes() -> None:
+    """Issue 67: generation falling 3% every three runs (100 -> 97 -> 94 -> 91 -> 88 t/s),
+    nothing else changed. Each step stayed under the 5% tolerance and each new level was
+    learned as a mode: 6%, 9% and 12% below the baseline passed. It warns or fails from the
+    first run 6% below, and every run after."""
+    stairs = [100.0, 100.1, 99.9, 96.9, 97.0, 97.1, 93.9, 94.0, 94.1, 90.9, 91.0, 91.1,
+              87.9, 88.0, 88.1]
+    assert _levels(stairs) == ["pass"] * 5 + ["warn"] * 6 + ["fail"] * 3
+
+
+@settings(max_examples=60, deadline=None)
+@given(noise=st.floats(0.0005, 0.012), runs=st.integers(3, 20), fall=st.floats(0.08, 0.4),
+       mode=st.floats(0.0, 0.02), seed=st.integers(0, 2**16), sustained=st.integers(2, 4))
+def test_a_sustained_fall_below_the_baseline_is_never_a_pass(
+        noise: float, runs: int, fall: float, mode: float, seed: int, sustained: int) -> None:
+    """The invariant (issue 67), over random histories: unchanged runs with noise and,
+    alternating at random, a second level up to 2% away (a mode), then a fall of 8-40% held
+    for 2-4 runs: never a pass once the fall has held two runs, whatever came before."""
+    import random
+
+    rng = random.Random(seed)
+    history = [100.0] + [100 * (1 - (mode if rng.random() < 0.5 else 0.0)) *
+                         (1 + rng.gauss(0, noise)) for _ in range(runs)]
+    history += [100 * (1 - fall) * (1 + rng.gauss(0, noise)) for _ in range(sustained)]
+    statuses = _levels(history)
+    assert "pass" not in statuses[runs + 1:], (statuses, history)

@@ -338,6 +338,49 @@ def modes(centers: list[float] | tuple[float, ...]) -> list[list[int]]:
     return groups
 
 
+def descent(centers: list[float] | tuple[float, ...], groups: list[list[int]]
+            ) -> tuple[list[list[int]], float | None]:
+    """The modes of ``centers`` that are modes, and how far a descent fell (None: none). A
+    lowest group whose every run came after every run of the others is a step down, not a
+    mode; what is left is grouped again, so a staircase (100, 97, 94: each step under the
+    tolerance) is peeled a step at a time down to the level it fell from (issue 67: each new
+    level was learned as a mode, and 12% below the baseline passed). A mode is learned only
+    where the series returned to a level or alternated between levels."""
+    fell: list[float] = []
+    while len(groups) > 1 and min(groups[0]) > max(i for g in groups[1:] for i in g):
+        fell = fell or [centers[i] for i in groups[0]]
+        rest = sorted(i for g in groups[1:] for i in g)
+        regrouped = modes([centers[i] for i in rest]) if len(rest) >= MIN_RUNS_FOR_SPREAD \
+            else [list(range(len(rest)))]
+        groups = [[rest[j] for j in g] for g in regrouped]
+    if not fell:
+        return groups, None
+    top = statistics.median([centers[i] for g in groups for i in g])
+    return groups, 1 - statistics.median(fell) / top
+
+
+def sustained_fall(centers: list[float] | tuple[float, ...], now: float,
+                   tolerance: float) -> float | None:
+    """How far the latest runs fell, when they fell past the tolerance below the baseline
+    (``centers[0]``) and stayed there: this run and the one before it at least, and no run
+    before them had been down there (the series never returned, so the new level is no
+    mode). None otherwise. The safety net under ``modes`` and ``slide``: a staircase whose
+    steps each stay under the tolerance and whose levels hide in one another's spread
+    (100, 97, 94 t/s: 9% below passed, issue 67) is judged from the baseline."""
+    if len(centers) < MODE_MIN_RUNS + 1 or centers[0] <= 0:
+        return None
+    line = centers[0] * (1 - tolerance)
+    series = [*centers[1:], now]
+    tail = 0
+    while tail < len(series) and series[-1 - tail] < line:
+        tail += 1
+    before = [centers[0], *series[:len(series) - tail]]
+    if tail < 2 or len(before) < MODE_MIN_RUNS or min(before) < line:
+        return None
+    fell: float = 1 - statistics.median(series[len(series) - tail:]) / statistics.median(before)
+    return fell
+
+
 def slide(centers: list[float] | tuple[float, ...]) -> float | None:
     """How far centers in time order (the baseline's first) slid, when they slide in a row
     (Kendall's tau at or below DRIFT_TAU over at least MIN_RUNS_FOR_DRIFT runs): a regression
@@ -374,13 +417,12 @@ def judge_test(name: str, base: list[float], now: list[float], tolerance_pct: fl
     centers = (list(run_centers[:1]) + list(run_centers[1:])[1 - MAX_CENTERS:]
                if len(run_centers) > MAX_CENTERS else list(run_centers))
     drift = slide(centers)
+    if drift is None:
+        drift = sustained_fall(centers, n.center_ts, tolerance_pct / 100)
     groups = modes(centers) if len(centers) >= MIN_RUNS_FOR_SPREAD and drift is None \
         else []
-    if len(groups) > 1 and min(groups[0]) > max(i for g in groups[1:] for i in g):
-        # the lowest group came after every run of the others: a step down, not a mode
-        before = [centers[i] for g in groups[1:] for i in g]
-        drift = 1 - statistics.median([centers[i] for i in groups[0]]) / statistics.median(before)
-        groups = groups[1:]
+    groups, step = descent(centers, groups)
+    drift = step if step is not None else drift
     values = [[centers[i] for i in g] for g in groups]
     reference, found = b.center_ts, tuple[float, ...]()
     if sum(map(len, values)) >= MIN_RUNS_FOR_SPREAD:
