@@ -227,6 +227,7 @@ class TestVerdict:
     resolution: float = 0.0  # the least drop its baseline (and runs since) can resolve
     typical: bool = False  # judged from the median of its unchanged runs, not the baseline's
     step: float | None = None  # its last STEP_RUNS runs sit this far below the runs before
+    wander_unknown: int | None = None  # the runs known where fewer than the spread needs
 
     @property
     def noisier(self) -> bool:
@@ -256,6 +257,11 @@ class TestVerdict:
         if self.drift is not None:
             text += (f"; its runs since the baseline fell {self.drift:.0%} and stayed down (a "
                      "slide or a step): a drift, judged from the baseline, never learned as noise")
+        if self.wander_unknown is not None and self.dropped and \
+                self.drop <= 2 * self.tolerance and self.drop < HALVED:
+            text += (f"; how far its runs wander between runs is not known yet ("
+                     f"{self.wander_unknown} run(s) of the {MIN_RUNS_FOR_SPREAD} that tell it): "
+                     "not claimed as a drop until they do (run omni-host bench again)")
         if self.step is not None:
             text += (f"; a step: this run and the {STEP_RUNS - 1} before it sit {self.step:.1%} "
                      f"below the runs before them, past {SIGMAS} x their spread (named under "
@@ -488,7 +494,9 @@ def judge_test(name: str, base: list[float], now: list[float], tolerance_pct: fl
     return TestVerdict(name, status, reference, n.center_ts, drop, threshold, noise,
                        detectable, tolerance, found, drift,
                        max(tolerance, SIGMAS * resolution_noise),
-                       len(values) == 1 and drift is None and reference != b.center_ts, step)
+                       len(values) == 1 and drift is None and reference != b.center_ts, step,
+                       None if sum(map(len, values)) >= MIN_RUNS_FOR_SPREAD or drift is not None
+                       else len(centers))
 
 
 def _evidence(run: BenchRun, links: list[LinkUnderLoad]) -> tuple[Evidence, ...]:
