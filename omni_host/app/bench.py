@@ -19,6 +19,7 @@ from omni_host.evaluate.asked import Asked, KnobAsked, RunRefused, SweepAsked
 from omni_host.evaluate.audit import evaluate_bundle, unreachable
 from omni_host.evaluate.bench import CHECK_ID, first_run
 from omni_host.evaluate.sweep import SweepPlan, plan_sweep
+from omni_host.evaluate.twins import benched, twins
 from omni_host.model import Bundle, FirstRun, HostReport, Source, Status, scrub_host
 from omni_host.plan.hosts import HostPlan
 from omni_host.plan.knobs import Knob
@@ -186,6 +187,8 @@ def bench(plans: list[HostPlan], ssh: SshOptions, history: History, *, record: b
                            started=under_way if i == 0 else None, wait_s=wait_s)
                 for i, p in enumerate(plans)]
     hosts = Hosts([d.report for d in done], Source.BENCH, started)
-    return finish(hosts, inventory=inventory, waivers=waivers, history=history,
-                  pasts=pasts, hint_args=hint_args), done
+    run = finish(hosts, inventory=inventory, waivers=waivers, history=history,
+                 pasts=pasts, hint_args=hint_args)
+    found = tuple(twins(benched(run.report.hosts))) if knob is None and not sweep else ()
+    return dataclasses.replace(run, report=dataclasses.replace(run.report, twins=found)), done
 

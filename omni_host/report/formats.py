@@ -154,7 +154,7 @@ def render_html(report: Report, layers: dict[str, str], timelines: Timelines,
              for h in report.hosts]
     return env.get_template("report.html.j2").render(
         when=_when(report.started_at), summary=summary_line(report),
-        interrupted=report.interrupted, waiver_notes=report.waiver_notes,
+        interrupted=report.interrupted, waiver_notes=report.waiver_notes, twins=report.twins,
         hosts=hosts, checks=checks, colors=COLORS, glyphs=GLYPHS, statuses=ORDER,
         severities=SEVERITIES)
 

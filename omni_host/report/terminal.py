@@ -472,6 +472,8 @@ def terminal_lines(report: Report, width: int = 80, verbosity: int = 0,
             if page.lines and not quiet:
                 page.add(_plain(""))
             _host(page, host, report, rationale or {}, quiet)
+    for note in report.twins:
+        page.text(f"Twins: {note}", "yellow", rest="  ")
     for note in report.waiver_notes:
         page.text(f"Waiver: {note}", "yellow", rest="  ")
     page.text(summary_line(report), "bold")

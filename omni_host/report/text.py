@@ -267,6 +267,8 @@ def render_markdown(report: Report, out: TextIO) -> None:
     report = each_string(report, terminal_safe)
     where = target(report)
     out.write("# omni-host audit\n\n" + summary_line(report) + "\n")
+    for note in report.twins:
+        out.write(f"\n**Twins:** {_md(note)}\n")
     for host in report.hosts:
         out.write(f"\n## {_md(host.host)} ({_md(host.address or host.transport)})\n\n")
         if not host.reachable:
