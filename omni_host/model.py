@@ -508,6 +508,7 @@ class JudgedTest:
     # which of two runs decided it ("first" or "second"; None where one run was judged): the
     # stored verdict is the one the summary says, the plot and the JSON read it (issue 63)
     run: str | None = None
+    step: float | None = None  # a step under the tolerance its last runs sit at (issue 67)
 
 
 @dataclass(frozen=True)
@@ -792,6 +793,9 @@ class HostDiff:
     new_warnings: tuple[str, ...] = ()  # warn now, neither warn nor failing before
     # what the newer bench found changed on the host since its baseline (its own attribution)
     bench_changed: tuple[str, ...] = ()
+    # the tests the newer bench read as falling over its history: a slide, a step down that
+    # stayed, a step under the tolerance (issue 67)
+    series: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -434,3 +434,21 @@ def test_a_host_slower_than_two_identical_twins_is_named_with_what_differs(tmp_p
     assert f"tg128 {1 - slow.tests['tg128'].rate / level:.1%} below its twins' median" in found
     assert "past 6.1%" in found
     assert "what differs from lab1: " in found and "700 -> 450" in found, found
+
+
+def test_a_drift_and_a_step_are_marked_in_the_plot_and_named_by_the_diff() -> None:
+    """Issue 67: the HTML plot marks the runs read as falling (a slide, a step down that
+    stayed, a step under the tolerance) and `report diff` names them."""
+    from omni_host.model import MeasuredTest
+    from omni_host.report.history import _mark, series_words
+    from omni_host.report.plots import Point, Series, svg
+
+    bench = BenchOutcome({"tg128": MeasuredTest("tg", (90.0, 91.0))}, verdicts={
+        "tg128": JudgedTest(Status.WARN, 0.09, drift=0.09),
+        "pp512": JudgedTest(Status.WARN, 0.03, step=0.031)})
+    assert _mark(bench, "tg128") == "drift" and _mark(bench, "pp512") == "drift"
+    assert series_words(bench) == (
+        "tg128: its runs since the baseline fell 9% and stayed down",
+        "pp512: a step, its last runs 3.1% below the runs before them")
+    plot = svg(Series("tg128", (Point(0.0, 100.0, "baseline"), Point(60.0, 91.0, "drift"))))
+    assert "\u25bc slide or step" in plot and "(drift)</title></path>" in plot

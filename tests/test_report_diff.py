@@ -27,7 +27,8 @@ def _entry(*, swap: str = "pass", served: float | None = None, bench: dict | Non
     if bench is not None:
         results.append(_result("perf.tokens-per-s", bench["status"],
                                {"changed": bench["changed"], "tests": {
-                                   "tg128": {"kind": "tg", "samples_ts": [50.0, 50.0]}}}))
+                                   "tg128": {"kind": "tg", "samples_ts": [50.0, 50.0]}},
+                                "verdicts": bench.get("verdicts", {})}))
     values = {"omni_bench": {"tolerance_pct": tolerance}} if tolerance is not None else {}
     return HostReport("box", None, "local", True, None, 1.0, tuple(results),
                       policy=PolicyRecord(values, {}))
@@ -79,3 +80,13 @@ def test_a_bench_drop_says_what_changed_on_the_host() -> None:
     text = _text(_entry(bench={"status": "pass", "changed": []}),
                  _entry(bench={"status": "fail", "changed": [cause]}))
     assert f"  the bench found changed on the host since its baseline: {cause}" in text
+
+
+def test_a_diff_names_what_the_bench_read_in_its_history() -> None:
+    """Issue 67: a slide or a step the newer bench read over its runs is named by the diff."""
+    text = _text(_entry(bench={"status": "pass", "changed": []}),
+                 _entry(bench={"status": "warn", "changed": [], "verdicts": {
+                     "tg128": {"status": "warn", "drop": 0.03, "step": 0.031}}}))
+    assert "  over its history: tg128: a step, its last runs 3.1% below the runs before them" \
+        in text.splitlines()
+    assert "no change" not in text

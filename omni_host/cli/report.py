@@ -161,9 +161,12 @@ def _diff_text(diffs: list[dict[str, Any]]) -> str:
         if d.get("bench_changed"):
             lines.append("  the bench found changed on the host since its baseline: "
                          + "; ".join(d["bench_changed"]))
+        for words in d.get("series", ()):
+            lines.append(f"  over its history: {words}")
         if not any(d.get(k) for k in ("new_failures", "new_warnings", "fixed", "still_failing",
                                       "resurrected_engines", "changed_facts",
-                                      "policy_changed", "tokens_per_s", "bench_changed")):
+                                      "policy_changed", "tokens_per_s", "bench_changed",
+                                      "series")):
             lines.append("  no change in verdicts, state or policy")
     return "\n".join(lines) + "\n"
 

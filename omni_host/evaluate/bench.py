@@ -616,7 +616,7 @@ def _judgement(v: TestVerdict) -> JudgedTest:
                       round(v.detectable, 4), round(v.baseline_ts, 3),
                       tuple(round(m, 3) for m in v.modes),
                       None if v.drift is None else round(v.drift, 4), v.dropped, v.blind, v.line(),
-                      round(v.now_ts, 3))
+                      round(v.now_ts, 3), step=None if v.step is None else round(v.step, 4))
 
 
 def settle(now: dict[str, JudgedTest], first: FirstRun | None) -> dict[str, JudgedTest]:

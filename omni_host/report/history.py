@@ -234,7 +234,20 @@ def diff_hosts(old: HostReport, new: HostReport,
                        if e.status.value == "re-evaluate" and e.engine in blocked_then)
     return HostDiff(tuple(new_failures), tuple(fixed), tuple(still), policy, facts,
                     tuple(resurrected), tuple(unblocked), tokens_changes(old, new), tuple(moved),
-                    tuple(warned), new.bench.changed if new.bench is not None else ())
+                    tuple(warned), new.bench.changed if new.bench is not None else (),
+                    series_words(new.bench))
+
+
+def series_words(bench: BenchOutcome | None) -> tuple[str, ...]:
+    """What a bench read in its tests' history: each drift (a slide, a step down that stayed)
+    and each step under the tolerance, in words."""
+    out = []
+    for name, v in (bench.verdicts if bench is not None else {}).items():
+        if v.drift is not None:
+            out.append(f"{name}: its runs since the baseline fell {v.drift:.0%} and stayed down")
+        if v.step:
+            out.append(f"{name}: a step, its last runs {v.step:.1%} below the runs before them")
+    return tuple(out)
 
 
 def moved_with(policy: dict[str, Change]) -> frozenset[str]:
@@ -379,7 +392,12 @@ def _mark(bench: BenchOutcome, name: str) -> str:
         return "not comparable"
     if bench.disturbances:
         return "disturbed"
-    return "failing" if verdict is not None and verdict.status is Status.FAIL else "judged"
+    if verdict is not None and verdict.status is Status.FAIL:
+        return "failing"
+    # a drift (a slide, a step down that stayed) or a step under the tolerance: the run where
+    # the series is read as falling, marked where it is said (issue 67)
+    return "drift" if verdict is not None and (verdict.drift is not None or verdict.step) \
+        else "judged"
 
 
 def tokens_series(history: History, report: Report) -> dict[str, list[Series]]:

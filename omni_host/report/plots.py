@@ -19,7 +19,7 @@ from html import escape
 WIDTH, HEIGHT = 640, 200
 LEFT, RIGHT, TOP, BOTTOM = 56, 16, 26, 34
 BLUE, ORANGE, GREY, RED, GREEN = "#1565c0", "#e65100", "#9e9e9e", "#c62828", "#2e7d32"
-MARKS = ("judged", "baseline", "not comparable", "disturbed", "failing")
+MARKS = ("judged", "baseline", "not comparable", "disturbed", "drift", "failing")
 
 
 @dataclass(frozen=True)
@@ -76,6 +76,9 @@ def _marker(x: float, y: float, mark: str, color: str, title: str, failed: bool 
     if mark == "baseline":
         return (f'<rect x="{x - 3.5:.1f}" y="{y - 3.5:.1f}" width="7" height="7" '
                 f'fill="{GREEN}">{tip}</rect>')
+    if mark == "drift":  # a slide or a step: a triangle pointing down
+        return (f'<path d="M{x - 4.5:.1f},{y - 3.5:.1f}L{x + 4.5:.1f},{y - 3.5:.1f}L{x:.1f},'
+                f'{y + 4:.1f}Z" fill="{ORANGE}">{tip}</path>')
     fill = RED if mark == "failing" else color
     return f'<circle cx="{x:.1f}" cy="{y:.1f}" r="3" fill="{fill}">{tip}</circle>'
 
@@ -154,7 +157,8 @@ def svg(series: Series, width: int = WIDTH, height: int = HEIGHT) -> str:
         legend.append((s.name, color))
     kinds = sorted({p.mark for s in every for p in s.points} - {"judged"}, key=MARKS.index)
     words = {"baseline": "\u25a0 baseline run", "not comparable": "\u25cb not comparable",
-             "disturbed": "\u00d7 disturbed", "failing": "\u25cf failing verdict"}
+             "disturbed": "\u00d7 disturbed", "drift": "\u25bc slide or step",
+             "failing": "\u25cf failing verdict"}
     text = "   ".join([f"\u25cf {name}" for name, _ in legend] + [words[k] for k in kinds])
     out.append(f'<text x="{LEFT}" y="16">{escape(text)}</text>')
     out.append("</svg>")
