@@ -53,10 +53,11 @@ def test_a_containers_command_keeps_only_words_known_safe() -> None:
                                               "http://localhost:8080/health || exit 1"]},
         "Labels": {"com.docker.compose.service": "llm", "com.example.note": "lab_four",
                    "org.opencontainers.image.source": "https://example.org/x"}},
-        Args=["-m", "/models/m.gguf", "MY_PASSWORD=pw_five"], Path="/app/llama-server")
+        Args=["-m", "/models/m.gguf", "MY_PASSWORD=pw_five", "--api-key", "sk six", "--token",
+              7], Path="/app/llama-server")
     text = json.dumps(doc)
     for secret in ("plain-text-one", "hf_two", "/looks/like/a/path", "k3y", "pw", "s1g",
-                   "tok_three", "b34rer", "lab_four", "pw_five"):
+                   "tok_three", "b34rer", "lab_four", "pw_five", "sk six", "sk"):
         assert secret not in text.replace('"/app', "").replace("/models", ""), secret
     config = doc["Config"]
     assert config["Cmd"] == ["/app/llama-server", "-m", "/models/m.gguf", "--port", "8080",
@@ -70,8 +71,10 @@ def test_a_containers_command_keeps_only_words_known_safe() -> None:
     assert config["Labels"] == {"com.docker.compose.service": "llm",
                                 "com.example.note": "<redacted>",
                                 "org.opencontainers.image.source": "https://example.org/x"}
-    assert doc["Args"] == ["-m", "/models/m.gguf", "<redacted>"] and \
-        doc["Path"] == "/app/llama-server"
+    # a value with a space after a secret option is no shell line (its first word was kept
+    # as a program), and a number after one is no number to keep
+    assert doc["Args"] == ["-m", "/models/m.gguf", "<redacted>", "--api-key", "<redacted>",
+                           "--token", "<redacted>"] and doc["Path"] == "/app/llama-server"
 
 
 _word = st.text(alphabet=st.characters(min_codepoint=33, max_codepoint=126), min_size=1,
@@ -91,3 +94,6 @@ def test_no_word_of_a_container_command_outside_the_allowlist_leaves_the_host(
     cmd = ["sh", "-c", " ".join(argv)] if shell else argv
     doc = _inspect({"Cmd": cmd, "Healthcheck": {"Test": ["CMD", *argv]}}, Args=argv[1:])
     assert secret not in json.dumps(doc)
+    # a value holding a space after an option that says secret: one argument, no shell line
+    spaced = _inspect({"Cmd": ["prog", *words, "--api-key", f"{secret[:6]} {secret[6:]}"]})
+    assert secret[:6] not in json.dumps(spaced) and secret[6:] not in json.dumps(spaced)

@@ -226,6 +226,12 @@ def _kept_word(word, program):
     return "<redacted>"
 
 
+def _hides(word):
+    """An option whose name says secret (``--api-key``): the word after it is never kept."""
+    return isinstance(word, str) and word.startswith("-") and "=" not in word and \
+        _secretish(word)
+
+
 def _kept_words(words, program):
     """``words`` as they may leave the host: see above; ``program``: the first is one."""
     out, hide = [], False
@@ -235,30 +241,27 @@ def _kept_words(words, program):
             hide = False
             continue
         out.append(_kept_word(word, program))
-        hide = word.startswith("-") and "=" not in word and _secretish(word)
+        hide = _hides(word)
         program = word in _OPERATORS  # a shell's next command begins after an operator
     return out
 
 
 def _redact_args(args, program=True):
     """A container's argv (``program``: its first word is the program): each word by the
-    allowlist; a word holding a shell line (``sh -c "..."``) word by word inside it."""
-    out = []
+    allowlist; a word holding a shell line (``sh -c "..."``) word by word inside it. The word
+    after an option whose name says secret is never kept, whatever it holds."""
+    out, hide = [], False
     for i, arg in enumerate(args or []):
-        first = program and i == 0 or i > 0 and args[i - 1] == "-c"
-        if not isinstance(arg, str):
-            out.append(arg if isinstance(arg, (int, float)) else "<redacted>")
+        if hide or not isinstance(arg, (str, int, float)):
+            out.append("<redacted>")
+        elif not isinstance(arg, str):
+            out.append(arg)
         elif any(c.isspace() for c in arg):
             out.append(" ".join(_kept_words(arg.split(), True)))
         else:
-            out.extend(_kept_words([arg], first) if not (i and _hidden(args[i - 1]))
-                       else ["<redacted>"])
+            out.append(_kept_word(arg, program and i == 0 or i > 0 and args[i - 1] == "-c"))
+        hide = not hide and _hides(arg)
     return out
-
-
-def _hidden(previous):
-    return isinstance(previous, str) and previous.startswith("-") and "=" not in previous \
-        and _secretish(previous)
 
 
 def _redact_container(doc):
