@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from omni_host.documents import MAX_DEPTH, DocumentError, check_bounds, load_json
+from omni_host.documents import MAX_DEPTH, DocumentError, load_json
 
 FIXTURES = Path(__file__).parent / "fixtures"
 STORE = FIXTURES / "captures" / "bench-h100-quiet" / "steady.stores.tar.gz"
@@ -67,11 +67,6 @@ def test_size_and_count_are_bounded() -> None:
         load_json("[1, 2, 3, 4, 5]", max_bytes=10)
     with pytest.raises(DocumentError, match="more than 3 values"):
         load_json("[1, 2, 3]", max_items=3)
-    shared: list[object] = [1]
-    for _ in range(40):  # a YAML alias bomb's shape: each level names the one below twice
-        shared = [shared, shared]
-    with pytest.raises(DocumentError, match="more than 1,000 values"):
-        check_bounds(shared, max_items=1000, max_depth=100)
 
 
 def test_every_stored_report_of_the_fixtures_is_within_the_limits() -> None:

@@ -6,11 +6,11 @@ cases hand it to what judges against the past instead of each scanning the store
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from typing import Any
 
 from omni_host.app.baseline import baseline_in
+from omni_host.documents import load_json
 from omni_host.evaluate.ceiling import CPU
 from omni_host.evaluate.prior import Prior
 from omni_host.model import Baseline, InferenceServer, LastBench, Source
@@ -79,9 +79,10 @@ def measured_rates(entries: HostEntries) -> dict[str, Any]:
 
 def _threads(key: dict[str, Any]) -> int | None:
     """The threads a stored test ran with (its comparability key's n_threads), else None."""
+    text = key.get("n_threads", "null")
     try:
-        value = json.loads(key.get("n_threads", "null"))
-    except (TypeError, ValueError):
+        value = load_json(text) if isinstance(text, str) else None
+    except ValueError:  # DocumentError is one
         return None
     return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
 

@@ -457,11 +457,12 @@ def judge_test(name: str, base: list[float], now: list[float], tolerance_pct: fl
         drift = sustained_fall(centers, n.center_ts, tolerance_pct / 100)
     groups = modes(centers) if len(centers) >= MIN_RUNS_FOR_SPREAD and drift is None \
         else []
-    groups, step = descent(centers, groups)
-    drift = step if step is not None else drift
+    groups, stepped = descent(centers, groups)
+    drift = stepped if stepped is not None else drift
     values = [[centers[i] for i in g] for g in groups]
     reference, found = b.center_ts, tuple[float, ...]()
-    if sum(map(len, values)) >= MIN_RUNS_FOR_SPREAD:
+    wander_known = sum(map(len, values)) >= MIN_RUNS_FOR_SPREAD  # how far runs move, measured
+    if wander_known:
         if len(values) > 1:
             found = tuple(statistics.median(v) for v in values)
             reference = min(found, key=lambda m: abs(m - n.center_ts)) \
@@ -495,8 +496,7 @@ def judge_test(name: str, base: list[float], now: list[float], tolerance_pct: fl
                        detectable, tolerance, found, drift,
                        max(tolerance, SIGMAS * resolution_noise),
                        len(values) == 1 and drift is None and reference != b.center_ts, step,
-                       None if sum(map(len, values)) >= MIN_RUNS_FOR_SPREAD or drift is not None
-                       else len(centers))
+                       None if wander_known or drift is not None else len(centers))
 
 
 def _evidence(run: BenchRun, links: list[LinkUnderLoad]) -> tuple[Evidence, ...]:
@@ -627,12 +627,12 @@ def settle(now: dict[str, JudgedTest], first: FirstRun | None) -> dict[str, Judg
     out = {}
     for name, v in now.items():
         earlier = first.verdicts.get(name) if first is not None else None
-        take, which = v, ""
+        take, which = v, None
         if earlier is not None and earlier.status in RANK:
             which = "second"
             if RANK[earlier.status] < RANK[v.status]:
                 take, which = earlier, "first"
-        out[name] = dataclasses.replace(take, run=which or None, line=take.line + (
+        out[name] = dataclasses.replace(take, run=which, line=take.line + (
             f" (the {which} of two runs)" if which else ""))
     return out
 

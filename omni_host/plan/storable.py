@@ -28,22 +28,10 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from omni_host.remote.procfacts import (
-    ENV_NAMES,
-    ENV_PREFIXES,
-    NOT_KEPT_ENV,
-    SECRET_WORDS,
-    redacted_url,
-)
+from omni_host.remote.procfacts import env_kept as env_safe
+from omni_host.remote.procfacts import redacted_url
 
 DIGEST_PREFIX = "<digest "
-
-
-def env_safe(name: str) -> bool:
-    """An environment variable whose value may be stored: one that changes llama.cpp's speed,
-    and whose name says no secret."""
-    return (name.startswith(ENV_PREFIXES) or name in ENV_NAMES) and name not in NOT_KEPT_ENV \
-        and not any(word in name.upper() for word in SECRET_WORDS)
 
 
 def is_digest(value: Any) -> bool:

@@ -212,9 +212,16 @@ def bench_env(env):
     # type: (dict[str, str]) -> dict[str, str]
     """The variables that change llama.cpp's speed; a name that carries a secret is left out,
     and the credentials of a URL in a value are replaced."""
-    return dict((k[:80], redacted_url(v[:200])) for k, v in sorted(env.items())
-                if (k.startswith(ENV_PREFIXES) or k in ENV_NAMES) and k not in NOT_KEPT_ENV
-                and not any(word in k.upper() for word in SECRET_WORDS))
+    return dict((k[:80], redacted_url(v[:200])) for k, v in sorted(env.items()) if env_kept(k))
+
+
+def env_kept(name):
+    # type: (str) -> bool
+    """A variable whose value may leave the host and be stored: one that changes llama.cpp's
+    speed, neither a free-text option's (NOT_KEPT_ENV) nor one whose name says secret. The
+    one rule for a server's environment, the bench's and omni_bench.env (plan/storable.py)."""
+    return (name.startswith(ENV_PREFIXES) or name in ENV_NAMES) and name not in NOT_KEPT_ENV \
+        and not any(word in name.upper() for word in SECRET_WORDS)
 
 
 def redacted_url(text):

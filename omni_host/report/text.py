@@ -304,8 +304,9 @@ def render_markdown(report: Report, out: TextIO) -> None:
                 out.write("\nFix:\n\n" + "".join(f"1. {_md(step)}\n" for step in steps))
 
 
-def _gbs(bytes_per_s: Any) -> str:
-    return f"{bytes_per_s:g} GB/s" if isinstance(bytes_per_s, (int, float)) else "none"
+def _gbs(gbs: Any) -> str:
+    """A stored rate in GB/s (the plan's details keep them so), or "none"."""
+    return f"{gbs:g} GB/s" if isinstance(gbs, (int, float)) else "none"
 
 
 def plan_lines(report: Report) -> list[str]:
