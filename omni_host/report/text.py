@@ -316,10 +316,10 @@ def plan_lines(report: Report) -> list[str]:
 
     lines: list[str] = []
     for host in report.hosts:
-        rows = rows_of(details_of(host, PLACEMENT).get("plan"))
+        about = details_of(host, PLACEMENT)
+        rows = rows_of(about.get("plan"))
         if not rows:
             continue
-        about = details_of(host, PLACEMENT)
         work, rates = about.get("workload") or {}, about.get("rates") or {}
         lines += ["", f"Placement plan for {host.host} at -c {work.get('ctx', '?')}, "
                   f"generation at depth {work.get('depth', '?')}, ranked (predicted tg: t/s; "
@@ -340,10 +340,10 @@ def plan_lines(report: Report) -> list[str]:
         by_key = {r.key: r for r in rows_of(details.get("proved"))}
         for test, entry in (details.get("proof") or {}).items():
             lines += ["", f"Proof, {test} (median of the rounds; against the fastest):"]
+            lead = entry.get("arms", {}).get(entry.get("leader"), {}).get("median_ts")
             for arm, v in sorted(entry.get("arms", {}).items(),
                                  key=lambda kv: -kv[1].get("median_ts", 0)):
                 against = v.get("against_leader") or {}
-                lead = entry.get("arms", {}).get(entry.get("leader"), {}).get("median_ts")
                 ratio = f"{v['median_ts'] / lead - 1:+.1%} of the fastest's median" \
                     if lead and v.get("median_ts") else "no median"
                 # every percentage beside two rates is their ratio; the paired effect is named
