@@ -811,7 +811,7 @@ class Report:
     interrupted: bool = False
     id: str | None = None  # set when stored
     waiver_notes: tuple[str, ...] = ()  # expired and stale waivers
-    twins: tuple[str, ...] = ()  # a fleet bench's hosts slower than their twins (evaluate.twins)
+    twins: tuple[str, ...] = ()  # a fleet bench's hosts slower than their twins (measure.twins)
     rechecked: str | None = None  # the stored audit a recheck re-evaluated
     remediation: tuple[FixOutcome, ...] = ()
     pre_state: str | None = None  # the audit stored before a remediation

@@ -27,7 +27,7 @@ from omni_host.app.audit import Hosts, finish, judge_plan, keep
 from omni_host.app.baseline import find_baseline
 from omni_host.app.bench import judge_bench
 from omni_host.collect.bundle import read_bundles
-from omni_host.evaluate.bench import judge_test
+from omni_host.measure.series import judge_test
 from omni_host.model import Status
 from omni_host.plan.policy import policy_from_vars
 from omni_host.probes.parsers.bench import parse_bench_run, parse_llama_bench_json
@@ -646,8 +646,8 @@ def test_a_context_stored_by_its_labels_reads_by_key_losing_nothing(path: Path) 
     stored, in the stored order; none is left unknown."""
     import json
 
-    from omni_host.evaluate.bench import stored_run
-    from omni_host.evaluate.context import UNKNOWN_RANK, fact, label
+    from omni_host.measure.context import UNKNOWN_RANK, fact, label
+    from omni_host.measure.settle import stored_run
     from omni_host.model import read_bench
 
     perf = next(r for r in json.loads(path.read_text())["hosts"][0]["results"]
@@ -667,7 +667,7 @@ def test_a_baseline_stored_by_labels_judges_an_unchanged_run_as_one_by_keys(tmp_
     words it was said in (the environment first)."""
     import json
 
-    from omni_host.evaluate.context import label
+    from omni_host.measure.context import label
 
     store = tmp_path / "store"
     _judged("baseline", store, record=True)
@@ -693,7 +693,7 @@ def test_a_lent_h100_names_the_environment_first_and_judges_again_alike(tmp_path
 
     from omni_host.app.bench import judged
     from omni_host.app.past import past_of
-    from omni_host.evaluate.asked import Asked
+    from omni_host.measure.asked import Asked
     from omni_host.report.history import History
 
     with tarfile.open(CAPTURES / "keyed-h100" / "keyed-bench.tar.gz") as tar:
@@ -722,7 +722,7 @@ def test_a_lent_h100_names_the_environment_first_and_judges_again_alike(tmp_path
 def test_a_resolution_past_the_whole_rate_is_said_as_no_judgement(fraction: float) -> None:
     """Issue 63: "detects drops past 110-138%": no rate falls by more than all of it. Past
     100% the line says no drop can be judged, and why; below it, the figure."""
-    from omni_host.evaluate.bench import drops_past
+    from omni_host.measure.series import drops_past
 
     said = drops_past(fraction)
     if fraction < 1:

@@ -300,7 +300,7 @@ def test_the_h100_series_replayed(tmp_path: Path) -> None:
     ("load-after-gate", True), ("busy-forced", True), ("offload-2cpus", False),
 ])
 def test_only_a_disturbed_run_is_kept_from_passing(name: str, expected: bool) -> None:
-    from omni_host.evaluate.bench import disturbances
+    from omni_host.measure.bench import disturbances
     from omni_host.plan.policy import BenchSpec
     from omni_host.probes.parsers.bench import parse_bench_run
 
@@ -313,7 +313,7 @@ def test_less_cpu_for_llama_bench_is_a_change_relative_to_what_it_got() -> None:
     0.384 of a CPU with more loops (41-45% slower; other load 1.339 -> 1.621): within the
     0.25 CPU jitter of other load. Once both moved less than that, and the 41% drop read
     "no change in the recorded host state"."""
-    from omni_host.evaluate.context import OWN_CPU, diff
+    from omni_host.measure.context import OWN_CPU, diff
 
     other = "other_cpu_load"
     changed, _ = diff({OWN_CPU: 0.659, other: 1.339}, {OWN_CPU: 0.41, other: 1.58})
@@ -329,8 +329,9 @@ def test_a_drop_within_the_noise_is_named_when_llama_bench_measurably_lost_its_c
     at 48%. The CPU it got is measured apart from its rate: together they are a warn. Since the
     slowed run's spread counts at its own level (stop 69: ±14% of 38.6 t/s is ±9% of 61.2),
     that very drop warns by itself; one of 34% is still within the noise alone."""
-    from omni_host.evaluate.bench import _starved, judge_test
-    from omni_host.evaluate.context import OWN_CPU
+    from omni_host.measure.bench import _starved
+    from omni_host.measure.context import OWN_CPU
+    from omni_host.measure.series import judge_test
 
     base = [58.3 * f for f in (0.8, 0.9, 1.0, 1.1, 1.2)]
     assert judge_test("tg32", base, [36.8 * f for f in (0.8, 0.9, 1.0, 1.1, 1.2)],
@@ -375,7 +376,7 @@ def test_the_h200_runs_watched_through_nvml_carry_their_pcie_link(tmp_path: Path
 def test_a_link_measured_since_a_later_omni_host_is_no_change() -> None:
     """A baseline stored before the link was sampled has no such key: the next run's link is
     not a change (it would have kept every later run from being learned as noise)."""
-    from omni_host.evaluate.context import diff
+    from omni_host.measure.context import diff
 
     key = "gpu.0.pcie"
     assert diff({}, {key: "gen5 x16"}) == ([], [])
@@ -389,7 +390,7 @@ def test_a_link_that_trains_down_or_flaps_under_load() -> None:
     """The H200's row shape (index, SM, memory clock, power, temperature, utilisation, link
     generation, width), its link moved as the public reports describe: left at Gen2, and
     flapping between Gen1 and Gen5."""
-    from omni_host.evaluate.bench import links_during
+    from omni_host.measure.during import links_during
     from omni_host.remote.bench import SAMPLE_FIELDS
 
     assert SAMPLE_FIELDS.endswith(",pcie.link.gen.current,pcie.link.width.current")
@@ -451,7 +452,7 @@ def test_without_nvml_the_run_is_sampled_through_nvidia_smi(tmp_path: Path) -> N
     second through nvidia-smi, the link included. Its answers are the lent H100's: a sample
     row and event mask of its bench under load (load-after-gate), its link (gen5 x16, as its
     nvidia-smi -q -x says), and its --query-compute-apps under that load."""
-    from omni_host.evaluate.bench import links_during
+    from omni_host.measure.during import links_during
     from omni_host.remote.bench import SAMPLE_FIELDS
 
     assert SAMPLE_FIELDS.endswith(",pcie.link.gen.current,pcie.link.width.current")
@@ -488,7 +489,7 @@ def test_without_nvml_the_run_is_sampled_through_nvidia_smi(tmp_path: Path) -> N
 def test_another_card_is_a_gpus_uuid_moving_and_nothing_else() -> None:
     """A GPU's UUID that moved is another card than the baseline's (the verdict then says so and
     warns); its other facts moving are changes of that card."""
-    from omni_host.evaluate.context import diff
+    from omni_host.measure.context import diff
 
     (uuid,), _ = diff({"gpu.0.uuid": "GPU-1cfce0e4"}, {"gpu.0.uuid": "GPU-9a2b7c11"})
     assert uuid.card and uuid.setting

@@ -122,7 +122,7 @@ def test_a_pattern_that_backtracks_in_python_is_matched_in_linear_time(pattern: 
     ceiling places a 2,000-tensor model under it in well under a second."""
     import time
 
-    from omni_host.evaluate.ceiling import bytes_per_token, placement
+    from omni_host.measure.ceiling import bytes_per_token, placement
     from omni_host.probes.parsers.bench import TensorMap
 
     names = [f"blk.{i}.ffn_up_exps.weight" + "a" * 40 for i in range(2000)]
@@ -141,7 +141,7 @@ def test_any_pattern_is_matched_or_named_as_not_evaluated(pattern: str) -> None:
     bounded time; it never raises."""
     import time
 
-    from omni_host.evaluate.ceiling import bytes_per_token, placement
+    from omni_host.measure.ceiling import bytes_per_token, placement
     from omni_host.probes.parsers.bench import TensorMap
 
     tensors = TensorMap("llama", 50, 0, 0, tuple((f"blk.{i}.a" + "ab" * 20, 1024, 16)

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from omni_host.evaluate.ceiling import CPU, bytes_per_token, ceiling, placement
+from omni_host.measure.ceiling import CPU, bytes_per_token, ceiling, placement
 from omni_host.probes.catalog import helper_code
 from omni_host.probes.parsers.bench import TensorMap, tensor_map
 
@@ -176,7 +176,7 @@ def test_partial_offload_is_predicted_from_the_cpu_rate_the_run_measured() -> No
     """-ngl 11 and 7 of 14 layers, predicted at the CPU rate -ngl 0 reached in the same run,
     land within 10% of what llama-bench measured; -ngl 99 gets the GPU's theoretical
     ceiling (HBM3: 5120 bits x 2619 MHz x 2)."""
-    from omni_host.evaluate.ceiling import run_ceilings
+    from omni_host.measure.ceiling import run_ceilings
 
     run = _h100("dense-ngl")
     records = _records("dense-ngl")
@@ -206,7 +206,7 @@ def test_a_token_of_the_h100_moe_reads_two_of_sixteen_experts() -> None:
     """All on the CPU, the mixture of experts reached the same CPU rate as the dense model
     (same machine, minutes apart) only when a token counts 2 of 16 experts: counting every
     expert would make that CPU read 4x faster than the dense run measured."""
-    from omni_host.evaluate.ceiling import run_ceilings
+    from omni_host.measure.ceiling import run_ceilings
 
     dense = run_ceilings(_h100("dense-ngl"), {})["tg128 ngl=0"]["cpu_effective_gbs"]
     moe_run = _h100("moe")
@@ -221,8 +221,8 @@ def test_a_token_of_the_h100_moe_reads_two_of_sixteen_experts() -> None:
 
 
 def test_experts_on_the_cpu_are_placed_by_the_override_llama_bench_recorded() -> None:
-    from omni_host.evaluate.ceiling import CPU as CPU_DEVICE
-    from omni_host.evaluate.ceiling import test_ceiling
+    from omni_host.measure.ceiling import CPU as CPU_DEVICE
+    from omni_host.measure.ceiling import test_ceiling
 
     run = _h100("moe-experts-on-cpu")
     assert _records("moe-experts-on-cpu")["ngl=99"]["tensor_buft_overrides"] == "exps=CPU"
@@ -238,7 +238,7 @@ def test_experts_on_the_cpu_are_placed_by_the_override_llama_bench_recorded() ->
 
 
 def run_ceilings_rate(name: str) -> float:
-    from omni_host.evaluate.ceiling import run_ceilings
+    from omni_host.measure.ceiling import run_ceilings
 
     return float(run_ceilings(_h100(name), {})["tg128 ngl=0"]["cpu_effective_gbs"]) * 1e9
 
@@ -279,7 +279,7 @@ def test_the_ceiling_places_on_the_gpus_llama_bench_saw() -> None:
     """CUDA_VISIBLE_DEVICES in omni_bench.env narrows and renumbers the GPUs llama-bench sees:
     the ceiling placed layers on GPUs it did not see (issue 44). Indices and UUID prefixes,
     as CUDA reads them: the list ends at the first entry that names no GPU."""
-    from omni_host.evaluate.ceiling import visible_gpus
+    from omni_host.measure.ceiling import visible_gpus
     from omni_host.probes.parsers.bench import BenchRun
 
     nvml = [{"index": 0, "bus_width_bits": 5120, "max_mem_clock_mhz": 2619},
@@ -302,8 +302,8 @@ def test_the_ceiling_and_the_plan_say_what_limits_a_token_one_way() -> None:
     memory (100% of a token's time)". One function says it for both: a run far below its
     memory ceiling is not limited by memory, and a CPU predicted at a rate a bench measured
     is limited by that rate (its compute in it)."""
-    from omni_host.evaluate.bench import _ceiling_note
-    from omni_host.evaluate.ceiling import limit_words
+    from omni_host.measure.bench import _ceiling_note
+    from omni_host.measure.ceiling import limit_words
     from omni_host.model import Ceiling
 
     assert limit_words("GPU0", fraction=0.44) == "GPU0 memory limits it"

@@ -12,7 +12,7 @@ from helpers import gpu_bundle
 from omni_host.collect.bundle import Bundle
 from omni_host.evaluate.audit import evaluate_bundle
 from omni_host.evaluate.prior import NO_PRIOR
-from omni_host.evaluate.rules import tensor_split
+from omni_host.measure.rules import tensor_split
 from omni_host.model import CommandResult, Status
 from omni_host.plan.policy import masked_hwcaps, policy_from_vars, reference_vars
 

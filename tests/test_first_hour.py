@@ -219,7 +219,7 @@ def test_an_apply_with_nothing_to_do_stores_nothing(tmp_path: Path) -> None:
     (642_000_000_000, "598 GiB"),    # the registry's 642 GB DeepSeek files
 ])
 def test_sizes_read_as_an_operator_reads_them(size: int, text: str) -> None:
-    from omni_host.evaluate.rules import size_text
+    from omni_host.measure.rules import size_text
 
     assert size_text(size) == text
 

@@ -215,7 +215,7 @@ def test_hostile_fields_of_llama_benchs_own_record_cost_bounded_time() -> None:
     for minutes: both are bounded now, and the ceiling says why it claims nothing."""
     import time
 
-    from omni_host.evaluate.ceiling import bytes_per_token, placement
+    from omni_host.measure.ceiling import bytes_per_token, placement
     from omni_host.probes.parsers.bench import TensorMap
 
     tensors = TensorMap("llama", 200, 0, 0, tuple((f"blk.{i}.ffn_up.weight", 1 << 20, 16)
@@ -255,7 +255,7 @@ def test_a_forged_serve_helper_document_is_one_line_never_a_traceback() -> None:
     from test_serve import _vm_baseline
 
     from omni_host.evaluate.checks import catalog
-    from omni_host.evaluate.serve import judge_served
+    from omni_host.measure.serve import judge_served
     from omni_host.probes.parsers.serve import parse_servers
 
     doc = json.loads((FIXTURES / "captures" / "serve" /

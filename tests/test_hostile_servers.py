@@ -16,7 +16,7 @@ from pathlib import Path
 from conftest import free_port, wait_port
 
 from omni_host.evaluate.checks import catalog
-from omni_host.evaluate.serve import judge_served
+from omni_host.measure.serve import judge_served
 from omni_host.model import Status
 from omni_host.probes.parsers.serve import parse_servers
 from omni_host.remote import serve as helper

@@ -361,7 +361,7 @@ AB_SAME = Path(__file__).parent / "fixtures" / "captures" / "knobs" / \
 
 
 def _judged(doc: dict) -> tuple[object, dict]:
-    from omni_host.evaluate.knob import judge_knob
+    from omni_host.measure.knob import judge_knob
     from omni_host.plan.knobs import KNOBS
     from omni_host.probes.parsers.bench import parse_bench_run
 
@@ -442,7 +442,7 @@ def _called(pairs: list[tuple[float, float]], size: int, scale: float = 1.0) -> 
     ``scale``) the rule calls measurably faster, with two tests judged at once."""
     import itertools
 
-    from omni_host.evaluate.knob import effect, family_sigmas
+    from omni_host.measure.knob import effect, family_sigmas
 
     calls = [effect([(pairs[i][0], pairs[i][1] * scale) for i in subset],
                     sigmas=family_sigmas(2))
@@ -453,7 +453,7 @@ def _called(pairs: list[tuple[float, float]], size: int, scale: float = 1.0) -> 
 def test_students_t_line_matches_the_tables() -> None:
     """Two-sided 95% (1.96 normal standard errors) and 99% (2.576): t for 3, 5 and 10 degrees
     of freedom as every table prints them; and the 3-sigma lines the knob rule uses."""
-    from omni_host.evaluate.knob import t_line
+    from omni_host.measure.knob import t_line
 
     assert round(t_line(4, 1.959964), 3) == 3.182
     assert round(t_line(6, 2.575829), 3) == 4.032
@@ -487,7 +487,7 @@ def test_the_rule_on_the_h100s_ab_runs() -> None:
     0.23-0.30 in every pair), tg128 not, as the stored summary said."""
     import tarfile
 
-    from omni_host.evaluate.knob import effect, family_sigmas
+    from omni_host.measure.knob import effect, family_sigmas
 
     def judged(doc: dict) -> tuple[dict, dict]:
         result = next(r for r in doc["hosts"][0]["results"] if r["id"] == "perf.knob")

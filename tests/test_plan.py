@@ -17,8 +17,9 @@ import pytest
 from helpers import kept
 from test_ceiling import ATTN, EMBD, EXPERT_FFN, EXPERTS, LAYERS, OUTPUT, ROUTER, ROW, USED, _read, _write
 
-from omni_host.evaluate.ceiling import CPU
-from omni_host.evaluate.placement import (
+from omni_host.measure.candidates import candidates
+from omni_host.measure.ceiling import CPU
+from omni_host.measure.placement import (
     CTX_PAD,
     MARGIN,
     MIB,
@@ -28,12 +29,11 @@ from omni_host.evaluate.placement import (
     Host,
     Workload,
     assess,
-    candidates,
     engine_compute,
     from_args,
     without_placement,
 )
-from omni_host.evaluate.plan import spearman
+from omni_host.measure.plan import spearman
 from omni_host.probes.parsers.bench import TensorMap
 
 KV_ROW = 2 * EMBD * 2  # one cell: k and v rows (EMBD each), F16
@@ -180,7 +180,7 @@ def test_each_program_gets_its_own_spelling() -> None:
     # the report's lines paste into a shell as the same argv (an -ot pattern's ( | ) quoted)
     import shlex
 
-    from omni_host.evaluate.plan import row
+    from omni_host.measure.plan import row
 
     fit = Candidate("fit", "", "fit", ngl=29, overrides=((r"blk\.1\.ffn_(up|down)_exps", "CPU"),))
     said = row((fit, "stated"))
@@ -228,7 +228,7 @@ def test_a_drift_shared_by_every_arm_of_a_round_does_not_hide_a_difference() -> 
     import json
     import re
 
-    from omni_host.evaluate.knob import block_noise, effect
+    from omni_host.measure.knob import block_noise, effect
 
     host = json.loads((TWO_GPU / "plan-12_4-0-prove.json").read_text())["hosts"][0]
     proof = next(r for r in host["results"] if r["id"] == "perf.placement-proof")
@@ -254,7 +254,7 @@ def test_the_line_against_the_leader_counts_the_comparisons() -> None:
     import math
     import random
 
-    from omni_host.evaluate.knob import SIGMAS, against, against_leader
+    from omni_host.measure.knob import SIGMAS, against, against_leader
 
     def false_calls(candidates: int) -> tuple[float, float]:
         rng, raised, one, proofs = random.Random(7), 0, 0, 2000
@@ -275,7 +275,7 @@ def test_the_line_against_the_leader_counts_the_comparisons() -> None:
 def test_runs_that_scatter_on_their_own_keep_a_difference_within_the_noise() -> None:
     """Same-value arms whose runs scatter apart (no shared drift): the residual is that
     scatter, and no difference is called."""
-    from omni_host.evaluate.knob import block_noise, effect
+    from omni_host.measure.knob import block_noise, effect
 
     rounds = {"a": {0: 50.0, 1: 41.0, 2: 52.0, 3: 44.0}, "b": {0: 44.0, 1: 49.0, 2: 43.0, 3: 52.0},
               "c": {0: 47.0, 1: 52.0, 2: 41.0, 3: 49.0}}
@@ -534,7 +534,7 @@ def test_the_memory_figures_are_the_engines(path: Path) -> None:
     """Our weights and KV cache for the current args (-ngl 10 at -c 8192 on the H100; -ngl 10
     -ts 3/1 or -ngl 9 -ts 1/1 on the two H200s) against llama-fit-params' own estimate on that
     machine, each device: the engine's figures are the capture's."""
-    from omni_host.evaluate.placement import memory_need, where
+    from omni_host.measure.placement import memory_need, where
 
     _, plan, _ = _cell(path)
     ranked, host, work, current = _replay(plan)
@@ -628,7 +628,7 @@ def test_on_two_gpus_the_expert_layers_are_split_by_free_memory() -> None:
 def test_every_stored_row_reads_typed_and_is_kept_as_it_was(path: Path) -> None:
     """The stored plans of the lent GPUs (written before the rows were typed) read into
     PlanRow, every row, and are kept again as they were stored."""
-    from omni_host.evaluate.plan import rows_of, stored_rows
+    from omni_host.measure.plan import rows_of, stored_rows
 
     _, plan, proof = _cell(path)
     for stored in (plan["plan"], proof["proved"]):
@@ -641,7 +641,7 @@ def test_a_running_server_is_set_beside_the_stored_plans_winner() -> None:
     """serve.tokens-per-s quotes the host's stored plan for a server of the same model: the
     proof's measured winner, and the gain predicted for the server's own placement (the H100's
     16 GiB cell: -ngl 10 predicted at 23.1 t/s, the winner at 42.5)."""
-    from omni_host.evaluate.plan import served_against_plan
+    from omni_host.measure.plan import served_against_plan
 
     _, plan, proof = _cell(H100 / "plan-16-0-prove.json")
     line, details = served_against_plan(("llama-server", "-m", "m.gguf", "--n-gpu-layers", "10"),
@@ -672,7 +672,7 @@ def test_a_running_server_is_set_beside_the_stored_plans_winner() -> None:
 def test_gpu_topology_quotes_the_proof_on_several_gpus_only() -> None:
     """On one GPU the proof says nothing to gpu.topology; on several (the capture's plan as
     if its host had two GPUs: none can exist here) its generation verdict is quoted."""
-    from omni_host.evaluate.plan import measured_here
+    from omni_host.measure.plan import measured_here
 
     _, plan, proof = _cell(H100 / "plan-16-0-prove.json")
     assert measured_here("P1", plan, proof) is None
@@ -713,7 +713,7 @@ def test_the_proof_leaves_out_a_round_other_load_disturbed_unevenly() -> None:
     import json
 
     from omni_host.evaluate.checks import catalog
-    from omni_host.evaluate.plan import PlanRow, prove_result
+    from omni_host.measure.plan import PlanRow, prove_result
     from omni_host.probes.parsers.bench import parse_bench_run
 
     doc = json.loads((Path(__file__).parent / "fixtures" / "captures" / "knobs" /
@@ -748,7 +748,7 @@ def test_a_stored_plan_and_its_proof_judge_again_from_their_one_bundle(tmp_path:
     from omni_host.app.bench import judged
     from omni_host.app.past import past_of
     from omni_host.collect.bundle import read_bundles
-    from omni_host.evaluate.asked import Asked, PlanAsked, ProofAsked
+    from omni_host.measure.asked import Asked, PlanAsked, ProofAsked
     from omni_host.report.history import History, load_history
 
     with tarfile.open(KEYED / "keyed-more.tar.gz") as tar:
@@ -786,7 +786,7 @@ def test_a_stored_plan_and_its_proof_judge_again_from_their_one_bundle(tmp_path:
 def test_the_cpus_share_must_fit_the_hosts_available_memory(moe: TensorMap) -> None:
     """`plan --ctx 100000000` on a 23 GiB host said "fits; CPU 763.0 GiB" (issue 61): the CPU's
     weights and KV cache are held to the memory the host has available now, swap not counted."""
-    from omni_host.evaluate.plan import fit_words, row
+    from omni_host.measure.plan import fit_words, row
 
     work = Workload(ctx=100_000_000)
     roomy = _assessed(assess(moe, Candidate("c", "c", "current", ngl=0), _host(cores=2), work))

@@ -26,8 +26,10 @@ from hypothesis import strategies as st
 from omni_host.app.audit import Hosts, finish, judge_plan, keep
 from omni_host.app.bench import first_of, judge_bench
 from omni_host.collect.bundle import read_bundles
-from omni_host.evaluate.bench import comma_split, judge_test, modes, settle, slide, worst_first
-from omni_host.evaluate.twins import twins
+from omni_host.measure.bench import comma_split
+from omni_host.measure.series import judge_test, modes, slide
+from omni_host.measure.settle import settle, worst_first
+from omni_host.measure.twins import twins
 from omni_host.model import BenchOutcome, Bundle, CheckResult, FirstRun, JudgedTest, Status
 from omni_host.plan.policy import policy_from_vars
 from omni_host.report.history import load_history

@@ -66,7 +66,7 @@ def test_strategic_differs_between_hosts_with_different_policies(tmp_path: Path)
     for engine in ("SGLang", "ExLlamaV3", "ik_llama.cpp"):
         assert b[engine]["status"] == "re-evaluate", (engine, b[engine])
         assert b[engine]["reasons"] == []
-    from omni_host.evaluate.rules import size_text  # a few bytes: it read "0 GiB"
+    from omni_host.measure.rules import size_text  # a few bytes: it read "0 GiB"
 
     assert f"largest model {size_text(llama.stat().st_size)} <= RAM+swap" in \
         b["SGLang"]["cleared"][0]

@@ -30,7 +30,7 @@ from test_bench import CpuQuota, _baseline
 
 from omni_host.errors import ParseError
 from omni_host.evaluate.checks import catalog
-from omni_host.evaluate.serve import differences, judge_served, served_rate
+from omni_host.measure.serve import differences, judge_served, served_rate
 from omni_host.model import Baseline, InferenceServer, ServedCounters, ServedProbe, Status
 from omni_host.probes.parsers.bench import parse_llama_bench_json
 from omni_host.probes.parsers.serve import counters, parse_servers, redacted
@@ -231,7 +231,7 @@ def test_finish_keeps_the_results_as_the_checks_judged_them(tmp_path: Path) -> N
     ("4", "4", True), ("4.0", "4", True), ("q8_0", "f16", False), ("Layer", "layer", True),
 ])
 def test_a_value_spelled_otherwise_is_the_same_value(server: str, bench: str, same: bool) -> None:
-    from omni_host.evaluate.serve import _same_value
+    from omni_host.measure.serve import _same_value
 
     assert _same_value(server, bench) is same
 
@@ -730,7 +730,7 @@ def test_ctrl_c_gives_the_partial_verdict(sshd: Sshd, benched) -> None:
 
 def _samples(*rounds: tuple[int, float, float, int]) -> list:
     """Samples of one server on :8080: (pid, tokens, seconds, rss MiB) each round, 5 s apart."""
-    from omni_host.evaluate.watch import Sample
+    from omni_host.measure.watch import Sample
 
     return [Sample(1000.0 + 5 * i, (_server(pid=pid, started_at=float(pid), rss_kib=rss * 1024,
                                             counters=ServedCounters(predicted_tokens=tokens,
@@ -739,7 +739,7 @@ def _samples(*rounds: tuple[int, float, float, int]) -> list:
 
 
 def test_the_watch_judges_restarts_drops_and_memory_after_warm_up() -> None:
-    from omni_host.evaluate.watch import judge_watch
+    from omni_host.measure.watch import judge_watch
 
     meta = catalog()["serve.stability"]
     steady = [(1, 100 * i, 1.0 * i, 600) for i in range(9)]
@@ -773,7 +773,7 @@ def test_a_restart_names_both_pids_and_the_gap_once() -> None:
     sample of the gap; now it is one restart naming both pids, the seconds between and the
     samples without an answer; a server down when the window ends says its pid never came
     back (issue 47)."""
-    from omni_host.evaluate.watch import Sample, judge_watch
+    from omni_host.measure.watch import Sample, judge_watch
 
     meta = catalog()["serve.stability"]
     samples = _samples(*[(1, 100 * i, 1.0 * i, 600) for i in range(4)])
@@ -798,7 +798,7 @@ def test_each_sample_line_gives_the_intervals_rate(capsys: pytest.CaptureFixture
     """The lines gave cumulative tokens; now the rate of the interval since the previous
     sample of the same process, and a dead process beside a live one on its port is left out."""
     from omni_host.cli.serve import _Progress
-    from omni_host.evaluate.watch import Sample
+    from omni_host.measure.watch import Sample
 
     progress = _Progress()
     for i, (tokens, seconds) in enumerate([(100, 1.0), (164, 3.0), (170, 3.5)]):
@@ -866,7 +866,7 @@ def test_a_gpu_co_tenant_is_named_first_by_the_served_rate_and_the_watch() -> No
     reads the compute processes once (the process and memory of the H100 capture under a load,
     nvidia-smi-query-compute-apps_busy.csv), and both
     name the process first."""
-    from omni_host.evaluate.watch import Sample, judge_watch
+    from omni_host.measure.watch import Sample, judge_watch
 
     apps = [{"pid": 42, "name": "llama-server", "mib": 2100, "gpu": "GPU-53e2"},
             {"pid": 5632, "name": "python3", "mib": 874, "gpu": "GPU-53e2"},
@@ -897,7 +897,7 @@ def test_a_server_whose_metrics_never_answer_is_not_watched_and_says_why() -> No
     the watch failed every sample of it as "did not answer" (the gate failed on any such
     host); it is not watched, said, and the other server is judged as before. One that
     answered and then stopped still fails."""
-    from omni_host.evaluate.watch import Sample, judge_watch
+    from omni_host.measure.watch import Sample, judge_watch
 
     meta = catalog()["serve.stability"]
     locked = _server(pid=7, started_at=7.0, address="127.0.0.1:18081", counters=None,

@@ -13,8 +13,8 @@ import pytest
 from conftest import Sshd, run_cli, until_unlocked
 
 from omni_host.evaluate.checks import catalog
-from omni_host.evaluate.knob import family_sigmas
-from omni_host.evaluate.sweep import candidates, judge_sweep, plan_sweep, seconds_per_config
+from omni_host.measure.knob import family_sigmas
+from omni_host.measure.sweep import candidates, judge_sweep, plan_sweep, seconds_per_config
 from omni_host.model import Status
 from omni_host.plan.policy import BenchSpec
 from omni_host.probes.parsers.bench import completed_records, parse_bench_run

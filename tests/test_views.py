@@ -111,7 +111,7 @@ def test_a_view_made_ready_imports_nothing_more_to_render(fmt: str) -> None:
 
 @pytest.mark.parametrize("fmt", ["table", "markdown", "html", "json"])
 def test_a_host_slower_than_its_twins_is_said_in_every_view(fmt: str) -> None:
-    """The fleet bench's twins note (evaluate.twins) reaches the terminal, Markdown, HTML and
+    """The fleet bench's twins note (measure.twins) reaches the terminal, Markdown, HTML and
     JSON views, escaped as every host-written text is."""
     report, ctx = fixed_report()
     note = "gpu02 runs slower than its 2 twins (gpu01, gpu03: ...): tg128 7.7% <below>"

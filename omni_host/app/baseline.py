@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from omni_host.evaluate.bench import StoredRun, stored_run
+from omni_host.measure.settle import StoredRun, stored_run
 from omni_host.model import Baseline, Source
 from omni_host.report.history import History, HostEntries
 

@@ -15,11 +15,12 @@ from omni_host.app.past import Past, past_of
 from omni_host.collect.run import Background, collect_host
 from omni_host.collect.transport.base import SshOptions
 from omni_host.errors import TransportError, UsageError
-from omni_host.evaluate.asked import Asked, KnobAsked, RunRefused, SweepAsked
 from omni_host.evaluate.audit import evaluate_bundle, unreachable
-from omni_host.evaluate.bench import CHECK_ID, first_run
-from omni_host.evaluate.sweep import SweepPlan, plan_sweep
-from omni_host.evaluate.twins import benched, twins
+from omni_host.measure.asked import Asked, KnobAsked, RunRefused, SweepAsked
+from omni_host.measure.bench import CHECK_ID
+from omni_host.measure.settle import first_run
+from omni_host.measure.sweep import SweepPlan, plan_sweep
+from omni_host.measure.twins import benched, twins
 from omni_host.model import Bundle, FirstRun, HostReport, Source, Status, scrub_host
 from omni_host.plan.hosts import HostPlan
 from omni_host.plan.knobs import Knob
@@ -115,7 +116,7 @@ def bench_host(plan: HostPlan, ssh: SshOptions, past: Past, *, record: bool,
     first = None if record else first_of(done)
     if first is None:
         return done
-    # a drop or a scattered run is measured once more before it is said (evaluate.bench.settle)
+    # a drop or a scattered run is measured once more before it is said (measure.bench.settle)
     try:
         again = collect_host(plan, ssh, probe_timeout_s,
                              extra=(bench_probe(spec, force=force, wait_s=wait_s),))
@@ -131,7 +132,7 @@ def bench_host(plan: HostPlan, ssh: SshOptions, past: Past, *, record: bool,
 
 
 def first_of(done: BenchHost) -> FirstRun | None:
-    """The first run's verdicts, when they call for a second run (evaluate.bench.first_run)."""
+    """The first run's verdicts, when they call for a second run (measure.bench.first_run)."""
     result = done.report.result(CHECK_ID)
     return first_run(result.status, done.report.bench) if result is not None else None
 

@@ -2,7 +2,7 @@
 model's tensor table, each GPU's free and total memory and bandwidth, the CPUs' physical cores
 and llama.cpp's own answers (llama-fit-params: its ``--fit`` placement and its memory
 estimates); the registered check perf.placement assesses the candidates
-(``evaluate.placement``) and ranks them. ``--prove`` then runs llama-bench for the leading
+(``measure.placement``) and ranks them. ``--prove`` then runs llama-bench for the leading
 candidates, the current args and ``--fit``'s answer, in rounds behind the bench's gate (a
 second round trip: what to run is known only once the plan is judged); its rounds join the
 plan's bundle, and the whole is judged once (perf.placement-proof says which is fastest beyond
@@ -22,14 +22,14 @@ from omni_host.app.past import Past, past_of
 from omni_host.collect.run import collect_host
 from omni_host.collect.transport.base import SshOptions
 from omni_host.errors import TransportError, UsageError
-from omni_host.evaluate.asked import Asked, PlanAsked, ProofAsked
 from omni_host.evaluate.audit import unreachable
 from omni_host.evaluate.checks.placement import current_args
-from omni_host.evaluate.placement import (
+from omni_host.measure.asked import Asked, PlanAsked, ProofAsked
+from omni_host.measure.placement import (
     Candidate,
     without_placement,
 )
-from omni_host.evaluate.plan import CHECK_ID, PlanRow, rows_of
+from omni_host.measure.plan import CHECK_ID, PlanRow, rows_of
 from omni_host.model import Source
 from omni_host.plan.hosts import HostPlan
 from omni_host.plan.knobs import Arm

@@ -1,5 +1,5 @@
 """The stability watch use case: one host's servers sampled every ``every_s`` seconds for
-``duration_s`` over one connection, the window judged (``evaluate.watch``), and the report
+``duration_s`` over one connection, the window judged (``measure.watch``), and the report
 (source ``serve-watch``) finished and stored like an audit's. Ctrl-C or SIGTERM ends the window
 early: what was sampled is judged and stored, marked interrupted."""
 
@@ -15,8 +15,8 @@ from omni_host.app.audit import Audited, Hosts, conclude
 from omni_host.collect.run import collect, open_transport
 from omni_host.collect.transport.base import SshOptions, Transport
 from omni_host.errors import TransportError, UsageError
-from omni_host.evaluate.asked import Asked, Sample, WatchAsked
 from omni_host.evaluate.audit import evaluate_watch, unreachable
+from omni_host.measure.asked import Asked, Sample, WatchAsked
 from omni_host.model import Source
 from omni_host.plan.hosts import HostPlan, Targets
 from omni_host.probes.catalog import evaluate, serve_probe

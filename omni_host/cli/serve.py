@@ -27,7 +27,7 @@ from omni_host.cli.common import (
 )
 
 if TYPE_CHECKING:
-    from omni_host.evaluate.asked import Sample
+    from omni_host.measure.asked import Sample
     from omni_host.model import InferenceServer
 
 def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -57,7 +57,7 @@ class _Progress:
         self.last: dict[tuple[str, int], InferenceServer] = {}
 
     def __call__(self, i: int, rounds: int, sample: Sample) -> None:
-        from omni_host.evaluate.serve import generated_between
+        from omni_host.measure.serve import generated_between
         from omni_host.safe_text import terminal_safe
 
         if sample.error:

@@ -15,12 +15,12 @@ from omni_host.collect.pool import PoolResult, run_pool
 from omni_host.collect.run import Background, collect_host, host_deadline_s, import_transports
 from omni_host.collect.transport.base import SshOptions
 from omni_host.errors import TransportError
-from omni_host.evaluate.asked import NOTHING, Asked
 from omni_host.evaluate.checks import run_checks
 from omni_host.evaluate.facts import HostFacts, facts_from_bundle
 from omni_host.evaluate.observed import observed_vars
 from omni_host.evaluate.prior import NO_PRIOR, Prior
 from omni_host.evaluate.sentinel import fact_summary, strategic
+from omni_host.measure.asked import NOTHING, Asked
 from omni_host.model import Bundle, CheckResult, HostReport, PolicyRecord, ProbeNote, Status, scrub_host
 from omni_host.plan.hosts import HostPlan
 from omni_host.plan.policy import ExpectedState, Policy

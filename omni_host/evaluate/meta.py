@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any, Protocol
 
-from omni_host.evaluate.asked import NOTHING, Asked
+from omni_host.measure.asked import NOTHING, Asked
 from omni_host.model import (
     CheckResult,
     Evidence,
@@ -127,7 +127,7 @@ def check_with_past(check_id: str) -> Callable[[PastCheckFn], PastCheckFn]:
 
 
 def check_of_run(check_id: str, command: str) -> Callable[[RunCheckFn], RunCheckFn]:
-    """Register a check of what a run asked for (``evaluate.asked``: a bench, a knob's A/B, a
+    """Register a check of what a run asked for (``measure.asked``: a bench, a knob's A/B, a
     split sweep), judged with the host's facts and past; it gives no result where the run did
     not ask for it (an audit)."""
     def register(fn: RunCheckFn) -> RunCheckFn:

@@ -8,7 +8,7 @@ from functools import lru_cache
 from typing import Any
 
 from omni_host.evaluate.facts import HostFacts
-from omni_host.evaluate.rules import ASYMMETRY_RATIO, size_text
+from omni_host.measure.rules import ASYMMETRY_RATIO, size_text
 from omni_host.model import (
     EngineStatus,
     EngineVerdict,

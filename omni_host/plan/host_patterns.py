@@ -3,7 +3,7 @@
 in llama-bench, llama-server and llama-fit-params alike: that engine is not ours to replace,
 so a pattern it would take polynomial or exponential time on is refused where it enters the
 policy, before any host runs it (fourteen ``.*`` in a row held the plan past 60 s on the host).
-omni-host's own matching (``evaluate/patterns.py``) is RE2, linear for any pattern; this rule
+omni-host's own matching (``measure/patterns.py``) is RE2, linear for any pattern; this rule
 is only about what is sent to the host's tools.
 
 The rule, one pass over the pattern: no repeated group that itself repeats or alternates

@@ -312,7 +312,7 @@ def _gbs(gbs: Any) -> str:
 def plan_lines(report: Report) -> list[str]:
     """The placement plan of each host (perf.placement) as a ranked table, and the proof's
     predicted-against-measured table (perf.placement-proof) where it ran."""
-    from omni_host.evaluate.plan import fit_words, memory_words, rows_of
+    from omni_host.measure.plan import fit_words, memory_words, rows_of
 
     lines: list[str] = []
     for host in report.hosts:

@@ -6,7 +6,6 @@ rounds, a plan and its proof), registered under a stable dotted id whose metadat
 
 from __future__ import annotations
 
-from omni_host.evaluate.asked import NOTHING, Asked, RunRefused
 from omni_host.evaluate.facts import HostFacts
 from omni_host.evaluate.meta import (
     ASKED_BY,
@@ -19,6 +18,7 @@ from omni_host.evaluate.meta import (
     check,
 )
 from omni_host.evaluate.prior import NO_PRIOR, Prior
+from omni_host.measure.asked import NOTHING, Asked, RunRefused
 from omni_host.model import CheckResult, Status
 from omni_host.plan.policy import Policy
 

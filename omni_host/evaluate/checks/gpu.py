@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from omni_host.evaluate.facts import HostFacts
 from omni_host.evaluate.meta import CheckMeta, check, check_with_past
-from omni_host.evaluate.plan import measured_here
 from omni_host.evaluate.prior import Prior
-from omni_host.evaluate.rules import ASYMMETRY_RATIO, tensor_split
+from omni_host.measure.plan import measured_here
+from omni_host.measure.rules import ASYMMETRY_RATIO, tensor_split
 from omni_host.model import CheckResult, Evidence, Outcome, ProbeResult, Remediation, Status
 from omni_host.plan.policy import ExpectedGpu, Policy, version_tuple
 from omni_host.probes.parsers.nvidia import Gpu, GpuInventory, TopoMatrix

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from omni_host.evaluate.facts import HostFacts
 from omni_host.evaluate.meta import CheckMeta, check
-from omni_host.evaluate.serve import option
+from omni_host.measure.serve import option
 from omni_host.model import CheckResult, Evidence, InferenceServer, Status
 from omni_host.plan.policy import Policy
 from omni_host.probes.parsers.knobs import HostKnobs, cpu_list

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from omni_host.evaluate.facts import HostFacts
 from omni_host.evaluate.meta import CheckMeta, check
-from omni_host.evaluate.rules import size_text
+from omni_host.measure.rules import size_text
 from omni_host.model import CheckResult, Evidence, Status
 from omni_host.plan.policy import Policy
 from omni_host.probes.parsers.host import ModelFacts, ModelFile

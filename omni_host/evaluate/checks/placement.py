@@ -2,7 +2,7 @@
 tensors, from the facts the plan's round trip read (the tensor table, each GPU's memory and
 bandwidth, the CPU's cores, llama-fit-params' answers) and the rates the host's stored benches
 reached; and the proof, its leading candidates measured in rounds, kept in the same bundle
-(``bench.proof``). Registered checks of what the run asked (``evaluate.asked``): an audit and a
+(``bench.proof``). Registered checks of what the run asked (``measure.asked``): an audit and a
 bench ask for neither."""
 
 from __future__ import annotations
@@ -11,28 +11,28 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
-from omni_host.evaluate.asked import Asked, PlanAsked
-from omni_host.evaluate.bench import bench_context
-from omni_host.evaluate.ceiling import CPU, n_layers, visible_gpus
 from omni_host.evaluate.checks.runs import measured, rounds
-from omni_host.evaluate.context import CCD_LINKS, CPU_BANDWIDTH
 from omni_host.evaluate.facts import HostFacts
 from omni_host.evaluate.meta import CheckMeta, check_of_run
-from omni_host.evaluate.placement import (
+from omni_host.evaluate.prior import Prior
+from omni_host.evaluate.sentinel import fact_summary
+from omni_host.measure.asked import Asked, PlanAsked
+from omni_host.measure.candidates import candidates
+from omni_host.measure.ceiling import CPU, n_layers, visible_gpus
+from omni_host.measure.context import CCD_LINKS, CPU_BANDWIDTH
+from omni_host.measure.during import bench_context
+from omni_host.measure.placement import (
     Candidate,
     Gpu,
     Host,
     PlanItem,
     Workload,
-    candidates,
     engine_compute,
     from_args,
     memory_need,
     where,
 )
-from omni_host.evaluate.plan import CHECK_ID, PROOF_ID, plan_result, prove_result, row
-from omni_host.evaluate.prior import Prior
-from omni_host.evaluate.sentinel import fact_summary
+from omni_host.measure.plan import CHECK_ID, PROOF_ID, plan_result, prove_result, row
 from omni_host.model import CheckResult, Status
 from omni_host.plan.policy import BenchSpec, Policy
 from omni_host.probes.catalog import BENCH_PROOF

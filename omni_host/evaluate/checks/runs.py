@@ -1,24 +1,25 @@
 """perf.tokens-per-s, perf.knob, perf.split-sweep and serve.stability: the checks of what a
 run measured (a bench, a knob's A/B, a split sweep, a watch's rounds), registered like every
 other check and judged once, with
-the host's facts, its past and what the run asked (``evaluate.asked``). An audit asks for
+the host's facts, its past and what the run asked (``measure.asked``). An audit asks for
 none of them: they give no result there."""
 
 from __future__ import annotations
 
-from omni_host.evaluate.asked import Asked, RunRefused
-from omni_host.evaluate.bench import CHECK_ID as PERF
-from omni_host.evaluate.bench import bench_context, judge
 from omni_host.evaluate.facts import HostFacts
-from omni_host.evaluate.knob import CHECK_ID as KNOB
-from omni_host.evaluate.knob import judge_knob
 from omni_host.evaluate.meta import CheckMeta, check_of_run
 from omni_host.evaluate.prior import Prior
 from omni_host.evaluate.sentinel import fact_summary
-from omni_host.evaluate.sweep import CHECK_ID as SWEEP
-from omni_host.evaluate.sweep import judge_sweep
-from omni_host.evaluate.watch import CHECK_ID as STABILITY
-from omni_host.evaluate.watch import judge_watch
+from omni_host.measure.asked import Asked, RunRefused
+from omni_host.measure.bench import CHECK_ID as PERF
+from omni_host.measure.bench import judge
+from omni_host.measure.during import bench_context
+from omni_host.measure.knob import CHECK_ID as KNOB
+from omni_host.measure.knob import judge_knob
+from omni_host.measure.sweep import CHECK_ID as SWEEP
+from omni_host.measure.sweep import judge_sweep
+from omni_host.measure.watch import CHECK_ID as STABILITY
+from omni_host.measure.watch import judge_watch
 from omni_host.model import CheckResult, Status
 from omni_host.plan.policy import Policy
 from omni_host.probes.catalog import BENCH

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from omni_host.evaluate.facts import HostFacts
 from omni_host.evaluate.meta import CheckMeta, check_with_past
-from omni_host.evaluate.plan import served_against_plan
 from omni_host.evaluate.prior import Prior
-from omni_host.evaluate.serve import judge_served
+from omni_host.measure.plan import served_against_plan
+from omni_host.measure.serve import judge_served
 from omni_host.model import CheckResult, InferenceServer
 from omni_host.plan.policy import Policy
 

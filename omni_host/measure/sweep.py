@@ -45,7 +45,7 @@ import statistics
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from omni_host.evaluate.knob import (
+from omni_host.measure.knob import (
     MIN_PAIRS,
     against,
     block_noise,
@@ -54,7 +54,7 @@ from omni_host.evaluate.knob import (
     left_out_words,
     round_centres,
 )
-from omni_host.evaluate.rules import tensor_split
+from omni_host.measure.rules import tensor_split
 from omni_host.model import CheckResult, Evidence, Status
 from omni_host.plan.knobs import Arm, without_options
 

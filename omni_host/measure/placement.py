@@ -1,6 +1,6 @@
 """Placement plans (issue 46), pure: where each tensor of a model goes under a placement, the
-memory that takes on each device at the context a server will serve, the generation rate it
-should give, and the candidates worth trying on a host.
+memory that takes on each device at the context a server will serve, and the generation rate
+it should give.
 
 * **Memory per device**: the weights where llama.cpp's loader puts them (``ceiling.placed``:
   ``-ngl``, ``-ts``, ``-sm``, ``-ot``, ``-ncmoe``, from the model's own tensor table); the KV
@@ -18,25 +18,18 @@ should give, and the candidates worth trying on a host.
   its ceiling this host's own GPU benches reached; the CPU's is the rate a bench of this host
   measured it reading weights at (an all-CPU or hybrid run), else its memory channels' (a
   ceiling, said so). Prompt processing is not modelled: ``--prove`` measures it.
-* **Candidates**: the operator's args; llama.cpp's ``--fit`` answer (llama-fit-params);
-  the most whole layers that fit with ``-ts`` proportional to VRAM (the registry's style), and
-  half as many; every layer on the
-  GPUs with the routed experts on the CPU; as many expert layers on the GPUs as fit
-  (``-ncmoe``), and steps between; every layer on one GPU (``-sm none``) where it fits; the
-  CPU threads at the physical cores the bench may use (never more: SMT siblings cost).
+* **Candidates** are enumerated by ``measure/candidates.py`` and assessed here.
 """
 
 from __future__ import annotations
 
-import math
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field, replace
+from collections.abc import Iterator
+from dataclasses import dataclass, field
 from typing import Any
 
-from omni_host.evaluate.ceiling import (
+from omni_host.measure.ceiling import (
     ALL_LAYERS,
     CPU,
-    EXPERTS,
     NEGLIGIBLE_BYTES,
     Placement,
     bytes_per_token,
@@ -57,8 +50,6 @@ COMPUTE_ASSUMED = 512 * MIB  # a GPU's compute buffer where llama-fit-params gav
 CTX_PAD = 256  # llama.cpp pads the KV cache to this many cells
 KV_TYPE_BYTES = {"f32": 4.0, "f16": 2.0, "bf16": 2.0, "q8_0": 34 / 32, "q4_0": 18 / 32,
                  "q4_1": 20 / 32, "q5_0": 22 / 32, "q5_1": 24 / 32, "iq4_nl": 18 / 32}
-STEPS = 6  # -ncmoe values between the fewest that fit and every layer's experts on the CPU
-SHIFTS = tuple(range(5, 45, 5))  # points of the first GPU's share tried around the free split
 
 
 @dataclass(frozen=True)
@@ -278,150 +269,6 @@ def assess(tensors: TensorMap, cand: Candidate, host: Host, work: Workload) -> A
     tg, limit, read = predict(tensors, p, host, work, cand.threads)
     return Assessed(cand, need, shortfall(need, host), tg, limit, read)
 
-
-def _free_split(host: Host) -> tuple[int, ...]:
-    free = [max(g.free, 0) for g in host.gpus]
-    total = sum(free) or 1
-    split = [round(100 * f / total) for f in free]
-    return tuple(split) if len(split) > 1 else ()
-
-
-def _vram_split(host: Host) -> tuple[int, ...]:
-    total = sum(g.total for g in host.gpus) or 1
-    split = [round(100 * g.total / total) for g in host.gpus]
-    return tuple(split) if len(split) > 1 else ()
-
-
-def _splits(host: Host) -> Iterator[tuple[int, ...]]:
-    """The free-memory split, then (two GPUs) the first GPU's share shifted, nearest first."""
-    base = _free_split(host)
-    yield base
-    if len(base) == 2:
-        for shift in SHIFTS:
-            for sign in (1, -1):
-                first = base[0] + sign * shift
-                if 1 <= first <= 99:
-                    yield first, 100 - first
-
-
-def _fitting(tensors: TensorMap, cand: Candidate, host: Host, work: Workload,
-             *, vary_split: bool) -> Assessed | None:
-    """The candidate (under the first split that fits, where ``vary_split``), if it fits."""
-    for split in _splits(host) if vary_split else (cand.split,):
-        done = assess(tensors, replace(cand, split=split), host, work)
-        if isinstance(done, Assessed) and done.fits:
-            return done
-    return None
-
-
-def _last_true(ok: Callable[[int], bool], low: int, high: int) -> int | None:
-    """The largest n in [low, high] with ok(n), for ok true up to a point and false after."""
-    if not ok(low):
-        return None
-    while low < high:
-        mid = (low + high + 1) // 2
-        low, high = (mid, high) if ok(mid) else (low, mid - 1)
-    return low
-
-
-def _first_true(ok: Callable[[int], bool], low: int, high: int) -> int | None:
-    """The smallest n in [low, high] with ok(n), for ok false up to a point and true after."""
-    if not ok(high):
-        return None
-    while low < high:
-        mid = (low + high) // 2
-        low, high = (low, mid) if ok(mid) else (mid + 1, high)
-    return low
-
-
-def is_moe(tensors: TensorMap) -> bool:
-    return tensors.expert_count > 1 and any(EXPERTS.search(n) for n, _, _ in tensors.tensors)
-
-
-def candidates(tensors: TensorMap, host: Host, work: Workload, current: Candidate | None,
-               fit: Candidate | None) -> list[PlanItem]:
-    """Every candidate assessed (or with why it cannot be), the fitting ones first, fastest
-    predicted first; the ones that do not fit after them, nearest to fitting first."""
-    n_layer, gpus = n_layers(tensors), len(host.gpus)
-    threads = host.physical_cores
-    found: list[PlanItem] = []
-
-    def take(cand: Candidate, done: Assessed | str | None = None) -> None:
-        done = done if done is not None else assess(tensors, cand, host, work)
-        found.append(done if isinstance(done, Assessed) else (cand, done))
-
-    for given in (current, fit):
-        if given is not None:
-            take(given)
-    if not gpus:
-        take(Candidate("cpu", "every layer on the CPU", "plan", ngl=0, threads=threads))
-        return _ranked(found)
-    whole = Candidate("layers", "", "plan", split=_vram_split(host), threads=threads)
-
-    def whole_fits(n: int) -> bool:
-        done = assess(tensors, replace(whole, ngl=n), host, work)
-        return isinstance(done, Assessed) and done.fits
-
-    best_n = _last_true(whole_fits, 0, n_layer + 1)  # more layers, more memory: monotone
-    if best_n is None:
-        take(replace(whole, ngl=0, words="whole layers: not even one fits"))
-    else:
-        n = best_n
-        cand = replace(whole, ngl=n, words=f"{n} whole layer(s) of {n_layer + 1} on the GPU(s)"
-                       + (f", split {'/'.join(map(str, whole.split))} by VRAM"
-                          if whole.split else "") + ", the rest on the CPU")
-        take(cand)
-        if n >= 4:  # half as many: how the rate falls with the layers left on the CPU
-            take(replace(cand, key="layers-half", ngl=n // 2,
-                         words=cand.words.replace(f"{n} whole", f"{n // 2} whole")))
-    if is_moe(tensors):
-        all_cpu = Candidate("experts-cpu", f"every layer on the GPU(s), the routed experts of all "
-                            f"{n_layer} layers on the CPU", "plan", ncmoe=n_layer, threads=threads)
-        done_cpu = _fitting(tensors, all_cpu, host, work, vary_split=gpus > 1)
-        take(all_cpu, done_cpu or None)
-        # the fewest expert layers on the CPU that fit (more on the CPU, less GPU memory)
-        k_min = _first_true(lambda k: _fitting(tensors, replace(all_cpu, ncmoe=k), host, work,
-                                               vary_split=gpus > 1) is not None, 0, n_layer)
-        if k_min is not None and k_min < n_layer:
-            step = max(1, math.ceil((n_layer - k_min) / STEPS))
-            for k in range(k_min, n_layer, step):
-                cand = replace(all_cpu, key=f"ncmoe-{k}", ncmoe=k,
-                               words=f"every layer on the GPU(s), the experts of {n_layer - k} "
-                                     f"layer(s) too (the first {k} layers' experts on the CPU)")
-                stepped = _fitting(tensors, cand, host, work, vary_split=gpus > 1)
-                if stepped is not None:
-                    take(cand, stepped)
-    else:
-        dense = Candidate("all-gpu", "every layer on the GPU(s)", "plan", threads=threads)
-        done_dense = _fitting(tensors, dense, host, work, vary_split=gpus > 1)
-        if done_dense is not None:
-            take(dense, done_dense)
-    if gpus > 1:
-        main = max(range(gpus), key=lambda i: host.gpus[i].free)
-        one = Candidate("sm-none", f"every layer on GPU{main} alone (-sm none)", "plan",
-                        mode="none", main=main, threads=threads)
-        take(one)
-    return _ranked(found)
-
-
-def _ranked(found: list[PlanItem]) -> list[PlanItem]:
-    seen: set[tuple[str, ...]] = set()
-    unique: list[PlanItem] = []
-    for item in found:
-        flags = candidate_of(item).bench_flags()
-        if flags in seen and candidate_of(item).origin == "plan":
-            continue
-        seen.add(flags)
-        unique.append(item)
-
-    def order(item: PlanItem) -> tuple[int, float]:
-        if not isinstance(item, Assessed):
-            return 3, 0.0
-        if not item.fits:
-            return 2, float(sum(item.short.values()))
-        return (0, -item.tg) if item.tg is not None else (1, 0.0)
-
-    return sorted(unique, key=order)
 
 
 FIT_DECIDES = ("-ngl", "--n-gpu-layers", "--gpu-layers", "-ot", "--override-tensor")  # else --fit

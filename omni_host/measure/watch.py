@@ -24,8 +24,8 @@ import statistics
 import time
 from typing import TYPE_CHECKING, Any
 
-from omni_host.evaluate.asked import Sample
-from omni_host.evaluate.serve import generated_between
+from omni_host.measure.asked import Sample
+from omni_host.measure.serve import generated_between
 from omni_host.model import CheckResult, Evidence, InferenceServer, Status
 
 if TYPE_CHECKING:

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from omni_host.documents import load_json
-from omni_host.evaluate.context import ENV, MODEL_FINGERPRINT
+from omni_host.measure.context import ENV, MODEL_FINGERPRINT
 from omni_host.model import CheckResult, Evidence, InferenceServer, ServedCounters, Status, rate
 from omni_host.probes.parsers.bench import estimate
 from omni_host.remote.procfacts import option_value
@@ -317,7 +317,7 @@ def placement_moved(server: InferenceServer, earlier: tuple[InferenceServer, ...
     pid) holds its GPU memory elsewhere than it did: llama.cpp's ``--fit`` (no ``-ngl`` or
     ``-ot``) places by the memory free at the start, so another process holding GPU memory then
     moves layers to the CPU. The GPUs named by UUID, as nvidia-smi names them."""
-    from omni_host.evaluate.placement import FIT_DECIDES
+    from omni_host.measure.placement import FIT_DECIDES
 
     now = dict(server.gpu_memory_by_gpu or ())
     for before in earlier:

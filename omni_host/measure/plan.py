@@ -1,14 +1,14 @@
 """perf.placement (issue 46), pure: the plan's table (``omni-host plan``) and its proof on the
 host (``plan --prove``).
 
-* **The plan** ranks the candidates of ``evaluate.placement`` by predicted generation among
+* **The plan** ranks the candidates of ``measure.placement`` by predicted generation among
   those that fit, and says the others' shortfall. A prediction is not a measurement: the
   plan's status is pass, its summary names the predicted leader, the current args' place and
   ``--prove``.
 * **The proof** runs llama-bench for each proved candidate in rounds (each candidate once a
   round, the order reversed every other round, as ``bench --knob`` runs its arms). Per test,
   the leader is the candidate with the highest median over the rounds; every other one is
-  judged against it by ``evaluate.knob.effect`` on the rounds' pairs (measurable only where
+  judged against it by ``measure.knob.effect`` on the rounds' pairs (measurable only where
   every round agrees on the sign, past 3 standard errors and 2%, with 4 rounds or more). One
   run's noise is what is left of the arms x rounds table once each round's drift, shared by
   every arm, is taken out (``knob.block_noise``, from three arms up): a drift that slows
@@ -27,8 +27,8 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from omni_host import codec
-from omni_host.evaluate.knob import against_leader, disturbed, left_out_words, round_centres
-from omni_host.evaluate.placement import MIB, Assessed, Candidate, PlanItem, candidate_of
+from omni_host.measure.knob import against_leader, disturbed, left_out_words, round_centres
+from omni_host.measure.placement import MIB, Assessed, Candidate, PlanItem, candidate_of
 from omni_host.model import CheckResult, Evidence, Status
 
 if TYPE_CHECKING:
@@ -293,8 +293,8 @@ def served_against_plan(server_argv: tuple[str, ...], plan_id: str, plan: dict[s
     ``--fit`` placed is read by what it holds on each GPU (``held``: GPU UUID, MiB), set
     beside the plan's ``--fit`` answer. None where the server's argv cannot be read as a
     placement."""
-    from omni_host.evaluate.ceiling import ALL_LAYERS
-    from omni_host.evaluate.placement import FIT_DECIDES, from_args
+    from omni_host.measure.ceiling import ALL_LAYERS
+    from omni_host.measure.placement import FIT_DECIDES, from_args
 
     own = from_args(server_argv, "server", "", "server", server=True)
     if isinstance(own, str):

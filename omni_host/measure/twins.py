@@ -13,8 +13,8 @@ import math
 import statistics
 from collections.abc import Sequence
 
-from omni_host.evaluate.bench import SIGMAS
-from omni_host.evaluate.context import diff
+from omni_host.measure.context import diff
+from omni_host.measure.series import SIGMAS
 from omni_host.model import BenchOutcome, HostReport
 
 MIN_TWINS = 2  # a host is compared with two twins at least: with one, which is slow is unknown

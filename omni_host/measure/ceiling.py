@@ -32,8 +32,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from omni_host.evaluate.context import CCD_LINKS, CPU_BANDWIDTH
-from omni_host.evaluate.patterns import linear
+from omni_host.measure.context import CCD_LINKS, CPU_BANDWIDTH
+from omni_host.measure.patterns import linear
 from omni_host.probes.parsers.bench import BenchRun, BenchTest, TensorMap, split_values
 
 CPU = "CPU"
