@@ -38,7 +38,7 @@ def each_string(value: Any, fix: Any, *, keys: bool = True, unstored: bool = Fal
     """``value`` (a report, any of its parts, or their JSON form) with ``fix`` applied to every
     string in it, dict keys too (``keys``); enum members (statuses, outcomes) are words of ours,
     kept. A field that is never stored (a host report's raw bundle) is kept as it is, unless
-    ``unstored``: no view shows it, but a secret must leave it too (``model.scrub``)."""
+    ``unstored``: no view shows it, but a secret must leave it too (``reports.scrub``)."""
     if isinstance(value, enum.Enum):
         return value
     if isinstance(value, str):

@@ -35,8 +35,8 @@ def assert_valid_report(doc: dict) -> None:
 
     import jsonschema
 
-    from omni_host.model import Report
     from omni_host.report.schema import SCHEMA_FILE
+    from omni_host.reports import Report
 
     schema = json.loads(SCHEMA_FILE.read_text(encoding="utf-8"))
     jsonschema.Draft202012Validator(schema).validate(doc)

@@ -648,7 +648,7 @@ def test_a_context_stored_by_its_labels_reads_by_key_losing_nothing(path: Path) 
 
     from omni_host.measure.context import UNKNOWN_RANK, fact, label
     from omni_host.measure.settle import stored_run
-    from omni_host.model import read_bench
+    from omni_host.outcome import read_bench
 
     perf = next(r for r in json.loads(path.read_text())["hosts"][0]["results"]
                 if r["id"] == "perf.tokens-per-s")

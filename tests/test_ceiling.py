@@ -304,7 +304,7 @@ def test_the_ceiling_and_the_plan_say_what_limits_a_token_one_way() -> None:
     is limited by that rate (its compute in it)."""
     from omni_host.measure.bench import _ceiling_note
     from omni_host.measure.ceiling import limit_words
-    from omni_host.model import Ceiling
+    from omni_host.outcome import Ceiling
 
     assert limit_words("GPU0", fraction=0.44) == "GPU0 memory limits it"
     low = _ceiling_note({"tg32": Ceiling(1000.0, 0.02, "CPU memory")})

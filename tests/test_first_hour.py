@@ -397,8 +397,9 @@ def test_the_audits_bench_hint_measures_again_as_the_bench_was_run(tmp_path: Pat
 def test_the_cold_case_says_whose_store_its_previous_audit_is_in() -> None:
     """Issue 62: "Cold case: nothing changed since audit X" named an audit another clone ran
     (the store is the user's, not the checkout's): the line says whose store it is."""
-    from omni_host.model import ColdCase, HostReport, Report, Source
+    from omni_host.model import ColdCase, Source
     from omni_host.report.terminal import terminal_lines
+    from omni_host.reports import HostReport, Report
 
     host = HostReport("box", None, "local", True, None, 1.0, (),
                       cold_case=ColdCase(previous="20261201T000000000Z-abcdef"))

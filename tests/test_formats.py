@@ -240,7 +240,7 @@ def test_a_watch_report_plots_its_own_samples_in_chromium(tmp_path: Path) -> Non
     from omni_host.app.audit import Hosts, finish, keep
     from omni_host.evaluate.checks import catalog
     from omni_host.measure.watch import judge_watch
-    from omni_host.model import HostReport
+    from omni_host.reports import HostReport
 
     rounds = [(1, 100 * i, 1.0 * i if i < 7 else 6 + 4.0 * (i - 6), 600 + 10 * i)
               for i in range(9)]

@@ -67,9 +67,10 @@ def test_changed_facts_are_named(report_dir: Path) -> None:
     from helpers import gpu_bundle
 
     from omni_host.evaluate.audit import evaluate_bundle
-    from omni_host.model import Source, make_report
+    from omni_host.model import Source
     from omni_host.plan.policy import policy_from_vars
     from omni_host.report.store import store_report
+    from omni_host.reports import make_report
 
     policy = policy_from_vars({}, "t")
     for name, ts in (("h100-x1", 1.0), ("h200-x2", 2.0)):

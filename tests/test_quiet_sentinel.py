@@ -30,7 +30,8 @@ from omni_host.measure.bench import comma_split
 from omni_host.measure.series import judge_test, modes, slide
 from omni_host.measure.settle import settle, worst_first
 from omni_host.measure.twins import twins
-from omni_host.model import BenchOutcome, Bundle, CheckResult, FirstRun, JudgedTest, Status
+from omni_host.model import Bundle, CheckResult, Status
+from omni_host.outcome import BenchOutcome, FirstRun, JudgedTest
 from omni_host.plan.policy import policy_from_vars
 from omni_host.report.history import load_history
 
@@ -441,7 +442,7 @@ def test_a_host_slower_than_two_identical_twins_is_named_with_what_differs(tmp_p
 def test_a_drift_and_a_step_are_marked_in_the_plot_and_named_by_the_diff() -> None:
     """Issue 67: the HTML plot marks the runs read as falling (a slide, a step down that
     stayed, a step under the tolerance) and `report diff` names them."""
-    from omni_host.model import MeasuredTest
+    from omni_host.outcome import MeasuredTest
     from omni_host.report.history import _mark, series_words
     from omni_host.report.plots import Point, Series, svg
 

@@ -19,9 +19,10 @@ from conftest import PLAYBOOKS, Sshd, free_port, run_cli
 from helpers import assert_valid_report
 
 from omni_host.collect.runner import run_playbook
-from omni_host.model import CheckResult, FixVerdict, HostReport, Remediation, Severity, Status
+from omni_host.model import CheckResult, Remediation, Severity, Status
 from omni_host.remediate.flow import Step, outcomes
 from omni_host.remediate.plan import PlaybookRun, make_plan
+from omni_host.reports import FixVerdict, HostReport
 
 pytestmark = pytest.mark.system  # real ansible-runner runs
 

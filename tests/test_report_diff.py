@@ -9,8 +9,9 @@ from typing import Any
 
 from omni_host import codec
 from omni_host.cli.report import _diff_text
-from omni_host.model import CheckResult, HostReport, PolicyRecord, Severity, Status
+from omni_host.model import CheckResult, Severity, Status
 from omni_host.report.history import diff_hosts
+from omni_host.reports import HostReport, PolicyRecord
 
 
 def _result(check: str, status: str, details: dict[str, Any] | None = None) -> CheckResult:

@@ -19,9 +19,9 @@ from helpers import assert_valid_report
 from test_views import fixed_report
 
 from omni_host.codec import FormatError
-from omni_host.model import Report
 from omni_host.report.history import load_history
 from omni_host.report.schema import SCHEMA_FILE, schema_text
+from omni_host.reports import Report
 
 
 @functools.cache

@@ -19,9 +19,10 @@ from omni_host import codec
 from omni_host.evaluate.audit import evaluate_bundle
 from omni_host.evaluate.facts import facts_from_bundle
 from omni_host.evaluate.sentinel import fact_summary, strategic
-from omni_host.model import ColdCase, EngineStatus, Source, Status, make_report
+from omni_host.model import ColdCase, EngineStatus, Source, Status
 from omni_host.plan.policy import policy_from_vars, reference_vars
 from omni_host.report.history import History, StoredAudit, cold_case
+from omni_host.reports import make_report
 
 
 def engines(bundle) -> dict[str, dict]:  # noqa: ANN001

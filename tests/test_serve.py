@@ -206,8 +206,9 @@ def test_finish_keeps_the_results_as_the_checks_judged_them(tmp_path: Path) -> N
     import time as _time
 
     from omni_host.app.audit import Hosts, finish, keep
-    from omni_host.model import FactSummary, HostReport, Source
+    from omni_host.model import FactSummary, Source
     from omni_host.report.history import load_history
+    from omni_host.reports import HostReport
 
     baseline, tg = _vm_baseline()
     slow = _server(counters=ServedCounters(predicted_tokens=sorted(baseline.tests[tg])[1],

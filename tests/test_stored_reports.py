@@ -14,8 +14,9 @@ from pathlib import Path
 import pytest
 
 from omni_host import codec
-from omni_host.model import BENCH_CHECK, Report, Status
+from omni_host.model import BENCH_CHECK, Status
 from omni_host.report.history import diff_hosts
+from omni_host.reports import Report
 
 FIXTURES = Path(__file__).parent / "fixtures"
 

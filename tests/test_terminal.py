@@ -16,10 +16,11 @@ from helpers import BUNDLES, gpu_bundle
 from omni_host.evaluate.audit import evaluate_bundle
 from omni_host.evaluate.facts import facts_from_bundle
 from omni_host.evaluate.observed import observed_vars
-from omni_host.model import HostReport, Report, Source
+from omni_host.model import Source
 from omni_host.plan.policy import policy_from_vars, reference_vars
 from omni_host.report.history import History
 from omni_host.report.views import context, render
+from omni_host.reports import HostReport, Report
 
 GOLDEN = Path(__file__).resolve().parent / "golden"
 STARTED = 1795300000.0

@@ -16,11 +16,12 @@ import pytest
 from helpers import gpu_bundle
 
 from omni_host.evaluate.audit import evaluate_bundle
-from omni_host.model import HostReport, Report, Source
+from omni_host.model import Source
 from omni_host.plan.policy import policy_from_vars, reference_vars
 from omni_host.plan.waivers import Waiver, apply_waivers
 from omni_host.report.history import History, StoredAudit, cold_case
 from omni_host.report.views import VIEWS, ViewContext, context, render
+from omni_host.reports import HostReport, Report
 
 GOLDEN = Path(__file__).resolve().parent / "golden"
 STARTED = 1795300000.0  # 2026-11-22 19:46:40 UTC, fixed

@@ -23,20 +23,14 @@ from omni_host.errors import InventoryError, StoreError
 from omni_host.evaluate.audit import audit_many, evaluate_bundle
 from omni_host.evaluate.checks import catalog
 from omni_host.evaluate.prior import Prior
-from omni_host.model import (
-    Bundle,
-    HostReport,
-    Report,
-    Source,
-    make_report,
-    scrub_host,
-)
+from omni_host.model import Bundle, Source
 from omni_host.plan.hosts import HostPlan, local_plan, plan_host
 from omni_host.plan.inventory import Inventory
 from omni_host.plan.policy import ExpectedState, policy_from_vars
 from omni_host.plan.waivers import Waiver, apply_waivers, default_waivers, load_waivers
 from omni_host.report.history import History, cold_case
 from omni_host.report.store import store_report
+from omni_host.reports import HostReport, Report, make_report, scrub_host
 
 
 @dataclass(frozen=True)

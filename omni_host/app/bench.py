@@ -21,7 +21,8 @@ from omni_host.measure.bench import CHECK_ID
 from omni_host.measure.settle import first_run
 from omni_host.measure.sweep import SweepPlan, plan_sweep
 from omni_host.measure.twins import benched, twins
-from omni_host.model import Bundle, FirstRun, HostReport, Source, Status, scrub_host
+from omni_host.model import Bundle, Source, Status
+from omni_host.outcome import FirstRun
 from omni_host.plan.hosts import HostPlan
 from omni_host.plan.knobs import Knob
 from omni_host.plan.knobs import arms as knob_arms
@@ -29,6 +30,7 @@ from omni_host.plan.knobs import current as knob_current
 from omni_host.plan.waivers import Waiver
 from omni_host.probes.catalog import bench_probe, knob_probe
 from omni_host.report.history import History
+from omni_host.reports import HostReport, scrub_host
 
 
 class BenchRefused(UsageError):

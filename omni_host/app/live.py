@@ -20,9 +20,9 @@ if TYPE_CHECKING:
     from omni_host.collect.ahead import Ahead
     from omni_host.collect.run import Background
     from omni_host.collect.transport.base import SshOptions
-    from omni_host.model import HostReport
     from omni_host.plan.hosts import HostPlan
     from omni_host.plan.inventory import Inventory
+    from omni_host.reports import HostReport
 
 
 @dataclass(frozen=True)

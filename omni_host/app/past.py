@@ -13,7 +13,8 @@ from omni_host.app.baseline import baseline_in
 from omni_host.documents import load_json
 from omni_host.evaluate.prior import Prior
 from omni_host.measure.ceiling import CPU
-from omni_host.model import Baseline, InferenceServer, LastBench, Source
+from omni_host.model import Baseline, InferenceServer, Source
+from omni_host.outcome import LastBench
 from omni_host.report.history import (
     History,
     HostEntries,

@@ -25,12 +25,13 @@ from omni_host.collect.transport.base import MAX_STDERR_BYTES, RawRun, over_cap
 from omni_host.errors import TransportError
 from omni_host.evaluate.audit import evaluate_bundle
 from omni_host.evaluate.checks import catalog
-from omni_host.model import HostReport, Status, scrub_host
+from omni_host.model import Status
 from omni_host.plan.connection import interpreter
 from omni_host.plan.hosts import HostPlan
 from omni_host.plan.policy import expected_state, policy_from_vars
 from omni_host.plan.waivers import apply_waivers, load_waivers
 from omni_host.probes.catalog import probes_for
+from omni_host.reports import HostReport, scrub_host
 
 FAIL_ON = ("fail", "warn", "never")  # a host is failed when a check fails; also when one warns; never
 Run = Callable[[str, str], RawRun]  # (command line, stdin) -> what came back

@@ -23,15 +23,7 @@ from omni_host.collect.transport.base import SshOptions
 from omni_host.errors import UsageError
 from omni_host.evaluate.audit import audit_many
 from omni_host.evaluate.checks import catalog
-from omni_host.model import (
-    SCRUBBED,
-    FixOutcome,
-    FixVerdict,
-    HostReport,
-    Report,
-    Source,
-    scrub,
-)
+from omni_host.model import SCRUBBED, Source, scrub
 from omni_host.plan.hosts import HostPlan
 from omni_host.plan.waivers import Waiver
 from omni_host.remediate.flow import (
@@ -44,6 +36,7 @@ from omni_host.remediate.flow import (
 )
 from omni_host.remediate.plan import Plan, PlaybookRun, make_plan
 from omni_host.report.history import load_history
+from omni_host.reports import FixOutcome, FixVerdict, HostReport, Report
 
 
 @dataclass(frozen=True)

@@ -34,8 +34,8 @@ from omni_host.collect.run import host_deadline_s
 from omni_host.collect.transport.base import SshOptions
 from omni_host.evaluate.audit import audit_many, unreachable
 from omni_host.evaluate.prior import Prior
-from omni_host.model import HostReport
 from omni_host.plan.hosts import HostPlan
+from omni_host.reports import HostReport
 
 HOSTS_PER_PROCESS = 16  # hosts in flight per controller process (9 ms of CPU each, measured)
 # A worker reports each host's end within the host's deadline (the pool cuts a late host off);

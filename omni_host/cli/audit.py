@@ -35,8 +35,8 @@ if TYPE_CHECKING:
     from rich.table import Table
 
     from omni_host.app.audit import Audited
-    from omni_host.model import HostReport
     from omni_host.plan.hosts import HostPlan
+    from omni_host.reports import HostReport
 
 
 def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

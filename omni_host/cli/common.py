@@ -17,9 +17,9 @@ if TYPE_CHECKING:
 
     from omni_host.app.stored import History
     from omni_host.collect.transport.base import SshOptions
-    from omni_host.model import Report
     from omni_host.plan.hosts import HostPlan, Targets
     from omni_host.plan.inventory import Inventory
+    from omni_host.reports import Report
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_UNREACHABLE, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 EXIT_NO_POLICY = 4  # nothing failed, but a host had no expected state at all

@@ -21,10 +21,11 @@ from omni_host.evaluate.observed import observed_vars
 from omni_host.evaluate.prior import NO_PRIOR, Prior
 from omni_host.evaluate.sentinel import fact_summary, strategic
 from omni_host.measure.asked import NOTHING, Asked
-from omni_host.model import Bundle, CheckResult, HostReport, PolicyRecord, ProbeNote, Status, scrub_host
+from omni_host.model import Bundle, CheckResult, ProbeNote, Status
 from omni_host.plan.hosts import HostPlan
 from omni_host.plan.policy import ExpectedState, Policy
 from omni_host.probes.catalog import PROBES_BY_ID
+from omni_host.reports import HostReport, PolicyRecord, scrub_host
 
 
 def evaluate_bundle(bundle: Bundle, policy: Policy, *, address: str | None = None,

@@ -12,7 +12,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from omni_host.model import Baseline, CheckResult, InferenceServer, LastBench
+from omni_host.model import Baseline, CheckResult, InferenceServer
+from omni_host.outcome import LastBench
 
 
 @dataclass(frozen=True)

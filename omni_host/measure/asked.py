@@ -11,7 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from omni_host.model import FirstRun, InferenceServer
+from omni_host.model import InferenceServer
+from omni_host.outcome import FirstRun
 
 if TYPE_CHECKING:
     from omni_host.plan.knobs import Knob

@@ -38,18 +38,8 @@ from omni_host.measure.context import (
 from omni_host.measure.during import links_during, measured
 from omni_host.measure.series import SIGMAS, TestVerdict, drops_past, judge_test
 from omni_host.measure.settle import RANK, judgement, measured_test, settle, worst_first
-from omni_host.model import (
-    BENCH_CHECK,
-    Baseline,
-    BenchOutcome,
-    BenchRef,
-    Ceiling,
-    CheckResult,
-    Evidence,
-    FirstRun,
-    LinkUnderLoad,
-    Status,
-)
+from omni_host.model import BENCH_CHECK, Baseline, CheckResult, Evidence, LinkUnderLoad, Status
+from omni_host.outcome import BenchOutcome, BenchRef, Ceiling, FirstRun
 from omni_host.plan.policy import BenchSpec
 from omni_host.probes.parsers.bench import (
     SHORT,

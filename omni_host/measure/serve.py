@@ -25,7 +25,8 @@ from typing import TYPE_CHECKING, Any
 
 from omni_host.documents import load_json
 from omni_host.measure.context import ENV, MODEL_FINGERPRINT
-from omni_host.model import CheckResult, Evidence, InferenceServer, ServedCounters, Status, rate
+from omni_host.model import CheckResult, Evidence, InferenceServer, ServedCounters, Status
+from omni_host.outcome import rate
 from omni_host.probes.parsers.bench import estimate
 from omni_host.remote.procfacts import option_value
 

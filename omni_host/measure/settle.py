@@ -12,13 +12,8 @@ from omni_host.measure.context import (
     keyed,
 )
 from omni_host.measure.series import TestVerdict
-from omni_host.model import (
-    BenchOutcome,
-    FirstRun,
-    JudgedTest,
-    MeasuredTest,
-    Status,
-)
+from omni_host.model import Status
+from omni_host.outcome import BenchOutcome, FirstRun, JudgedTest, MeasuredTest
 from omni_host.probes.parsers.bench import (
     BenchTest,
     estimate,

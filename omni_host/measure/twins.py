@@ -15,7 +15,8 @@ from collections.abc import Sequence
 
 from omni_host.measure.context import diff
 from omni_host.measure.series import SIGMAS
-from omni_host.model import BenchOutcome, HostReport
+from omni_host.outcome import BenchOutcome
+from omni_host.reports import HostReport
 
 MIN_TWINS = 2  # a host is compared with two twins at least: with one, which is slow is unknown
 MIN_GAP = 0.02  # hosts closer than 2% are not told apart (the proof's floor, docs/plan.md)

@@ -28,7 +28,8 @@ from omni_host.errors import InventoryError
 from omni_host.resources import TooLarge, first_alias, read_bounded
 
 if TYPE_CHECKING:
-    from omni_host.model import AppliedWaiver, HostReport
+    from omni_host.model import AppliedWaiver
+    from omni_host.reports import HostReport
 
 WAIVERS_SCHEMA = 1
 _REQUIRED = ("check", "justification", "approver", "expires")

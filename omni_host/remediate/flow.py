@@ -14,8 +14,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from omni_host.collect.runner import PlaybookOutcome, TaskOutcome, run_playbook
-from omni_host.model import FixOutcome, FixVerdict, HostReport, Status
+from omni_host.model import Status
 from omni_host.remediate.plan import Plan, PlaybookRun
+from omni_host.reports import FixOutcome, FixVerdict, HostReport
 from omni_host.resources import collection_path
 
 

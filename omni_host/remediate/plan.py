@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from omni_host.model import CheckResult, HostReport, Status
+from omni_host.model import CheckResult, Status
+from omni_host.reports import HostReport
 
 NEEDS_REBOOT = frozenset({"nvidia-driver.yml"})
 FIXABLE = (Status.FAIL, Status.WARN)

@@ -8,7 +8,7 @@ import datetime as dt
 from typing import Any
 from xml.etree import ElementTree as ET
 
-from omni_host.model import CheckResult, HostReport, Report, Status
+from omni_host.model import CheckResult, Status
 from omni_host.report.plots import Point, Series, svg
 from omni_host.report.results import (
     STABILITY,
@@ -31,6 +31,7 @@ from omni_host.report.text import (
     summary_line,
     target,
 )
+from omni_host.reports import HostReport, Report
 from omni_host.safe_text import each_string, xml_safe
 
 COLORS = {"pass": "#2e7d32", "fail": "#c62828", "warn": "#b35900", "skip": "#757575",

@@ -18,22 +18,8 @@ from typing import Any
 
 from omni_host import __version__
 from omni_host.codec import FormatError, to_dict
-from omni_host.model import (
-    BLOCKED_ENGINE,
-    REPORT_SCHEMA,
-    BenchOutcome,
-    Change,
-    ColdCase,
-    ColdCaseItem,
-    HostDiff,
-    HostReport,
-    JudgedTest,
-    LastBench,
-    Report,
-    Source,
-    Status,
-    rate,
-)
+from omni_host.model import BLOCKED_ENGINE, REPORT_SCHEMA, ColdCase, ColdCaseItem, Source, Status
+from omni_host.outcome import BenchOutcome, JudgedTest, LastBench, rate
 from omni_host.plan.policy import check_readers
 from omni_host.report.plots import Point, Series
 from omni_host.report.results import (
@@ -45,6 +31,7 @@ from omni_host.report.results import (
 )
 from omni_host.report.store import audit_dirs
 from omni_host.report.text import target
+from omni_host.reports import Change, HostDiff, HostReport, Report
 from omni_host.resources import TooLarge, atomic_write, cache_home, not_own, read_json
 
 BAD = ("fail", "error")

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from omni_host.model import BENCH_CHECK, CheckResult, HostReport, rate
+from omni_host.model import BENCH_CHECK, CheckResult
+from omni_host.outcome import rate
+from omni_host.reports import HostReport
 
 PERF = BENCH_CHECK
 SERVED = "serve.tokens-per-s"

@@ -8,7 +8,8 @@ from pathlib import Path
 from typing import Any
 
 from omni_host import codec
-from omni_host.model import REPORT_SCHEMA, Report
+from omni_host.model import REPORT_SCHEMA
+from omni_host.reports import Report
 
 SCHEMA_FILE = Path(__file__).with_name("report.schema.json")
 

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 from omni_host.errors import StoreError
 
 if TYPE_CHECKING:
-    from omni_host.model import Report
+    from omni_host.reports import Report
 
 
 def default_report_dir() -> Path:

@@ -18,7 +18,7 @@ from collections import Counter
 from typing import TYPE_CHECKING, Any
 
 from omni_host.invocation import command_lines
-from omni_host.model import BLOCKED_ENGINE, CheckResult, HostReport, Report
+from omni_host.model import BLOCKED_ENGINE, CheckResult
 from omni_host.report.results import KNOB, SERVED, perf_result, served_rates
 from omni_host.report.text import (
     ENGINE_WORDS,
@@ -39,6 +39,7 @@ from omni_host.report.text import (
     unobserved,
     waiver_line,
 )
+from omni_host.reports import HostReport, Report
 from omni_host.safe_text import each_string, terminal_safe
 
 if TYPE_CHECKING:  # rich is imported only to print

@@ -14,17 +14,10 @@ from pathlib import PurePosixPath
 from typing import Any, TextIO
 
 from omni_host.invocation import program
-from omni_host.model import (
-    AppliedWaiver,
-    CheckResult,
-    EngineVerdict,
-    HostReport,
-    LastBench,
-    Outcome,
-    Report,
-    Status,
-)
+from omni_host.model import AppliedWaiver, CheckResult, EngineVerdict, Outcome, Status
+from omni_host.outcome import LastBench
 from omni_host.report.results import PLACEMENT, PROOF, details_of
+from omni_host.reports import HostReport, Report
 from omni_host.safe_text import each_string, terminal_safe
 
 STYLES = {"pass": "green", "fail": "bold red", "warn": "yellow", "skip": "dim",

@@ -13,9 +13,9 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from omni_host.model import Report
     from omni_host.report.formats import Timelines, Trends
     from omni_host.report.history import History
+    from omni_host.reports import Report
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,7 @@ from typing import Any
 
 from omni_host.documents import load_json
 from omni_host.errors import ParseError
-from omni_host.model import rate  # the parser's check of a tokens/s value is the stored report's
+from omni_host.outcome import rate
 from omni_host.probes.parsers import excerpt, na
 
 # Parameters that tell two records of one run apart (llama-bench takes lists for each).
