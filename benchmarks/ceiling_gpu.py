@@ -26,7 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from omni_host.collect.bundle import read_bundles, write_archive  # noqa: E402
 from omni_host.measure.ceiling import CPU, run_ceilings, test_ceiling  # noqa: E402
-from omni_host.probes.parsers.bench import BenchRun, parse_bench_run  # noqa: E402
+from omni_host.probes.parsers.bench_run import BenchRun, parse_bench_run
 
 
 def collect(out: Path, config_file: Path) -> None:

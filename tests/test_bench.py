@@ -30,7 +30,8 @@ from omni_host.collect.bundle import read_bundles
 from omni_host.measure.series import judge_test
 from omni_host.model import Status
 from omni_host.plan.policy import policy_from_vars
-from omni_host.probes.parsers.bench import parse_bench_run, parse_llama_bench_json
+from omni_host.probes.parsers.bench import parse_llama_bench_json
+from omni_host.probes.parsers.bench_run import parse_bench_run
 from omni_host.report.history import load_history
 
 CAPTURES = Path(__file__).parent / "fixtures" / "captures"

@@ -302,7 +302,7 @@ def test_the_h100_series_replayed(tmp_path: Path) -> None:
 def test_only_a_disturbed_run_is_kept_from_passing(name: str, expected: bool) -> None:
     from omni_host.measure.bench import disturbances
     from omni_host.plan.policy import BenchSpec
-    from omni_host.probes.parsers.bench import parse_bench_run
+    from omni_host.probes.parsers.bench_run import parse_bench_run
 
     run = parse_bench_run(_bundle(name, TRUST).results["bench.llama"].stdout)
     assert bool(disturbances(BenchSpec("/b", "/m"), run)) is expected
@@ -356,7 +356,7 @@ def test_the_h200_runs_watched_through_nvml_carry_their_pcie_link(tmp_path: Path
     """A lent H200's benches (the documented config): the helper sampled through its NVML
     session, every row carrying the link's generation and width last; the link most samples
     saw is the context a later run is compared on, and the evidence says it."""
-    from omni_host.probes.parsers.bench import parse_bench_run
+    from omni_host.probes.parsers.bench_run import parse_bench_run
 
     run = parse_bench_run(_bundle("u1", NVML_H200).results["bench.llama"].stdout)
     assert run.during["sampled_with"] == "NVML"
@@ -419,7 +419,7 @@ def test_a_gpu_cotenant_seen_only_by_the_nvml_sampler_is_named_first(tmp_path: P
     """A lent H100: a second llama-bench started once the benched one was there (after the
     gate: only the run's NVML sampler saw it), and one there first (--force). Each fails
     with the co-tenant first, and nothing says the host state did not change."""
-    from omni_host.probes.parsers.bench import parse_bench_run
+    from omni_host.probes.parsers.bench_run import parse_bench_run
 
     run = parse_bench_run(_bundle(name, COTENANT).results["bench.llama"].stdout)
     assert run.during["sampled_with"] == "NVML"

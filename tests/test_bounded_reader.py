@@ -123,7 +123,7 @@ def test_a_pattern_that_backtracks_in_python_is_matched_in_linear_time(pattern: 
     import time
 
     from omni_host.measure.ceiling import bytes_per_token, placement
-    from omni_host.probes.parsers.bench import TensorMap
+    from omni_host.probes.parsers.bench_run import TensorMap
 
     names = [f"blk.{i}.ffn_up_exps.weight" + "a" * 40 for i in range(2000)]
     tensors = TensorMap("llama", 2000, 0, 0, tuple((n, 1 << 20, 16) for n in names))
@@ -142,7 +142,7 @@ def test_any_pattern_is_matched_or_named_as_not_evaluated(pattern: str) -> None:
     import time
 
     from omni_host.measure.ceiling import bytes_per_token, placement
-    from omni_host.probes.parsers.bench import TensorMap
+    from omni_host.probes.parsers.bench_run import TensorMap
 
     tensors = TensorMap("llama", 50, 0, 0, tuple((f"blk.{i}.a" + "ab" * 20, 1024, 16)
                                                  for i in range(50)))

@@ -11,7 +11,7 @@ import pytest
 
 from omni_host.measure.ceiling import CPU, bytes_per_token, ceiling, placement
 from omni_host.probes.catalog import helper_code
-from omni_host.probes.parsers.bench import TensorMap, tensor_map
+from omni_host.probes.parsers.bench_run import TensorMap, tensor_map
 
 EMBD, FF, LAYERS, VOCAB, EXPERTS, USED = 64, 128, 4, 1000, 8, 2
 ATTN = 4 * EMBD * EMBD * 2 + 2 * EMBD * 4  # q, k, v, o in F16 and two F32 norms
@@ -155,7 +155,7 @@ H100 = Path(__file__).resolve().parent / "fixtures" / "captures" / "ceiling-h100
 
 def _h100(name: str):  # type: ignore[no-untyped-def]
     from omni_host.collect.bundle import read_bundles
-    from omni_host.probes.parsers.bench import parse_bench_run
+    from omni_host.probes.parsers.bench_run import parse_bench_run
 
     (bundle,) = read_bundles(H100 / f"{name}.bundle.tar.gz")
     return parse_bench_run(bundle.results["bench.llama"].stdout)
@@ -280,7 +280,7 @@ def test_the_ceiling_places_on_the_gpus_llama_bench_saw() -> None:
     the ceiling placed layers on GPUs it did not see (issue 44). Indices and UUID prefixes,
     as CUDA reads them: the list ends at the first entry that names no GPU."""
     from omni_host.measure.ceiling import visible_gpus
-    from omni_host.probes.parsers.bench import BenchRun
+    from omni_host.probes.parsers.bench_run import BenchRun
 
     nvml = [{"index": 0, "bus_width_bits": 5120, "max_mem_clock_mhz": 2619},
             {"index": 1, "bus_width_bits": 6144, "max_mem_clock_mhz": 3201}]

@@ -84,7 +84,8 @@ def test_every_parser_is_total(text: str) -> None:
 def test_the_bench_parsers_are_total(text: str) -> None:
     """The tokens/s readers (llama-bench's JSON, the bench helper's run record; the seeds hold
     the H100's real ones) end in a value or a ParseError."""
-    from omni_host.probes.parsers.bench import parse_bench_run, parse_llama_bench_json
+    from omni_host.probes.parsers.bench import parse_llama_bench_json
+    from omni_host.probes.parsers.bench_run import parse_bench_run
 
     for parse in (parse_llama_bench_json, parse_bench_run):
         with contextlib.suppress(ParseError):
@@ -216,7 +217,7 @@ def test_hostile_fields_of_llama_benchs_own_record_cost_bounded_time() -> None:
     import time
 
     from omni_host.measure.ceiling import bytes_per_token, placement
-    from omni_host.probes.parsers.bench import TensorMap
+    from omni_host.probes.parsers.bench_run import TensorMap
 
     tensors = TensorMap("llama", 200, 0, 0, tuple((f"blk.{i}.ffn_up.weight", 1 << 20, 16)
                                                   for i in range(200)))

@@ -363,7 +363,7 @@ AB_SAME = Path(__file__).parent / "fixtures" / "captures" / "knobs" / \
 def _judged(doc: dict) -> tuple[object, dict]:
     from omni_host.measure.knob import judge_knob
     from omni_host.plan.knobs import KNOBS
-    from omni_host.probes.parsers.bench import parse_bench_run
+    from omni_host.probes.parsers.bench_run import parse_bench_run
 
     run = parse_bench_run(json.dumps(doc))
     assert run.ab is not None

@@ -328,7 +328,7 @@ def test_on_a_lent_h200_the_gate_reads_the_same_both_ways() -> None:
     moment apart (gate-h200/README.md): the same rows, field by field, and the same bench
     context from them, so a baseline read with nvidia-smi is judged alike."""
     from omni_host.measure.during import _gpu_context
-    from omni_host.probes.parsers.bench import BenchRun
+    from omni_host.probes.parsers.bench_run import BenchRun
 
     forms = json.loads((HERE.parent / "gate-h200" / "gate-forms.json").read_text())
     smi = forms["smi"]

@@ -34,7 +34,7 @@ from omni_host.measure.placement import (
     without_placement,
 )
 from omni_host.measure.plan import spearman
-from omni_host.probes.parsers.bench import TensorMap
+from omni_host.probes.parsers.bench_run import TensorMap
 
 KV_ROW = 2 * EMBD * 2  # one cell: k and v rows (EMBD each), F16
 LAYER_MOE = ATTN + ROUTER + EXPERT_FFN
@@ -714,7 +714,7 @@ def test_the_proof_leaves_out_a_round_other_load_disturbed_unevenly() -> None:
 
     from omni_host.evaluate.checks import catalog
     from omni_host.measure.plan import PlanRow, prove_result
-    from omni_host.probes.parsers.bench import parse_bench_run
+    from omni_host.probes.parsers.bench_run import parse_bench_run
 
     doc = json.loads((Path(__file__).parent / "fixtures" / "captures" / "knobs" /
                       "ab-helper_vm-2cpu_threads-1-same-value.json").read_text())

@@ -17,7 +17,8 @@ from omni_host.measure.knob import family_sigmas
 from omni_host.measure.sweep import candidates, judge_sweep, plan_sweep, seconds_per_config
 from omni_host.model import Status
 from omni_host.plan.policy import BenchSpec
-from omni_host.probes.parsers.bench import completed_records, parse_bench_run
+from omni_host.probes.parsers.bench import completed_records
+from omni_host.probes.parsers.bench_run import parse_bench_run
 
 SPEC = BenchSpec("/opt/llama-bench", "/m.gguf", ("-p", "512", "-n", "128", "-ts", "1/1"),
                  budget_s=400.0)

@@ -41,10 +41,8 @@ from omni_host.measure.settle import RANK, judgement, measured_test, settle, wor
 from omni_host.model import BENCH_CHECK, Baseline, CheckResult, Evidence, LinkUnderLoad, Status
 from omni_host.outcome import BenchOutcome, BenchRef, Ceiling, FirstRun
 from omni_host.plan.policy import BenchSpec
-from omni_host.probes.parsers.bench import (
-    SHORT,
-    BenchRun,
-)
+from omni_host.probes.parsers.bench import SHORT
+from omni_host.probes.parsers.bench_run import BenchRun
 
 if TYPE_CHECKING:
     from omni_host.evaluate.meta import CheckMeta

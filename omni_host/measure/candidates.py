@@ -22,7 +22,7 @@ from omni_host.measure.placement import (
     assess,
     candidate_of,
 )
-from omni_host.probes.parsers.bench import TensorMap
+from omni_host.probes.parsers.bench_run import TensorMap
 
 STEPS = 6  # -ncmoe values between the fewest that fit and every layer's experts on the CPU
 SHIFTS = tuple(range(5, 45, 5))  # points of the first GPU's share tried around the free split

@@ -34,7 +34,8 @@ from typing import Any
 
 from omni_host.measure.context import CCD_LINKS, CPU_BANDWIDTH
 from omni_host.measure.patterns import linear
-from omni_host.probes.parsers.bench import BenchRun, BenchTest, TensorMap, split_values
+from omni_host.probes.parsers.bench import BenchTest, split_values
+from omni_host.probes.parsers.bench_run import BenchRun, TensorMap
 
 CPU = "CPU"
 ALL_LAYERS = 99  # llama-bench's default -ngl

@@ -20,9 +20,7 @@ from omni_host.model import (
     LinkUnderLoad,
 )
 from omni_host.probes.parsers import na
-from omni_host.probes.parsers.bench import (
-    BenchRun,
-)
+from omni_host.probes.parsers.bench_run import BenchRun
 
 
 def measured(value: Any) -> TypeGuard[float]:

@@ -24,7 +24,7 @@ from omni_host.model import CheckResult, Evidence, Status
 if TYPE_CHECKING:
     from omni_host.evaluate.meta import CheckMeta
     from omni_host.plan.knobs import Knob
-    from omni_host.probes.parsers.bench import KnobAB
+    from omni_host.probes.parsers.bench_run import KnobAB
 
 CHECK_ID = "perf.knob"
 MIN_PAIRS = 4  # fewer cannot agree on a sign by more than chance (2 x 1/2^3 = 25%)

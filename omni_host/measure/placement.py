@@ -42,7 +42,7 @@ from omni_host.measure.ceiling import (
     spread_rows,
 )
 from omni_host.plan.knobs import without_options
-from omni_host.probes.parsers.bench import TensorMap
+from omni_host.probes.parsers.bench_run import TensorMap
 
 MIB = 1 << 20
 MARGIN = 1024 * MIB  # what --fit leaves free on each GPU (its default -fitt)

@@ -33,7 +33,7 @@ from omni_host.model import CheckResult, Evidence, Status
 
 if TYPE_CHECKING:
     from omni_host.evaluate.meta import CheckMeta
-    from omni_host.probes.parsers.bench import KnobAB
+    from omni_host.probes.parsers.bench_run import KnobAB
 
 CHECK_ID = "perf.placement"
 PROOF_ID = "perf.placement-proof"

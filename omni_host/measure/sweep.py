@@ -61,7 +61,7 @@ from omni_host.plan.knobs import Arm, without_options
 if TYPE_CHECKING:
     from omni_host.evaluate.meta import CheckMeta
     from omni_host.plan.policy import BenchSpec
-    from omni_host.probes.parsers.bench import KnobAB
+    from omni_host.probes.parsers.bench_run import KnobAB
 
 CHECK_ID = "perf.split-sweep"
 SPLIT_OPTIONS = frozenset({"-ts", "--tensor-split", "-sm", "--split-mode"})

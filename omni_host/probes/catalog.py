@@ -266,7 +266,7 @@ DYNAMIC: tuple[Probe, ...] = (
 # start-up never pays for it.
 # -S: the helper is standard library only; a GPU box's site-packages (.pth hooks) cost its
 # start-up 70 ms on the lent H100, every bench.
-BENCH = Probe("bench.llama", ("{python}", "-S", "-c"), _Parser("bench", "parse_bench_run"),
+BENCH = Probe("bench.llama", ("{python}", "-S", "-c"), _Parser("bench_run", "parse_bench_run"),
               label="llama-bench -o json <omni_bench> (bench helper: idle gate, context)",
               last=True, prepare=True)
 

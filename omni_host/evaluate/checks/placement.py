@@ -36,7 +36,7 @@ from omni_host.measure.plan import CHECK_ID, PROOF_ID, plan_result, prove_result
 from omni_host.model import CheckResult, Status
 from omni_host.plan.policy import BenchSpec, Policy
 from omni_host.probes.catalog import BENCH_PROOF
-from omni_host.probes.parsers.bench import BenchRun, PlanFacts, TensorMap
+from omni_host.probes.parsers.bench_run import BenchRun, PlanFacts, TensorMap
 
 
 def current_args(spec: BenchSpec) -> Candidate | str:

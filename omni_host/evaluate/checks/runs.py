@@ -23,7 +23,7 @@ from omni_host.measure.watch import judge_watch
 from omni_host.model import CheckResult, Status
 from omni_host.plan.policy import Policy
 from omni_host.probes.catalog import BENCH
-from omni_host.probes.parsers.bench import BenchRun, KnobAB
+from omni_host.probes.parsers.bench_run import BenchRun, KnobAB
 
 
 def measured(facts: HostFacts, what: str, probe_id: str = BENCH.id) -> BenchRun | str:
