@@ -367,17 +367,34 @@ def test_a_step_under_the_tolerance_is_named_within_three_runs_and_not_before() 
         verdict.line()
 
 
-@settings(max_examples=40, deadline=None)
-@given(noise=st.floats(0.001, 0.02), runs=st.integers(7, 30), seed=st.integers(0, 2**16))
-def test_unchanged_histories_name_no_step(noise: float, runs: int, seed: int) -> None:
-    """The step's false alarms over generated unchanged histories (normal noise of 0.1-2%
-    between runs, 7-30 runs): none. The lent H100's 30 unchanged runs name none either
-    (test_thirty_unchanged_h100_runs_are_quiet)."""
+def test_the_steps_false_alarms_and_its_power_are_what_it_states() -> None:
+    """The step's false alarms over 1,000 generated unchanged histories (normal noise of
+    0.1-2% between runs, 7-30 runs each, every run judged): at the stated rate, about one in
+    10,000 runs judged (Student's t at one-sided 1e-4). It was not: the robust spread of 18
+    runs of ±1.6% read ±0.64%, and a history of seed 962 named a 3.5% step that was not there
+    (found by hypothesis). Its power: 3% under 10 unchanged runs of ±0.5%, named by the third
+    run after it in at least 85 of 100 histories (measured 91)."""
     import random
 
-    rng = random.Random(seed)
-    history = [100 * (1 + rng.gauss(0, noise)) for _ in range(runs)]
-    assert not any(_steps(history)), history
+    judged = false = 0
+    for seed in range(1000):
+        rng = random.Random(seed)
+        noise, runs = rng.uniform(0.001, 0.02), rng.randint(7, 30)
+        history = [100 * (1 + rng.gauss(0, noise)) for _ in range(runs)]
+        steps = _steps(history)
+        judged += len(steps)
+        false += sum(step is not None for step in steps)
+    assert judged > 15_000
+    assert false <= 5, f"{false} false steps in {judged} runs judged"  # 1 in 17,710; 1.8 expected
+    rng = random.Random(962)
+    assert not any(_steps([100 * (1 + rng.gauss(0, 0.015625)) for _ in range(21)]))
+    named = 0
+    for seed in range(100):
+        rng = random.Random(10_000 + seed)
+        history = [100 * (1 + rng.gauss(0, 0.005)) for _ in range(11)] + \
+            [97 * (1 + rng.gauss(0, 0.005)) for _ in range(3)]
+        named += _steps(history)[-1] is not None
+    assert named >= 85, named
 
 
 def test_a_drop_before_the_runs_wander_is_known_is_not_claimed() -> None:

@@ -187,6 +187,29 @@ def against_leader(arms: dict[str, dict[int, float]]) -> tuple[str, dict[str, di
                     for arm, rounds in arms.items()}, noise
 
 
+def _paired(centres: dict[str, dict[int, dict[str, float]]], value: str
+            ) -> tuple[list[str], list[str], dict[str, dict[str, Any]]]:
+    """Each test's paired effect of ``value`` against "now" (test -> pair -> arm -> t/s), the
+    line raised for the comparisons made at once: what each says, the tests it made faster,
+    and each test's figures."""
+    said, better, tests = [], [], {}
+    for test, by_pair in centres.items():
+        pairs = [(arms["now"], arms[value]) for arms in by_pair.values()
+                 if "now" in arms and value in arms]
+        found = tests[test] = effect(pairs, sigmas=family_sigmas(len(centres)))
+        if not found["pairs"]:
+            said.append(f"{test}: no complete pair")
+        elif found["measurable"]:
+            said.append(f"{test} {found['effect']:+.1%} \u00b1{found['uncertainty']:.1%} "
+                        f"({found['pairs']} pairs)")
+            if found["effect"] > 0:
+                better.append(test)
+        else:
+            said.append(f"{test} no measurable difference (\u00b1{found['uncertainty']:.1%}, "
+                        f"{found['pairs']} pairs)")
+    return said, better, tests
+
+
 def judge_knob(meta: CheckMeta, knob: Knob, value: str, ab: KnobAB,
                now_value: str | None = None) -> CheckResult:
     """``now_value``: an option knob's value in the host's own args (None: llama-bench's
@@ -218,24 +241,9 @@ def judge_knob(meta: CheckMeta, knob: Knob, value: str, ab: KnobAB,
     for r in ab.runs:
         for t in r.result.tests if r.result and r.pair not in left_out else ():
             centres.setdefault(t.name, {}).setdefault(r.pair, {})[r.arm] = t.estimate.center_ts
-    said, better = [], []
     if left_out:
         details["disturbed_pairs"] = {str(p): how for p, how in left_out.items()}
-    for test, by_pair in centres.items():
-        pairs = [(arms["now"], arms[value]) for arms in by_pair.values()
-                 if "now" in arms and value in arms]
-        found = effect(pairs, sigmas=family_sigmas(len(centres)))
-        details["tests"][test] = found
-        if not found["pairs"]:
-            said.append(f"{test}: no complete pair")
-        elif found["measurable"]:
-            said.append(f"{test} {found['effect']:+.1%} \u00b1{found['uncertainty']:.1%} "
-                        f"({found['pairs']} pairs)")
-            if found["effect"] > 0:
-                better.append(test)
-        else:
-            said.append(f"{test} no measurable difference (\u00b1{found['uncertainty']:.1%}, "
-                        f"{found['pairs']} pairs)")
+    said, better, details["tests"] = _paired(centres, value)
     failed = [r.error for r in ab.runs if r.arm == value and r.error]
     if failed and not any(found["pairs"] for found in details["tests"].values()):
         return meta.result(Status.ERROR, f"A/B of {knob.name}={value}: its runs failed: "

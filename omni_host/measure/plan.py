@@ -283,6 +283,21 @@ def _placement_key(cand: Candidate, layers: int) -> tuple[Any, ...]:
             cand.overrides)
 
 
+def _fit_at_start(best: PlanRow, rows: list[PlanRow],
+                  held: tuple[tuple[str, int], ...] | None) -> str:
+    """The advice for a server llama.cpp's --fit placed at its start (no -ngl given): what it
+    holds on each GPU beside what the plan's --fit answer needed."""
+    fit = next((r for r in rows if r.origin == "fit"), None)
+    holds = ", ".join(f"{mib / 1024:.1f} GiB on {gpu[:12]}" for gpu, mib in held or ())
+    planned = ", ".join(f"{d} {sum(v.values()) / 1024:.1f}" for d, v in
+                        (fit.memory_mib or {}).items() if d.startswith("GPU")) if fit else ""
+    read = (f"it holds {holds}" if holds else "what it holds on the GPUs was not read") + \
+        (f"; the plan's --fit answer needed {planned} GiB (its margin included)"
+         if planned else "")
+    return (f": serve with {best.llama_server} (this server was placed by llama.cpp's --fit "
+            f"at its start, no -ngl given: {read})")
+
+
 def served_against_plan(server_argv: tuple[str, ...], plan_id: str, plan: dict[str, Any],
                         proof: dict[str, Any] | None,
                         held: tuple[tuple[str, int], ...] | None = None
@@ -322,16 +337,7 @@ def served_against_plan(server_argv: tuple[str, ...], plan_id: str, plan: dict[s
                                "winner_measured_tg": measured,
                                "winner_predicted_tg": best.predicted_tg}
     if not any(a in FIT_DECIDES for a in server_argv):
-        fit = next((r for r in rows if r.origin == "fit"), None)
-        holds = ", ".join(f"{mib / 1024:.1f} GiB on {gpu[:12]}" for gpu, mib in held or ())
-        planned = ", ".join(f"{d} {sum(v.values()) / 1024:.1f}" for d, v in
-                            (fit.memory_mib or {}).items() if d.startswith("GPU")) \
-            if fit else ""
-        read = (f"it holds {holds}" if holds else "what it holds on the GPUs was not read") + \
-            (f"; the plan's --fit answer needed {planned} GiB (its margin included)"
-             if planned else "")
-        return (said + f": serve with {best.llama_server} (this server was placed by "
-                f"llama.cpp's --fit at its start, no -ngl given: {read})"), \
+        return said + _fit_at_start(best, rows, held), \
             details | {"fit_at_start": True, "held_mib": dict(held or ())}
     if mine is not None and mine is best:
         return said + "; this server runs that placement", details | {"same": True}

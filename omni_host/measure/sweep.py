@@ -159,6 +159,24 @@ def _failed_modes(ab: KnobAB) -> dict[str, str]:
             if errors and all(errors)}
 
 
+def _rows(arms: dict[str, dict[int, float]], medians: dict[str, float],
+          effects: dict[str, dict[str, Any]], judged: bool, advised: str) -> list[dict[str, Any]]:
+    """The sweep's table, fastest median first: each configuration's effect against the
+    reference and whether it is measurably faster or slower (never, where ``judged`` is False:
+    the noise was not measured or the advice's twin disagreed with it)."""
+    rows = []
+    for name in sorted(arms, key=lambda a: -medians[a]):
+        found = effects[name]
+        measurable = judged and bool(found.get("measurable"))
+        rows.append({"config": name, "median_ts": medians[name],
+                     "rounds": len(arms[name]), "effect": found.get("effect"),
+                     "uncertainty": found.get("uncertainty"),
+                     "measurably_faster": measurable and found["effect"] > 0,
+                     "measurably_slower": measurable and found["effect"] < 0,
+                     "advised": name == advised})
+    return rows
+
+
 def _judged(test: str, arms: dict[str, dict[int, float]],
             advised: str) -> tuple[str, dict[str, Any], bool, bool]:
     """One test's verdict in words, its table, whether a configuration is measurably faster
@@ -183,16 +201,7 @@ def _judged(test: str, arms: dict[str, dict[int, float]],
     medians = {name: round(statistics.median(v.values()), 2) for name, v in arms.items()}
     ref = advised if advised in arms else max(medians, key=lambda a: medians[a])
     effects = against(arms, ref, noise, sigmas)
-    rows = []
-    for name in sorted(arms, key=lambda a: -medians[a]):
-        found = effects[name]
-        measurable = steady and noise is not None and bool(found.get("measurable"))
-        rows.append({"config": name, "median_ts": medians[name],
-                     "rounds": len(arms[name]), "effect": found.get("effect"),
-                     "uncertainty": found.get("uncertainty"),
-                     "measurably_faster": measurable and found["effect"] > 0,
-                     "measurably_slower": measurable and found["effect"] < 0,
-                     "advised": name == advised})
+    rows = _rows(arms, medians, effects, steady and noise is not None, advised)
     faster = [r for r in rows if r["measurably_faster"]]
     slower = [r for r in rows if r["measurably_slower"]]
     said = "the advised split" if ref == advised else "the fastest median"

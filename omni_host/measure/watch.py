@@ -102,33 +102,47 @@ def judge_server(key: str, seen: list[tuple[float, InferenceServer | None]]
         "memory": [[round(at, 1), round(s.rss_kib / 1024, 1) if s.rss_kib else None,
                     s.gpu_memory_mib] for at, s in seen if s is not None and s.counters]}
     if rates:
-        values = [r for _, r, _ in rates]
-        median = statistics.median(values)
-        details["median_ts"] = round(median, 3)
-        drops = [(a, r) for a, r, _ in rates if r < DROP * median]
-        if drops:
-            at, low = drops[0]
-            warnings.append(f"{key} t/s fell to {low:.1f} at {_when(at)} (median {median:.1f}; "
-                            f"{len(drops)} of {len(rates)} intervals below {DROP:.0%})")
-            fell = {a for a, _ in drops}  # an interval's rate is stamped with its later sample
-            tenants = sorted({c for when, s in seen if when in fell and s is not None
-                              for c in s.gpu_cotenants or ()})
-            if tenants:  # what shared its GPUs while it fell: named first
-                warnings.insert(0, f"{key}: other processes on its GPUs while it fell: "
-                                   f"{', '.join(tenants)}")
-        third = len(values) // 3
-        if third >= 2:
-            early, late = statistics.median(values[:third]), statistics.median(values[-third:])
-            details["drift"] = round(late / early, 3)
-            if late < DRIFT * early:
-                warnings.append(f"{key} t/s drifted from {early:.1f} to {late:.1f} "
-                                f"(last third against the first)")
         last = previous[1] if previous is not None else None
-        shared = last.counters.busy_slots_per_decode if last and last.counters else None
-        if shared is not None and shared > 1.05 and warnings:
-            warnings.append(f"{key} decoded {shared:.2f} requests at once on average: the "
-                            "load moves its rate too")
+        first, said, figures = _rates_said(key, seen, rates, last, bool(warnings))
+        warnings = [*first, *warnings, *said]
+        details.update(figures)
     return failures, warnings, details
+
+
+def _rates_said(key: str, seen: list[tuple[float, InferenceServer | None]],
+                rates: list[tuple[float, float, float]], last: InferenceServer | None,
+                warned: bool) -> tuple[list[str], list[str], dict[str, Any]]:
+    """What one server's rates say: who shared its GPUs while it fell (said before any other
+    warning), then the fall, a drift and a load that moves its rate; and the figures the report
+    keeps (the median, the drift)."""
+    first: list[str] = []
+    warnings: list[str] = []
+    values = [r for _, r, _ in rates]
+    median = statistics.median(values)
+    details: dict[str, Any] = {"median_ts": round(median, 3)}
+    drops = [(a, r) for a, r, _ in rates if r < DROP * median]
+    if drops:
+        at, low = drops[0]
+        warnings.append(f"{key} t/s fell to {low:.1f} at {_when(at)} (median {median:.1f}; "
+                        f"{len(drops)} of {len(rates)} intervals below {DROP:.0%})")
+        fell = {a for a, _ in drops}  # an interval's rate is stamped with its later sample
+        tenants = sorted({c for when, s in seen if when in fell and s is not None
+                          for c in s.gpu_cotenants or ()})
+        if tenants:  # what shared its GPUs while it fell: named first
+            first.append(f"{key}: other processes on its GPUs while it fell: "
+                         f"{', '.join(tenants)}")
+    third = len(values) // 3
+    if third >= 2:
+        early, late = statistics.median(values[:third]), statistics.median(values[-third:])
+        details["drift"] = round(late / early, 3)
+        if late < DRIFT * early:
+            warnings.append(f"{key} t/s drifted from {early:.1f} to {late:.1f} "
+                            f"(last third against the first)")
+    shared = last.counters.busy_slots_per_decode if last and last.counters else None
+    if shared is not None and shared > 1.05 and (warned or warnings or first):
+        warnings.append(f"{key} decoded {shared:.2f} requests at once on average: the "
+                        "load moves its rate too")
+    return first, warnings, details
 
 
 def _unanswered(key: str, down: list[tuple[float, str]], pid: int | None = None) -> list[str]:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import datetime as dt
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from html import escape
 
@@ -83,6 +84,57 @@ def _marker(x: float, y: float, mark: str, color: str, title: str, failed: bool 
     return f'<circle cx="{x:.1f}" cy="{y:.1f}" r="3" fill="{fill}">{tip}</circle>'
 
 
+def _baseline(series: Series, y: Callable[[float], float], inner_w: int) -> list[str]:
+    """The baseline's dashed line, its label and the band judged within it."""
+    if not series.baseline:
+        return []
+    out = []
+    band = series.band or 0.0
+    upper, lower = y(series.baseline * (1 + band)), y(series.baseline * (1 - band))
+    if band:
+        out.append(f'<rect x="{LEFT}" y="{upper:.1f}" width="{inner_w}" '
+                   f'height="{lower - upper:.1f}" fill="#c8e6c9" opacity="0.6">'
+                   f"<title>{escape(f'judged within ±{band:.0%} of the baseline')}</title>"
+                   "</rect>")
+    base = y(series.baseline)
+    out.append(f'<line x1="{LEFT}" x2="{LEFT + inner_w}" y1="{base:.1f}" y2="{base:.1f}" '
+               f'stroke="{GREEN}" stroke-dasharray="5 3"/>')
+    out.append(f'<text x="{LEFT + inner_w - 4}" y="{base - 4:.1f}" text-anchor="end" '
+               f'fill="{GREEN}">'
+               f"{escape(f'{series.reference} {_label(series.baseline)} {series.unit}')}"
+               + (escape(f" ±{band:.0%}") if band else "") + "</text>")
+    return out
+
+
+def _y_ticks(top: float, y: Callable[[float], float]) -> list[str]:
+    """The y axis' ticks: 0 to the top in quarters."""
+    out = []
+    for i in range(5):
+        value = top * i / 4
+        out.append(f'<line x1="{LEFT - 4}" x2="{LEFT}" y1="{y(value):.1f}" y2="{y(value):.1f}" '
+                   'stroke="#999"/>')
+        out.append(f'<text x="{LEFT - 6}" y="{y(value) + 4:.1f}" text-anchor="end">'
+                   f"{escape(_label(value))}</text>")
+    return out
+
+
+def _x_ticks(lo: float, hi: float, moments: int, x: Callable[[float], float],
+             bottom: float) -> list[str]:
+    """The x axis' ticks: dates, UTC (at most four, one per moment plotted)."""
+    span = hi - lo or 1.0
+    out = []
+    ticks = 1 if hi == lo else min(4, moments)
+    for i in range(ticks):
+        at = lo if ticks == 1 else lo + span * i / (ticks - 1)
+        anchor = "middle" if ticks == 1 else ("start" if i == 0 else
+                                              "end" if i == ticks - 1 else "middle")
+        out.append(f'<line x1="{x(at):.1f}" x2="{x(at):.1f}" y1="{bottom}" '
+                   f'y2="{bottom + 4}" stroke="#999"/>')
+        out.append(f'<text x="{x(at):.1f}" y="{bottom + 16}" text-anchor="{anchor}">'
+                   f"{escape(_when(at, hi - lo))}</text>")
+    return out
+
+
 def svg(series: Series, width: int = WIDTH, height: int = HEIGHT) -> str:
     """The plot of ``series`` (and what is drawn beside it) as one ``<svg>`` element."""
     every = [series, *series.beside]
@@ -108,38 +160,10 @@ def svg(series: Series, width: int = WIDTH, height: int = HEIGHT) -> str:
            f"<title>{escape(title)}</title>",
            f'<rect x="{LEFT}" y="{TOP}" width="{inner_w}" height="{inner_h}" fill="#fafafa" '
            'stroke="#ddd"/>']
-    if series.baseline:
-        band = series.band or 0.0
-        upper, lower = y(series.baseline * (1 + band)), y(series.baseline * (1 - band))
-        if band:
-            out.append(f'<rect x="{LEFT}" y="{upper:.1f}" width="{inner_w}" '
-                       f'height="{lower - upper:.1f}" fill="#c8e6c9" opacity="0.6">'
-                       f"<title>{escape(f'judged within ±{band:.0%} of the baseline')}</title>"
-                       "</rect>")
-        base = y(series.baseline)
-        out.append(f'<line x1="{LEFT}" x2="{LEFT + inner_w}" y1="{base:.1f}" y2="{base:.1f}" '
-                   f'stroke="{GREEN}" stroke-dasharray="5 3"/>')
-        out.append(f'<text x="{LEFT + inner_w - 4}" y="{base - 4:.1f}" text-anchor="end" '
-                   f'fill="{GREEN}">'
-                   f"{escape(f'{series.reference} {_label(series.baseline)} {series.unit}')}"
-                   + (escape(f" ±{band:.0%}") if band else "") + "</text>")
-    for i in range(5):  # y ticks: 0 to the top in quarters
-        value = top * i / 4
-        out.append(f'<line x1="{LEFT - 4}" x2="{LEFT}" y1="{y(value):.1f}" y2="{y(value):.1f}" '
-                   'stroke="#999"/>')
-        out.append(f'<text x="{LEFT - 6}" y="{y(value) + 4:.1f}" text-anchor="end">'
-                   f"{escape(_label(value))}</text>")
+    out += _baseline(series, y, inner_w) + _y_ticks(top, y)
     out.append(f'<text x="12" y="{TOP + inner_h / 2:.1f}" text-anchor="middle" '
                f'transform="rotate(-90 12 {TOP + inner_h / 2:.1f})">{escape(series.unit)}</text>')
-    ticks = 1 if hi == lo else min(4, len({p.at for p in points}))
-    for i in range(ticks):  # x ticks: dates, UTC
-        at = lo if ticks == 1 else lo + span * i / (ticks - 1)
-        anchor = "middle" if ticks == 1 else ("start" if i == 0 else
-                                              "end" if i == ticks - 1 else "middle")
-        out.append(f'<line x1="{x(at):.1f}" x2="{x(at):.1f}" y1="{TOP + inner_h}" '
-                   f'y2="{TOP + inner_h + 4}" stroke="#999"/>')
-        out.append(f'<text x="{x(at):.1f}" y="{TOP + inner_h + 16}" text-anchor="{anchor}">'
-                   f"{escape(_when(at, hi - lo))}</text>")
+    out += _x_ticks(lo, hi, len({p.at for p in points}), x, TOP + inner_h)
     out.append(f'<text x="{LEFT + inner_w}" y="{height - 4}" text-anchor="end" fill="#666">'
                "UTC</text>")
     legend = []
