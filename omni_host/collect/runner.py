@@ -95,6 +95,48 @@ def _task(event: dict[str, Any]) -> TaskOutcome | None:
                        message.splitlines()[0] if message else "", _diff_text(res.get("diff")))
 
 
+def _envvars(known_hosts: Path) -> dict[str, str]:
+    """The environment ansible-playbook runs in: host keys verified against the audit's
+    known_hosts, the collector's Python, our collection, the venv's ansible-playbook."""
+    return {
+        "ANSIBLE_SSH_COMMON_ARGS": f"-o UserKnownHostsFile={known_hosts} -o StrictHostKeyChecking=yes",
+        "ANSIBLE_NOCOLOR": "1",
+        "ANSIBLE_RETRY_FILES_ENABLED": "0",
+        # the Python the audit's collector ran with (python3 on the host's PATH), unless the
+        # inventory names one: Ansible's discovery picked another (a pyenv shim of a version
+        # not installed) and the preview failed where the audit had worked
+        "ANSIBLE_PYTHON_INTERPRETER": DEFAULT_PYTHON,
+        # the omni.host collection (roles, filters) that the thin playbooks name
+        "ANSIBLE_COLLECTIONS_PATH": os.pathsep.join((str(collections_root()), os.environ.get(
+            "ANSIBLE_COLLECTIONS_PATH", "~/.ansible/collections:/usr/share/ansible/collections"))),
+        # ansible-playbook is installed beside this interpreter (a venv need not be activated)
+        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
+    }
+
+
+def _recorder(on_task: Callable[[TaskOutcome], None] | None
+              ) -> tuple[list[TaskOutcome], dict[tuple[str, str], None],
+                         Callable[[dict[str, Any]], bool]]:
+    """ansible-runner's event handler, with the tasks it has ended (each handed to
+    ``on_task`` as it ends) and the (host, task) begun and not yet ended, in order."""
+    tasks: list[TaskOutcome] = []
+    started: dict[tuple[str, str], None] = {}
+
+    def handler(event: dict[str, Any]) -> bool:
+        data = event.get("event_data") or {}
+        if event.get("event") == "runner_on_start" and "host" in data:
+            started[(str(data["host"]), str(data.get("task", "")))] = None
+        outcome = _task(event)
+        if outcome is not None:
+            started.pop((outcome.host, outcome.task), None)
+            tasks.append(outcome)
+            if on_task is not None:
+                on_task(outcome)
+        return True
+
+    return tasks, started, handler
+
+
 def run_playbook(
     *,
     playbook: Path,
@@ -121,35 +163,8 @@ def run_playbook(
     cmdline = " ".join(["--check --diff" if check_mode else "--diff",
                         *(f"--vault-password-file {shlex.quote(str(f.resolve()))}"
                           for f in vault_password_files)])
-    tasks: list[TaskOutcome] = []
-    started: dict[tuple[str, str], None] = {}  # (host, task) begun and not yet ended, in order
-
-    def handler(event: dict[str, Any]) -> bool:
-        data = event.get("event_data") or {}
-        if event.get("event") == "runner_on_start" and "host" in data:
-            started[(str(data["host"]), str(data.get("task", "")))] = None
-        outcome = _task(event)
-        if outcome is not None:
-            started.pop((outcome.host, outcome.task), None)
-            tasks.append(outcome)
-            if on_task is not None:
-                on_task(outcome)
-        return True
-
-    envvars = {
-        "ANSIBLE_SSH_COMMON_ARGS": f"-o UserKnownHostsFile={known_hosts} -o StrictHostKeyChecking=yes",
-        "ANSIBLE_NOCOLOR": "1",
-        "ANSIBLE_RETRY_FILES_ENABLED": "0",
-        # the Python the audit's collector ran with (python3 on the host's PATH), unless the
-        # inventory names one: Ansible's discovery picked another (a pyenv shim of a version
-        # not installed) and the preview failed where the audit had worked
-        "ANSIBLE_PYTHON_INTERPRETER": DEFAULT_PYTHON,
-        # the omni.host collection (roles, filters) that the thin playbooks name
-        "ANSIBLE_COLLECTIONS_PATH": os.pathsep.join((str(collections_root()), os.environ.get(
-            "ANSIBLE_COLLECTIONS_PATH", "~/.ansible/collections:/usr/share/ansible/collections"))),
-        # ansible-playbook is installed beside this interpreter (a venv need not be activated)
-        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
-    }
+    tasks, started, handler = _recorder(on_task)
+    envvars = _envvars(known_hosts)
     try:
         runner = ansible_runner.run(
             private_data_dir=str(artifacts_dir),

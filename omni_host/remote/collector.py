@@ -496,6 +496,16 @@ def _succeeded(record):
     return record is not None and record["status"] == "ran" and record["exit_code"] == 0
 
 
+def _skip(results, fallbacks, fallback, succeeded):
+    """A fallback not needed, and the fallbacks that would have stood in for it."""
+    results[fallback["id"]] = {
+        "id": fallback["id"], "argv": list(fallback["argv"]), "status": "skipped",
+        "exit_code": None, "stdout": "", "stderr": "", "duration_s": 0.0,
+        "reason": "not needed: %s succeeded" % succeeded}
+    for further in fallbacks.get(fallback["id"], []):
+        _skip(results, fallbacks, further, succeeded)
+
+
 def collect(plan):
     """Run every probe of the plan: primaries in parallel, and each primary's fallbacks right
     after it (side by side), only when it did not succeed. Probes marked ``last`` (a
@@ -511,22 +521,13 @@ def collect(plan):
         if probe.get("fallback_for"):
             fallbacks.setdefault(probe["fallback_for"], []).append(probe)
 
-    def skip(fallback, succeeded):
-        """A fallback not needed, and the fallbacks that would have stood in for it."""
-        results[fallback["id"]] = {
-            "id": fallback["id"], "argv": list(fallback["argv"]), "status": "skipped",
-            "exit_code": None, "stdout": "", "stderr": "", "duration_s": 0.0,
-            "reason": "not needed: %s succeeded" % succeeded}
-        for further in fallbacks.get(fallback["id"], []):
-            skip(further, succeeded)
-
     def worker(probe):
         record = run_probe(probe, env)
         results[probe["id"]] = record
         needed = []
         for fallback in fallbacks.get(probe["id"], []):
             if _succeeded(record):
-                skip(fallback, probe["id"])
+                _skip(results, fallbacks, fallback, probe["id"])
             else:
                 needed.append(fallback)
         # the fallbacks of one probe side by side (the NVML reader's four nvidia-smi runs):

@@ -180,7 +180,6 @@ class SshTransport:
     def _connect_one(self, target: SshTarget,
                      sock: paramiko.Channel | paramiko.ProxyCommand | None) -> paramiko.SSHClient:
         client = self._client()
-        where = f"{target.hostname}:{target.port}"
         made: list[paramiko.Transport] = []
 
         def transport(sock: object, **kwargs: object) -> paramiko.Transport:
@@ -205,38 +204,10 @@ class SshTransport:
         except TransportError:
             client.close()
             raise
-        except paramiko.BadHostKeyException as exc:
-            client.close()
-            raise TransportError(
-                f"host key for {where} has CHANGED (got {exc.key.get_name()}): refusing to "
-                "connect; if the change is expected, remove the old key from known_hosts"
-            ) from exc
-        except paramiko.AuthenticationException as exc:
-            client.close()
-            raise TransportError(f"authentication to {where} as {target.user} failed") from exc
-        except TimeoutError as exc:
-            client.close()
-            raise TransportError(f"connection to {where} timed out") from exc
-        except NoValidConnectionsError as exc:
-            client.close()
-            reasons = sorted({getattr(e, 'strerror', None) or str(e) for e in exc.errors.values()})
-            raise TransportError(f"cannot connect to {where}: {'; '.join(reasons)}") from exc
-        except socket.gaierror as exc:
-            client.close()
-            raise TransportError(f"cannot resolve {target.hostname}: {exc.strerror}") from exc
         except (OSError, paramiko.SSHException, EOFError) as exc:
             client.close()
-            text = str(exc)
             said = (made[-1].remote_version or "") if made else ""
-            if said:  # a server that greets and then stalls is not a port without SSH
-                raise TransportError(f"{where} sent its SSH banner ({said[:80]}) and then "
-                                     f"nothing for {self.options.connect_timeout_s:g}s: the key "
-                                     "exchange stalled (an overloaded or hung sshd?)") from exc
-            if "banner" in text or "No existing session" in text or isinstance(exc, EOFError):
-                raise TransportError(f"no SSH banner from {where} within "
-                                     f"{self.options.connect_timeout_s:g}s (is an SSH server "
-                                     "listening there?)") from exc
-            raise TransportError(f"cannot connect to {where}: {exc or type(exc).__name__}") from exc
+            raise _refused(exc, target, said, self.options.connect_timeout_s) from exc
         self._clients.append(client)
         return client
 
@@ -340,3 +311,32 @@ class SshTransport:
         for client in reversed(self._clients):
             client.close()
         self._clients.clear()
+
+
+def _refused(exc: Exception, target: SshTarget, said: str, timeout_s: float) -> TransportError:
+    """Why a connection to ``target`` failed, in one line (``said``: the banner the server
+    sent before it failed, if any): a changed host key, a refused login, a timeout, no SSH
+    server, a stalled key exchange."""
+    where = f"{target.hostname}:{target.port}"
+    if isinstance(exc, paramiko.BadHostKeyException):
+        return TransportError(
+            f"host key for {where} has CHANGED (got {exc.key.get_name()}): refusing to "
+            "connect; if the change is expected, remove the old key from known_hosts")
+    if isinstance(exc, paramiko.AuthenticationException):
+        return TransportError(f"authentication to {where} as {target.user} failed")
+    if isinstance(exc, TimeoutError):
+        return TransportError(f"connection to {where} timed out")
+    if isinstance(exc, NoValidConnectionsError):
+        reasons = sorted({getattr(e, 'strerror', None) or str(e) for e in exc.errors.values()})
+        return TransportError(f"cannot connect to {where}: {'; '.join(reasons)}")
+    if isinstance(exc, socket.gaierror):
+        return TransportError(f"cannot resolve {target.hostname}: {exc.strerror}")
+    if said:  # a server that greets and then stalls is not a port without SSH
+        return TransportError(f"{where} sent its SSH banner ({said[:80]}) and then nothing for "
+                              f"{timeout_s:g}s: the key exchange stalled (an overloaded or hung "
+                              "sshd?)")
+    text = str(exc)
+    if "banner" in text or "No existing session" in text or isinstance(exc, EOFError):
+        return TransportError(f"no SSH banner from {where} within {timeout_s:g}s (is an SSH "
+                              "server listening there?)")
+    return TransportError(f"cannot connect to {where}: {exc or type(exc).__name__}")
