@@ -227,3 +227,21 @@ def test_a_knob_that_is_not_one_is_refused_by_name_before_any_host(knob: str, wo
     assert result.code == 2, result.stderr
     assert words in result.stderr
     assert not store.exists()
+
+
+ZONE_RECLAIM = Path("/proc/sys/vm/zone_reclaim_mode")
+
+
+def test_a_knob_added_as_one_row_is_measured_and_restored(sshd: Sshd, loop) -> None:
+    """Issue 64: zone-reclaim is one row of plan/knobs.py and nothing else; ``bench --knob``
+    writes its file for one arm, interleaved, and restores it."""
+    inv, store = loop
+    before = ZONE_RECLAIM.read_text().strip()
+    other = "1" if before == "0" else "0"
+    result = _knob(sshd, inv, store, f"zone-reclaim={other}", pairs=2)
+    assert ZONE_RECLAIM.read_text().strip() == before  # restored
+    assert result["details"]["before"] == {str(ZONE_RECLAIM): before}
+    assert result["details"]["restored"] == {str(ZONE_RECLAIM): "ok"}
+    assert result["summary"].startswith(f"zone-reclaim={other} against zone-reclaim {before}: ")
+    arms = [line.split(" (pair")[0] for line in result["evidence"][0]["lines"]]
+    assert arms == ["now", other, other, "now"], arms

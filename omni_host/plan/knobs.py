@@ -1,6 +1,9 @@
-"""The knobs ``omni-host bench --knob NAME=VALUE`` can vary (issue 48): a host setting the bench
-helper writes for one arm and restores on the host whatever happens, or an option of the
-host's own llama-bench command that needs no host change. Pure: names and values in, the
+"""The knobs, each declared once (issue 64): a host setting the audit reads (``audit_reads``: the
+table the host helper ``remote/knobs.py`` is handed, it names no knob) and ``omni-host bench
+--knob NAME=VALUE`` writes for one arm and restores whatever happens; an option of the host's
+own llama-bench command that needs no host change; or a resource limit set on llama-bench as a
+container sets it. A row holds how it is read, set and restored, its values, its check and
+why it costs tokens/s; adding a knob is one row (and its test). Pure: names and values in, the
 arms of an A/B (what each writes, the args each runs) out; a name or value not known is a
 UsageError naming the choices."""
 
@@ -12,17 +15,28 @@ from omni_host.errors import UsageError
 
 
 @dataclass(frozen=True)
+class Rlimit:
+    """A resource limit as the host helper sets and reads it back."""
+
+    resource: str  # the name setrlimit takes: RLIMIT_MEMLOCK
+    row: str  # its row in /proc/PID/limits: "Max locked memory"
+
+
+@dataclass(frozen=True)
 class Knob:
     name: str
     what: str  # how a person calls it
-    path: str | None = None  # the file the helper writes (a glob for per-CPU files)
+    # the file the audit reads and the A/B writes, then restores to what it read (a glob for
+    # per-CPU files: every match written, its values counted)
+    path: str | None = None
     option: tuple[str, ...] = ()  # llama-bench's spellings of the option the arm sets
     values: tuple[str, ...] = ()  # the values it takes (empty: a positive integer)
-    check: str | None = None  # the audit check whose knob it is
+    check: str | None = None  # the audit check whose knob it is (its lessons in the catalog)
     # A resource limit the helper sets on its llama-bench for the arm (``memlock``: what a
     # container's ``ulimit -l`` is), with the args both arms run it under; values are sizes.
-    limit: str | None = None
+    limit: Rlimit | None = None
     adds: tuple[str, ...] = ()
+    why: str = ""  # what it costs an inference host, for a knob no check judges yet
 
 
 KNOBS = {k.name: k for k in (
@@ -43,8 +57,30 @@ KNOBS = {k.name: k for k in (
     # a server's --mlock then fails with a warning only): set on llama-bench as the container
     # sets it on its processes, both arms loading the model as --mlock does (-lm mlock).
     Knob("memlock", "the locked-memory limit (ulimit -l, a container's --ulimit memlock)",
-         limit="memlock", adds=("-lm", "mlock"), check="serve.memory"),
+         limit=Rlimit("RLIMIT_MEMLOCK", "Max locked memory"), adds=("-lm", "mlock"),
+         check="serve.memory"),
+    Knob("zone-reclaim", "NUMA zone reclaim", "/proc/sys/vm/zone_reclaim_mode",
+         values=("0", "1"),
+         why="on, a node short of memory reclaims its own page cache before it allocates on "
+             "another node: the mapped model's pages are evicted and read again"),
 )}
+# What the audit reads beside the knobs' own files: name -> the kernel's file (a glob: one a
+# CPU, its values counted).
+READS = {
+    "epp": "/sys/devices/system/cpu/cpu[0-9]*/cpufreq/energy_performance_preference",
+    "freq-driver": "/sys/devices/system/cpu/cpu0/cpufreq/scaling_driver",
+    "boost": "/sys/devices/system/cpu/cpufreq/boost",
+    "no-turbo": "/sys/devices/system/cpu/intel_pstate/no_turbo",
+    "smt-control": "/sys/devices/system/cpu/smt/control",
+    "smt-active": "/sys/devices/system/cpu/smt/active",
+    "aspm": "/sys/module/pcie_aspm/parameters/policy",
+    "cmdline": "/proc/cmdline",
+}
+
+
+def audit_reads() -> dict[str, str]:
+    """The table the host helper reads: every knob's file, then the other reads."""
+    return {k.name: k.path for k in KNOBS.values() if k.path is not None} | READS
 _UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
 
 
@@ -117,7 +153,7 @@ def arms(knob: Knob, value: str, args: tuple[str, ...]) -> tuple[Arm, Arm]:
         both = (*without_options(args, ("-lm", "--load-mode")), *knob.adds)
         limit = limit_bytes(value)
         assert limit is not None  # parse_knob took only sizes
-        return Arm("now", (), both), Arm(value, (), both, ((knob.limit, limit),))
+        return Arm("now", (), both), Arm(value, (), both, ((knob.name, limit),))
     now = Arm("now", (), args)
     if knob.path is not None:
         return now, Arm(value, ((knob.path, value),), args)

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from omni_host.errors import ParseError
+from omni_host.plan.knobs import KNOBS, audit_reads
 from omni_host.plan.policy import BenchSpec, Policy
 from omni_host.probes.parsers import excerpt as _excerpt
 from omni_host.resources import resources_text
@@ -235,7 +236,8 @@ PROBES: tuple[Probe, ...] = (
     Probe("docker.networks", ("{python}", "-c", _DOCKER_API, "networks"),
           _Parser("docker", "parse_docker_networks"), timeout_s=20, inline=True,
           label="docker network ls (Docker API on its socket)"),
-    Probe("host.knobs", ("{python}", "-c", helper_code("knobs", ())), _Parser("knobs", "parse_knobs"),
+    Probe("host.knobs", ("{python}", "-c", helper_code("knobs", ()), json.dumps(audit_reads())),
+          _Parser("knobs", "parse_knobs"),
           inline=True, label="kernel and CPU knobs (THP, NUMA balancing, cpufreq, SMT, ASPM: "
                              "sysfs and /proc)"),
     Probe("serve.servers", ("{python}", "-c", helper_code("serve")), _Parser("serve", "parse_servers"),
@@ -304,9 +306,12 @@ def knob_probe(spec: BenchSpec, arms: tuple[Any, ...], pairs: int, *,
                force: bool = False, wait_s: float = 0.0) -> Probe:
     """The bench probe of an A/B (``bench --knob``): each arm's writes and args travel as one
     JSON argument; the budget is every run's."""
+    limited = {name for a in arms for name, _ in a.limits}
     ab = {"pairs": pairs, "arms": [{"name": a.name, "writes": [list(w) for w in a.writes],
                                     "args": list(a.args), "limits": dict(a.limits)}
-                                   for a in arms]}
+                                   for a in arms],
+          "rlimits": {name: [rl.resource, rl.row] for name in sorted(limited)
+                      if (rl := KNOBS[name].limit) is not None}}
     probe = bench_probe(spec, force=force, wait_s=wait_s)
     at = probe.argv.index("--")
     return dataclasses.replace(probe, argv=(*probe.argv[:at], "--ab-json", json.dumps(ab),

@@ -541,52 +541,51 @@ def _kill_children():
     return killed
 
 
-RLIMITS = {"memlock": ("RLIMIT_MEMLOCK", "Max locked memory")}  # knob name: (resource, /proc)
-
-
-def _limited(limits):
+def _limited(limits, rlimits):
     """The function that sets an arm's resource limits in its llama-bench before it starts
-    (as a container's runtime sets them on its processes); None for none."""
+    (as a container's runtime sets them on its processes); None for none. ``rlimits``: knob
+    name -> (setrlimit's name, its /proc/PID/limits row), as the A/B was handed them."""
     if not limits:
         return None
     import resource
 
     def apply():  # in the child, before exec: a refusal is its stderr and exit 126
         for name, value in limits.items():
-            which = getattr(resource, RLIMITS[name][0])
+            which = getattr(resource, rlimits[name][0])
             limit = resource.RLIM_INFINITY if value < 0 else value
             try:
                 resource.setrlimit(which, (limit, limit))
             except (ValueError, OSError) as exc:
                 os.write(2, ("cannot set %s to %s: %s (above this session's hard limit, and "
-                             "no CAP_SYS_RESOURCE)\n" % (RLIMITS[name][0], "unlimited" if value < 0
+                             "no CAP_SYS_RESOURCE)\n" % (rlimits[name][0], "unlimited" if value < 0
                                                          else value, exc)).encode())
                 os._exit(126)
     return apply
 
 
-def limits_now(names):
+def limits_now(names, rlimits):
     """This process's limits by knob name ("unlimited" or bytes): an arm's "now"."""
     import resource
 
     found = {}
     for name in names:
-        soft = resource.getrlimit(getattr(resource, RLIMITS[name][0]))[0]
+        soft = resource.getrlimit(getattr(resource, rlimits[name][0]))[0]
         found[name] = "unlimited" if soft == resource.RLIM_INFINITY else str(soft)
     return found
 
 
-def _proc_limits(pid, names):
+def _proc_limits(pid, names, rlimits):
     """What the kernel holds for the running process (/proc/PID/limits), soft limit by knob."""
     text = _read("/proc/%d/limits" % pid) or ""
     found = {}
     for name in names:
-        line = next((row for row in text.splitlines() if row.startswith(RLIMITS[name][1])), "")
-        found[name] = line[len(RLIMITS[name][1]):].split()[0] if line.strip() else None
+        title = rlimits[name][1]
+        line = next((row for row in text.splitlines() if row.startswith(title)), "")
+        found[name] = line[len(title):].split()[0] if line.strip() else None
     return found
 
 
-def run_bench(argv, budget_s, gpus, env, limits=None):
+def run_bench(argv, budget_s, gpus, env, limits=None, rlimits=None):
     """One llama-bench run, watched. ``gpus``: falsy on a host without them, else the
     helper's NVML session or True (sampled with nvidia-smi); ``limits``: resource limits
     set on it by knob name (bytes, -1 unlimited)."""
@@ -594,10 +593,10 @@ def run_bench(argv, budget_s, gpus, env, limits=None):
     busy0 = _cpu_busy_s()
     try:
         proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, env=env, preexec_fn=_limited(limits))
+                                stderr=subprocess.PIPE, env=env, preexec_fn=_limited(limits, rlimits))
     except OSError as exc:  # (a limit the host refuses is the child's exit 126: _limited)
         return {"argv": argv, "exit_code": None, "error": "%s: %s" % (argv[0], exc.strerror or exc)}, None
-    held = _proc_limits(proc.pid, limits) if limits else None
+    held = _proc_limits(proc.pid, limits, rlimits) if limits else None
     children0 = os.times()
     sampler = _Sampler(proc.pid, gpus if isinstance(gpus, Nvml) else None) if gpus else None
     if sampler:
@@ -712,9 +711,10 @@ def run_ab(binary, model, opts, ab, gpus, env, originals, pipe):
     (exit status, timeout) is not run again: a split mode the build cannot load, a placement
     that does not fit, fails every round (25 of a two-H100 sweep's 55 runs, 21 of its 82 s)."""
     arms = ab["arms"]
+    rlimits = ab.get("rlimits") or {}
     limited = sorted(set(n for a in arms for n in a.get("limits") or {}))
     out = {"arms": [a["name"] for a in arms], "runs": [],
-           "before": dict(originals, **limits_now(limited)), "restored": {}}
+           "before": dict(originals, **limits_now(limited, rlimits)), "restored": {}}
     missing = [p for p in originals if not os.path.exists(p)]
     wanted = [path for arm in arms for path, _ in arm.get("writes") or []]
     if missing or (wanted and not originals):
@@ -736,7 +736,7 @@ def run_ab(binary, model, opts, ab, gpus, env, originals, pipe):
                 command = [binary, "-m", model, "-o", "json", "-r", opts["repetitions"]] + \
                     list(arm["args"])
                 run, during = run_bench(command, float(opts["budget_s"]), gpus, env,
-                                        arm.get("limits"))
+                                        arm.get("limits"), rlimits)
                 out["runs"].append({"arm": arm["name"], "pair": i, "run": run,
                                     "during": during})
                 if run.get("exit_code") != 0 or run.get("timed_out"):

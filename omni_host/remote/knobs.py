@@ -1,7 +1,8 @@
 """The host's knobs that cost an inference box tokens/s, read without changing anything (issue
-48): transparent huge pages and the huge page pool, automatic NUMA balancing, the CPU's
-frequency policy (governor, energy preference, boost), SMT and the physical cores under the
-logical CPUs, PCIe power management and the kernel command line.
+48). Which files it reads comes as data: one JSON argument, name -> path, built from the knobs'
+declarations (``omni_host/plan/knobs.py``: ``audit_reads``). A path with a wildcard (one file
+per CPU) is read on every match and its values counted; the CPUs' topology (package and core
+of each logical CPU, for SMT) is read here, as it pairs two files a CPU.
 
 Standard library only, Python 3.6; run inside the collector (``__omni_inline__``: no process
 to start) or as ``python3 -c``. Prints one JSON document; a file that is not there is null.
@@ -13,6 +14,7 @@ import os
 import sys
 
 MAX_CPUS = 4096  # a sane machine has fewer: a forged sysfs does not make us read more
+MAX_READS = 64  # files named in the table
 CAP = 4096  # bytes of any one file
 
 
@@ -33,50 +35,52 @@ def _cpus():
     return sorted(found)
 
 
-def _counted(values):
+def _counted(paths):
     counts = {}
-    for value in values:
+    for path in paths[:MAX_CPUS]:
+        value = _read(path)
         if value is not None:
             counts[value] = counts.get(value, 0) + 1
     return counts
 
 
-def cpu_policy(cpus):
-    """Each logical CPU's governor and energy preference, counted; the boost switch; the
-    driver that scales the frequency; each CPU's core (package, core id) for SMT."""
-    base = "/sys/devices/system/cpu/cpu%d/"
-    governors = _counted(_read(base % c + "cpufreq/scaling_governor") for c in cpus)
-    epp = _counted(_read(base % c + "cpufreq/energy_performance_preference") for c in cpus)
-    cores = {}
+def cores(cpus):
+    """Each logical CPU's core ("package:core"), for SMT and the physical cores."""
+    base = "/sys/devices/system/cpu/cpu%d/topology/"
+    found = {}
     for c in cpus:
-        package = _read(base % c + "topology/physical_package_id")
-        core = _read(base % c + "topology/core_id")
+        package, core = _read(base % c + "physical_package_id"), _read(base % c + "core_id")
         if package is not None and core is not None:
-            cores[str(c)] = "%s:%s" % (package, core)
-    return {
-        "governors": governors, "epp": epp,
-        "driver": _read(base % (cpus[0] if cpus else 0) + "cpufreq/scaling_driver"),
-        "boost": _read("/sys/devices/system/cpu/cpufreq/boost"),
-        "no_turbo": _read("/sys/devices/system/cpu/intel_pstate/no_turbo"),
-        "cores": cores,
-    }
+            found[str(c)] = "%s:%s" % (package, core)
+    return found
 
 
-def main():
-    cpus = _cpus()
-    doc = {
-        "helper": 1,
-        "thp": {"enabled": _read("/sys/kernel/mm/transparent_hugepage/enabled"),
-                "defrag": _read("/sys/kernel/mm/transparent_hugepage/defrag")},
-        "numa_balancing": _read("/proc/sys/kernel/numa_balancing"),
-        "cpu": cpu_policy(cpus),
-        "smt": {"control": _read("/sys/devices/system/cpu/smt/control"),
-                "active": _read("/sys/devices/system/cpu/smt/active")},
-        "aspm": _read("/sys/module/pcie_aspm/parameters/policy"),
-        "cmdline": _read("/proc/cmdline"),
-    }
+def read_all(table):
+    """Each named file's value (a wildcard path: its values counted over the matches)."""
+    out = {}
+    for name, path in list(table.items())[:MAX_READS]:
+        if not isinstance(path, str) or not path.startswith(("/sys/", "/proc/")):
+            out[name] = None  # the table names only the kernel's own files
+        elif any(c in path for c in "*?["):
+            out[name] = _counted(sorted(glob.glob(path)))
+        else:
+            out[name] = _read(path)
+    return out
+
+
+def main(args):
+    try:
+        table = json.loads(args[0]) if args else {}
+    except ValueError:
+        table = None
+    if not isinstance(table, dict):
+        sys.stdout.write(json.dumps({"helper": 2, "error": "the table of reads is not JSON"}))
+        return
+    doc = {"helper": 2, "files": read_all(table), "cores": cores(_cpus())}
     sys.stdout.write(json.dumps(doc) + "\n")
 
 
-if __name__ in ("__main__", "__omni_inline__"):
-    main()
+if __name__ == "__omni_inline__":
+    main(ARGS)  # type: ignore[name-defined]  # noqa: F821 (ARGS is given by the collector)
+elif __name__ == "__main__":
+    main(sys.argv[1:])

@@ -1,7 +1,7 @@
-"""The host's knobs (``remote/knobs.py``'s document): transparent huge pages, NUMA balancing, the
-CPU's frequency policy, SMT and the cores under the logical CPUs, PCIe ASPM, the kernel
-command line. Pure: text in, a frozen fact out; a document that is not the helper's is a
-ParseError naming what is wrong."""
+"""The host's knobs (``remote/knobs.py``'s document: the files of the knobs' table, by name):
+transparent huge pages, NUMA balancing, the CPU's frequency policy, SMT and the cores under the
+logical CPUs, PCIe ASPM, the kernel command line, and any knob declared since. Pure: text in, a
+frozen fact out; a document that is not the helper's is a ParseError naming what is wrong."""
 
 from __future__ import annotations
 
@@ -53,6 +53,13 @@ class HostKnobs:
     cores: dict[int, str] = field(default_factory=dict)  # logical CPU -> "package:core"
     aspm: str | None = None  # default, performance, powersave, powersupersave
     cmdline: str | None = None
+    # every single file the audit read, by its name in the knobs' table (plan/knobs.py): a
+    # knob added there is read, and its value here, with no change to the helper or to this
+    read: dict[str, str] = field(default_factory=dict)
+
+    def value(self, knob: str) -> str | None:
+        """A knob's value as read (a sysfs switch's bracketed choice), None where unread."""
+        return selected(self.read.get(knob))
 
     def physical_cores(self, cpus: Iterable[int]) -> int | None:
         """The physical cores under these logical CPUs (None where the topology is unknown)."""
@@ -83,38 +90,58 @@ def _counts(value: Any, name: str) -> dict[str, int]:
     return {k[:64]: v for k, v in list(value.items())[:64]}
 
 
+# The first helper's document (stored bundles, captures) by section: read as the table's names.
+_V1 = {"thp": ("thp", "enabled"), "thp-defrag": ("thp", "defrag"),
+       "numa-balancing": ("numa_balancing",), "governor": ("cpu", "governors"),
+       "epp": ("cpu", "epp"), "freq-driver": ("cpu", "driver"), "boost": ("cpu", "boost"),
+       "no-turbo": ("cpu", "no_turbo"), "smt-control": ("smt", "control"),
+       "smt-active": ("smt", "active"), "aspm": ("aspm",), "cmdline": ("cmdline",)}
+
+
+def _first_helper(doc: dict[str, Any]) -> tuple[dict[str, Any], Any]:
+    if not all(isinstance(doc.get(part), dict) for part in ("thp", "cpu", "smt")):
+        raise ParseError("knobs helper: thp, cpu and smt must be mappings")
+    files = {}
+    for name, where in _V1.items():
+        value: Any = doc
+        for key in where:
+            value = value.get(key) if isinstance(value, dict) else None
+        files[name] = value
+    return files, doc["cpu"].get("cores")
+
+
 def parse_knobs(text: str) -> HostKnobs:
     try:
         doc = load_json(text)
     except ValueError:
         raise ParseError(f"not the knobs helper's document: {excerpt(text, 80)!r}") from None
-    if not isinstance(doc, dict) or doc.get("helper") != 1:
+    if not isinstance(doc, dict) or doc.get("helper") not in (1, 2):
         raise ParseError(f"not the knobs helper's document: {excerpt(text, 80)!r}")
-    thp, cpu, smt = doc.get("thp"), doc.get("cpu"), doc.get("smt")
-    if not all(isinstance(part, dict) for part in (thp, cpu, smt)):
-        raise ParseError("knobs helper: thp, cpu and smt must be mappings")
-    assert isinstance(thp, dict) and isinstance(cpu, dict) and isinstance(smt, dict)
-    texts = [thp.get("enabled"), thp.get("defrag"), doc.get("numa_balancing"),
-             cpu.get("driver"), cpu.get("boost"), cpu.get("no_turbo"), smt.get("control"),
-             smt.get("active"), doc.get("aspm"), doc.get("cmdline")]
-    if not all(t is None or isinstance(t, str) for t in texts):
+    if doc.get("helper") == 1:
+        files, cores = _first_helper(doc)
+    elif isinstance(doc.get("files"), dict):
+        files, cores = doc["files"], doc.get("cores")
+    else:
+        raise ParseError(f"knobs helper: {excerpt(str(doc.get('error') or 'no files read'), 80)}")
+    counted = ("governor", "epp")
+    if not all(v is None or isinstance(v, str) for k, v in files.items() if k not in counted):
         raise ParseError("knobs helper: a sysfs value is not text")
-    cores = cpu.get("cores") or {}
+    cores = cores or {}
     if not isinstance(cores, dict) or not all(
             isinstance(k, str) and k.isdigit() and isinstance(v, str) for k, v in cores.items()):
         raise ParseError("knobs helper: cpu.cores is not CPU -> core")
-    boost = _int(cpu.get("boost"))
-    no_turbo = _int(cpu.get("no_turbo"))
-    active = _int(smt.get("active"))
+    boost, no_turbo, active = (_int(files.get(k)) for k in ("boost", "no-turbo", "smt-active"))
     return HostKnobs(
-        thp_enabled=selected(thp.get("enabled")), thp_defrag=selected(thp.get("defrag")),
-        numa_balancing=_int(doc.get("numa_balancing")),
-        governors=_counts(cpu.get("governors") or {}, "cpu.governors"),
-        epp=_counts(cpu.get("epp") or {}, "cpu.epp"),
-        freq_driver=(cpu.get("driver") or None),
+        thp_enabled=selected(files.get("thp")), thp_defrag=selected(files.get("thp-defrag")),
+        numa_balancing=_int(files.get("numa-balancing")),
+        governors=_counts(files.get("governor") or {}, "cpu.governors"),
+        epp=_counts(files.get("epp") or {}, "cpu.epp"),
+        freq_driver=(files.get("freq-driver") or None),
         boost=bool(boost) if boost is not None else (not no_turbo if no_turbo is not None
                                                       else None),
-        smt_control=(smt.get("control") or None),
+        smt_control=(files.get("smt-control") or None),
         smt_active=bool(active) if active is not None else None,
         cores={int(k): v[:32] for k, v in list(cores.items())[:4096]},
-        aspm=selected(doc.get("aspm")), cmdline=(doc.get("cmdline") or None))
+        aspm=selected(files.get("aspm")), cmdline=(files.get("cmdline") or None),
+        read={str(k)[:64]: v[:4096] for k, v in list(files.items())[:64]
+              if k not in counted and isinstance(v, str)})
