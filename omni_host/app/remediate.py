@@ -1,7 +1,9 @@
 """The remediate and bootstrap use cases: audit now -> plan -> preview (check mode) -> apply
--> re-audit -> store. The CLI prints between the steps and asks for confirmation; every
-decision (what is planned, which hosts may be applied to, what is kept, the verdicts the
-exit code is read from) is made here.
+-> re-audit -> store, as one call: ``run(RemediateRequest, confirm, listener)``. The CLI is
+told of each step (``Listener``: the plan, each task, the preview) to print it, asks for the
+confirmation when ``confirm`` is called, and reads the outcome (``Remediated``); every
+decision (what is planned, which hosts may be applied to, what is kept, the verdicts the exit
+code is read from) is made here.
 
 What is kept of an applied play (ansible-runner's artifacts, attached to the stored report)
 has the clear text of every vaulted value the play was given scrubbed first: the store never
@@ -11,20 +13,23 @@ holds a secret, whatever a task printed.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import shutil
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 from omni_host.app.audit import AuditRun, Hosts, finish, keep
 from omni_host.app.past import past_of, priors
 from omni_host.collect.runner import TaskOutcome
 from omni_host.collect.transport.base import SshOptions
-from omni_host.errors import UsageError
+from omni_host.errors import PlayCanceled, UsageError
 from omni_host.evaluate.audit import audit_many
 from omni_host.evaluate.checks import catalog
 from omni_host.model import SCRUBBED, Source, scrub
-from omni_host.plan.hosts import HostPlan
+from omni_host.plan.hosts import HostPlan, Targets
 from omni_host.plan.waivers import Waiver
 from omni_host.remediate.flow import (
     Step,
@@ -221,3 +226,99 @@ def baseline(runs: Runs, host_plans: list[HostPlan], ssh: SshOptions, *, forks: 
                       started=started)
     run = dataclasses.replace(run, report=dataclasses.replace(run.report, baseline=True))
     return run.report, keep(run, runs.settings.store_root, attach={"ansible": runs.kept()})
+
+
+@dataclass(frozen=True)
+class RemediateRequest:
+    """``omni-host remediate`` or ``bootstrap``, parsed: the hosts, how to reach them, what to
+    fix, whether to apply, and what every playbook run shares."""
+
+    targets: Targets
+    ssh: SshOptions
+    inventory: Path  # the inventory the playbooks read (this machine's own, made for the run)
+    forks: int
+    only: frozenset[str] = frozenset()  # --check IDs
+    apply: bool = False
+    allow_reboot: bool = False
+    bootstrap: bool = False  # site.yml on every host, then the baseline audit
+    vault_password_files: tuple[Path, ...] = ()
+    store_root: Path | None = None  # None: the default store
+    waivers: Path | None = None  # None: as for audit
+    reported_inventory: str | None = None
+    hint_args: tuple[str, ...] = ()
+
+
+class Listener(Protocol):
+    """What the CLI is told as the run goes, to print it."""
+
+    def planned(self, planned: Planned) -> None: ...
+    def previewing(self, secrets: tuple[str, ...]) -> None: ...  # scrubbed from what it prints
+    def task(self, task: TaskOutcome) -> None: ...
+    def previewed(self, steps: list[Step]) -> None: ...
+    def pre_kept(self, path: Path) -> None: ...
+    def applying(self) -> None: ...
+
+
+@dataclass(frozen=True)
+class Remediated:
+    """How a remediation or bootstrap ended: ``ended`` says where (nothing to do, previewed
+    only, no host passed its preview, declined, stopped by a signal, fixed, baselined)."""
+
+    ended: str
+    secrets: tuple[str, ...]
+    planned: Planned | None = None  # None for bootstrap
+    hosts: tuple[str, ...] = ()  # every host of the plan
+    good: frozenset[str] = frozenset()  # those whose preview passed
+    stopped: PlayCanceled | None = None
+    artifacts: Path | None = None  # a stopped play's run, kept
+    fixed: Fixed | None = None
+    baseline: tuple[Report, Path] | None = None
+
+
+def run(req: RemediateRequest, confirm: Callable[[], bool], tell: Listener) -> Remediated:
+    """Audit, plan, preview; on ``req.apply`` and ``confirm()``, keep the state before, apply
+    to the hosts whose preview passed, re-audit them (bootstrap: audit every host as its
+    baseline) and store the outcome. A play a signal cancels ends the run, said."""
+    from omni_host.app.audit import read_waivers
+    from omni_host.app.stored import store_at
+
+    for check_id in req.only:
+        known_check(check_id)
+    started = time.time()
+    host_plans = req.targets.plans()
+    settings = Settings(req.inventory, req.ssh.known_hosts, req.allow_reboot,
+                        req.vault_password_files, store_at(req.store_root),
+                        tuple(s for p in host_plans for s in p.secrets), read_waivers(req.waivers),
+                        req.reported_inventory, req.hint_args)
+    planned = None
+    if not req.bootstrap:
+        planned = plan_fixes(host_plans, req.ssh, forks=req.forks, only=req.only,
+                             allow_reboot=req.allow_reboot, settings=settings, started=started)
+        tell.planned(planned)
+        if planned.plan.empty:
+            return Remediated("nothing", settings.secrets, planned)
+    runs = Runs(planned.plan if planned is not None else site_plan(host_plans), settings)
+    ended = functools.partial(Remediated, secrets=settings.secrets, hosts=runs.hosts)
+    try:
+        tell.previewing(settings.secrets)
+        preview, good = runs.preview(tell.task)
+        tell.previewed(preview)
+        said = ("previewed" if not req.apply else "no host passed" if not good else
+                "declined" if not confirm() else None)
+        if said is not None:
+            runs.discard()
+            return ended(said, planned=planned, good=frozenset(good))
+        if planned is not None:
+            planned = keep_pre(planned, settings=settings)
+            assert planned.pre is not None
+            tell.pre_kept(planned.pre)
+        tell.applying()
+        applied = runs.apply(good, tell.task)
+    except PlayCanceled as exc:
+        return ended("stopped", planned=planned, stopped=exc, artifacts=runs.artifacts)
+    if planned is None:
+        return ended("baselined", baseline=baseline(runs, host_plans, req.ssh, forks=req.forks,
+                                                     started=started))
+    return ended("fixed", planned=planned, good=frozenset(good),
+                 fixed=reaudit(runs, applied, planned, host_plans, req.ssh, forks=req.forks,
+                               started=started))

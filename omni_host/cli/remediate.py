@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -26,15 +25,13 @@ from omni_host.cli.common import (
     exit_code,
     inventory_path,
     out,
-    plans,
     ssh_options,
 )
 from omni_host.errors import PlayCanceled
 
 if TYPE_CHECKING:
-    from omni_host.app.remediate import Runs, Settings
+    from omni_host.app.remediate import Planned, Remediated, RemediateRequest
     from omni_host.collect.runner import TaskOutcome
-    from omni_host.plan.hosts import HostPlan
     from omni_host.remediate.flow import Step
 
 
@@ -84,21 +81,21 @@ def _confirm(args: argparse.Namespace) -> bool:
     return answer in ("y", "yes")
 
 
-def _inventory(args: argparse.Namespace) -> Path:
+def _inventory(args: argparse.Namespace) -> tuple[Path, str | None, bool]:
     """``-i`` (or Ansible's configured inventory); without one, for this machine (as
     ``omni-host audit`` without one judges it): an inventory of localhost over Ansible's local
     connection holding the built-in reference policy, so that the playbooks read the expected
-    state the audit judged against. Made once per run, private, removed at exit."""
+    state the audit judged against. Made once per run, private, removed at exit. Returns
+    (the inventory, the pattern, whether it is the run's own)."""
     from omni_host.errors import UsageError
 
     path = inventory_path(args)
     if path is not None:
-        return path
+        return path, args.pattern, False
     if args.pattern not in (None, "localhost") or args.limit not in (None, "localhost"):
         raise UsageError(f"{args.command} needs an inventory (-i) for {args.pattern!r}: the "
                          "playbooks read it too (without one, only this machine: localhost)")
-    args.inventory, args.pattern, args.own_inventory = _local_inventory(), "localhost", True
-    return Path(args.inventory)
+    return _local_inventory(), "localhost", True
 
 
 def _local_inventory() -> Path:
@@ -135,58 +132,94 @@ def _vault_files(args: argparse.Namespace) -> tuple[Path, ...]:
     return tuple(args.vault_password_file)
 
 
-def _settings(args: argparse.Namespace, store_root: Path, host_plans: list[HostPlan]) -> Settings:
-    from omni_host.app.audit import read_waivers
-    from omni_host.app.remediate import Settings
-    from omni_host.cli.common import hint_args
+class _Told:
+    """What the run tells, printed: the plan, each task of a play live, the preview's state of
+    each host, the stored state before an apply."""
 
-    given = None if getattr(args, "own_inventory", False) else inventory_path(args)
-    return Settings(_inventory(args), args.known_hosts, args.allow_reboot, _vault_files(args),
-                    store_root, tuple(s for p in host_plans for s in p.secrets),
-                    read_waivers(getattr(args, "waivers", None)),
-                    str(given) if given is not None else None, hint_args(args))
+    secrets: tuple[str, ...] = ()  # the clear text of the vaulted values the plays are given
+
+    def planned(self, planned: Planned) -> None:
+        for host in planned.findings:
+            if not host.reachable:
+                err(f"{host.host}: unreachable: {host.error}")
+        plan = planned.plan
+        for step in plan.manual:
+            out(f"MANUAL {step.host}: {step.check} ({', '.join(step.lessons)}): {step.summary}")
+            for line in step.steps:
+                out(f"    - {line}")
+        for line in plan.refused:
+            err(line)
+        for line in plan.waived:
+            out(f"WAIVED {line}")
+        if plan.empty:
+            out("Nothing to remediate with a playbook.")
+        for run in plan.runs:
+            out(f"PLAN {run.playbook}: {', '.join(run.hosts)} ({', '.join(run.checks)})")
+
+    def previewing(self, secrets: tuple[str, ...]) -> None:
+        self.secrets = secrets
+        out("Preview (ansible check mode, nothing is changed):")
+
+    def task(self, task: TaskOutcome) -> None:
+        _task_printer(self.secrets)(task)
+
+    def previewed(self, steps: list[Step]) -> None:
+        from omni_host.model import scrub
+
+        for step in steps:
+            for host in step.run.hosts:
+                failure = step.outcome.failure(host)
+                would = len(step.outcome.changed(host))
+                state = f"FAILED at '{failure.task}': {failure.message}" if failure else \
+                    f"{would} task(s) would change"
+                out(scrub(f"  {step.run.playbook} on {host}: {state}", self.secrets))
+
+    def pre_kept(self, path: Path) -> None:
+        err(f"pre-remediation audit stored in {path}")
+
+    def applying(self) -> None:
+        out("Applying:")
 
 
-def _preview_and_apply(args: argparse.Namespace, runs: Runs, before_apply: Callable[[], None] = lambda: None,
-                       ) -> tuple[list[Step] | None, int]:
-    """The preview shown; on --apply and confirmation, ``before_apply`` (the state kept),
-    then the hosts whose preview passed are applied to. Returns (apply steps or None when
-    nothing was applied, exit code)."""
-    from omni_host.model import scrub
+def _request(args: argparse.Namespace, *, bootstrap: bool) -> RemediateRequest:
+    from omni_host.app.remediate import RemediateRequest
+    from omni_host.cli.common import hint_args, targets
 
-    secrets = runs.settings.secrets
-    show_task = _task_printer(secrets)
-    out("Preview (ansible check mode, nothing is changed):")
-    preview, good = runs.preview(show_task)
-    for step in preview:
-        for host in step.run.hosts:
-            failure = step.outcome.failure(host)
-            would = len(step.outcome.changed(host))
-            state = f"FAILED at '{failure.task}': {failure.message}" if failure else \
-                f"{would} task(s) would change"
-            out(scrub(f"  {step.run.playbook} on {host}: {state}", secrets))
-    if not args.apply:
-        failed = [h for h in runs.hosts if h not in good]
+    inventory, pattern, own = _inventory(args)
+    view = argparse.Namespace(**{**vars(args), "inventory": inventory, "pattern": pattern})
+    return RemediateRequest(
+        targets(view), ssh_options(args), inventory, args.forks,
+        frozenset(getattr(args, "only", ())), args.apply, args.allow_reboot, bootstrap,
+        _vault_files(args), args.report_dir, getattr(args, "waivers", None),
+        None if own else str(inventory), hint_args(args))
+
+
+def _said(done: Remediated) -> int:
+    """The end of a run that applied nothing, said, and its exit code."""
+    planned = done.planned
+    lost = planned is not None and planned.unreachable
+    if done.ended == "nothing":
+        assert planned is not None
+        return EXIT_UNREACHABLE if lost else EXIT_USAGE if planned.plan.refused else EXIT_OK
+    if done.ended == "previewed":
+        failed = [h for h in done.hosts if h not in done.good]
         if not failed:
             out("Nothing was changed. Run again with --apply to make these changes.")
-            return None, EXIT_OK
+            return EXIT_UNREACHABLE if lost else EXIT_OK
         out(f"Nothing was changed. The preview failed on {', '.join(failed)}: --apply would "
             "not touch " + ("it" if len(failed) == 1 else "them") + " until it passes"
-            + (f" (it would apply to {', '.join(h for h in runs.hosts if h in good)})"
-               if good else "") + ".")
-        return None, EXIT_FAILED
-    if not good:
+            + (f" (it would apply to {', '.join(h for h in done.hosts if h in done.good)})"
+               if done.good else "") + ".")
+        return EXIT_FAILED
+    if done.ended == "no host passed":
         err("no host passed its preview: nothing applied")
-        return None, EXIT_FAILED
-    if not _confirm(args):
+    else:
         out("Not applied (declined): nothing was changed, nothing stored.")
-        return None, EXIT_FAILED
-    before_apply()
-    out("Applying:")
-    return runs.apply(good, show_task), EXIT_OK
+    return EXIT_FAILED
 
 
-def _stopped(exc: PlayCanceled, runs: Runs, args: argparse.Namespace) -> int:
+def _stopped(exc: PlayCanceled, artifacts: Path | None, args: argparse.Namespace,
+             own: bool) -> int:
     """A play cut by a signal: where it stopped and what it had done, the task it was in
     the middle of (its effect unknown), and the audit that checks it as the next step; no
     re-audit that would claim the fix ran (it printed STILL FAILING and exited 1). A preview
@@ -206,20 +239,22 @@ def _stopped(exc: PlayCanceled, runs: Runs, args: argparse.Namespace) -> int:
     last = exc.done[-1] if exc.done else "before its first task"
     err(f"the hosts are left as its tasks left them (last finished: {last}"
         + (f"; in flight: {'; '.join(exc.in_flight)}" if exc.in_flight else "")
-        + f"); its run is kept in {runs.artifacts}")
-    err(f"next: check what it did with {_audit_command(args)}, before applying again")
+        + f"); its run is kept in {artifacts}")
+    err(f"next: check what it did with {_audit_command(args, own)}, before applying again")
     return EXIT_TERMINATED
 
 
-def _audit_command(args: argparse.Namespace) -> str:
-    """The audit of the hosts this run remediated, with the options it was given."""
+def _audit_command(args: argparse.Namespace, own: bool) -> str:
+    """The audit of the hosts this run remediated, with the options it was given (``own``:
+    this machine, through the run's own inventory, gone at its exit: audited without -i)."""
     import shlex
 
     from omni_host.cli.common import hint_args
 
     parts = ["omni-host", "audit"]
-    if args.inventory is not None:
-        parts += ["-i", str(args.inventory)]
+    inventory = None if own else inventory_path(args)
+    if inventory is not None:
+        parts += ["-i", str(inventory)]
     parts += list(hint_args(args))
     if args.pattern:
         parts.append(args.pattern)
@@ -228,96 +263,36 @@ def _audit_command(args: argparse.Namespace) -> str:
     return " ".join(shlex.quote(p) for p in parts)
 
 
-def _prepare(args: argparse.Namespace) -> tuple[float, Path, list[HostPlan]] | int:
-    """What remediate and bootstrap check before anything runs: an inventory, a way to
-    confirm, valid policies. Returns (start time, store, host plans) or an exit code."""
-    from omni_host.app.stored import store_at
-
-    _inventory(args)
-    from omni_host.app.remediate import known_check
-
-    for check_id in getattr(args, "only", ()):
-        known_check(check_id)
-    if args.apply and not args.yes and not sys.stdin.isatty():
-        err("refusing to apply without a terminal to confirm on: add --yes")
-        return EXIT_USAGE
-    return time.time(), store_at(args.report_dir), plans(args)
-
-
 def cmd_remediate(args: argparse.Namespace) -> int:
-    from omni_host.app import remediate
-
-    prepared = _prepare(args)
-    if isinstance(prepared, int):
-        return prepared
-    started, store_root, host_plans = prepared
-    ssh = ssh_options(args)
-    settings = _settings(args, store_root, host_plans)
-    planned = remediate.plan_fixes(host_plans, ssh, forks=args.forks, only=frozenset(args.only),
-                                   allow_reboot=args.allow_reboot, settings=settings,
-                                   started=started)
-    for host in planned.findings:
-        if not host.reachable:
-            err(f"{host.host}: unreachable: {host.error}")
-    plan = planned.plan
-    for step in plan.manual:
-        out(f"MANUAL {step.host}: {step.check} ({', '.join(step.lessons)}): {step.summary}")
-        for line in step.steps:
-            out(f"    - {line}")
-    for line in plan.refused:
-        err(line)
-    for line in plan.waived:
-        out(f"WAIVED {line}")
-    if plan.empty:
-        out("Nothing to remediate with a playbook.")
-        code = EXIT_USAGE if plan.refused else EXIT_OK
-        return EXIT_UNREACHABLE if planned.unreachable else code
-    for run in plan.runs:
-        out(f"PLAN {run.playbook}: {', '.join(run.hosts)} ({', '.join(run.checks)})")
-    runs = remediate.Runs(plan, settings)
-
-    def keep_pre() -> None:
-        nonlocal planned
-        planned = remediate.keep_pre(planned, settings=settings)
-        err(f"pre-remediation audit stored in {planned.pre}")
-
-    try:
-        applied, code = _preview_and_apply(args, runs, keep_pre)
-    except PlayCanceled as exc:
-        return _stopped(exc, runs, args)
-    if applied is None:
-        runs.discard()
-        return EXIT_UNREACHABLE if planned.unreachable and code == EXIT_OK else code
-    fixed = remediate.reaudit(runs, applied, planned, host_plans, ssh, forks=args.forks,
-                              started=started)
-    for rec in fixed.records:
-        out(f"{rec.outcome.value.upper():14} {rec.host}: {rec.check} "
-            f"({rec.before} -> {rec.after}): {rec.detail}")
-    err(f"report stored in {fixed.path}")
-    if fixed.errored:
-        return EXIT_UNREACHABLE
-    return EXIT_OK if fixed.all_fixed else EXIT_FAILED
+    return _cmd(args, bootstrap=False)
 
 
 def cmd_bootstrap(args: argparse.Namespace) -> int:
+    return _cmd(args, bootstrap=True)
+
+
+def _cmd(args: argparse.Namespace, *, bootstrap: bool) -> int:
     from omni_host.app import remediate
     from omni_host.app.stored import history_at
 
-    prepared = _prepare(args)
-    if isinstance(prepared, int):
-        return prepared
-    started, store_root, host_plans = prepared
-    runs = remediate.Runs(remediate.site_plan(host_plans),
-                          _settings(args, store_root, host_plans))
-    try:
-        applied, code = _preview_and_apply(args, runs)
-    except PlayCanceled as exc:
-        return _stopped(exc, runs, args)
-    if applied is None:
-        runs.discard()
-        return code
-    report, path = remediate.baseline(runs, host_plans, ssh_options(args), forks=args.forks,
-                                      started=started)
-    emit(report, "table", None, lambda: history_at(store_root))
-    err(f"baseline audit stored in {path}")
-    return exit_code(report)
+    if args.apply and not args.yes and not sys.stdin.isatty():
+        err("refusing to apply without a terminal to confirm on: add --yes")
+        return EXIT_USAGE
+    req = _request(args, bootstrap=bootstrap)
+    done = remediate.run(req, lambda: _confirm(args), _Told())
+    if done.stopped is not None:
+        return _stopped(done.stopped, done.artifacts, args, req.reported_inventory is None)
+    if done.baseline is not None:
+        report, path = done.baseline
+        emit(report, "table", None, lambda: history_at(args.report_dir))
+        err(f"baseline audit stored in {path}")
+        return exit_code(report)
+    if done.fixed is None:
+        return _said(done)
+    for rec in done.fixed.records:
+        out(f"{rec.outcome.value.upper():14} {rec.host}: {rec.check} "
+            f"({rec.before} -> {rec.after}): {rec.detail}")
+    err(f"report stored in {done.fixed.path}")
+    if done.fixed.errored:
+        return EXIT_UNREACHABLE
+    return EXIT_OK if done.fixed.all_fixed else EXIT_FAILED
