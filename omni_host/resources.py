@@ -78,9 +78,26 @@ def read_yaml(path: Path) -> Any:
     return value
 
 
+# The XDG base directories omni-host keeps things in: kind -> (its variable, its default)
+XDG = {"cache": ("XDG_CACHE_HOME", ".cache"), "data": ("XDG_DATA_HOME", ".local/share"),
+       "config": ("XDG_CONFIG_HOME", ".config"), "state": ("XDG_STATE_HOME", ".local/state")}
+
+
+def user_dir(kind: str) -> Path:
+    """The user's XDG base directory of ``kind`` (cache, data, config, state), the one
+    spelling of it: its variable where that is absolute, else its default under the home. A
+    relative one is ignored, as the spec says (the store, the digest key and the waivers read
+    it as is: a relative $XDG_DATA_HOME put the store under the working directory).
+    platformdirs was weighed for this: on Linux it reads the same variables, on a macOS
+    workstation it would move an existing store to ~/Library; these four lines do not."""
+    name, default = XDG[kind]
+    value = os.environ.get(name) or ""
+    return Path(value) if value.startswith("/") else Path(os.path.expanduser("~")) / default
+
+
 def cache_home() -> Path:
     """omni-host's folder in the user's cache (``$XDG_CACHE_HOME``, else ``~/.cache``)."""
-    return Path(os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache")) / "omni-host"
+    return user_dir("cache") / "omni-host"
 
 
 def data_cache() -> Path:

@@ -203,3 +203,50 @@ def test_a_bench_starts_its_host_before_the_report_types_load(tmp_path: Path) ->
     facts = json.loads(proc.stdout.strip().splitlines()[-1])
     assert facts["seen"] == [[]], proc.stderr[-2000:]
     assert facts["code"] == 0, proc.stderr[-2000:]  # the bench ran and passed: its baseline
+
+
+def test_the_rooms_keep_their_shape() -> None:
+    """Issue 64: no package holds more than 20% of the lines, no module outside remote/
+    (which runs on the host, one helper a file) is over 600 lines, at most 3 functions are
+    over 60 lines (the measuring side was 27% of the package in evaluate/, 13 functions)."""
+    lines = {p: len(p.read_text().splitlines()) for p in PACKAGE.rglob("*.py")}
+    total = sum(lines.values())
+    by_package: dict[str, int] = {}
+    for path, n in lines.items():
+        parts = path.relative_to(PACKAGE).parts
+        if len(parts) > 1:
+            by_package[parts[0]] = by_package.get(parts[0], 0) + n
+    assert max(by_package.values()) <= 0.2 * total, by_package
+    big = [str(p) for p, n in lines.items() if n > 600 and "remote" not in p.parts]
+    assert not big, big
+    long = [f"{p.name}:{node.name}" for p in lines for node in ast.walk(ast.parse(p.read_text()))
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
+            and (node.end_lineno or 0) - node.lineno + 1 > 60]
+    assert len(long) <= 3, long
+
+
+def test_the_user_directories_have_one_spelling(monkeypatch: pytest.MonkeyPatch,
+                                                tmp_path: Path) -> None:
+    """The controller reads the XDG base directories in resources.user_dir alone; a relative one is
+    ignored, as the spec says, by the store, the waivers and the cache alike (the store read
+    it as is: a relative $XDG_DATA_HOME put the reports under the working directory)."""
+    from omni_host.plan.waivers import default_waivers
+    from omni_host.report.store import default_report_dir
+    from omni_host.resources import cache_home
+
+    # remote/ runs on the host with the standard library alone: it has its own reader
+    spelled = [p.name for p in PACKAGE.rglob("*.py") if p.name != "resources.py"
+               and "remote" not in p.relative_to(PACKAGE).parts
+               and any(f'"{v}' in p.read_text() for v in ("XDG_DATA_HOME", "XDG_CONFIG_HOME",
+                                                          "XDG_CACHE_HOME", "XDG_STATE_HOME"))]
+    assert not spelled, spelled
+    monkeypatch.setenv("HOME", str(tmp_path))
+    for var in ("XDG_DATA_HOME", "XDG_CONFIG_HOME", "XDG_CACHE_HOME"):
+        monkeypatch.setenv(var, "relative/dir")
+    monkeypatch.delenv("OMNI_HOST_REPORT_DIR", raising=False)
+    monkeypatch.delenv("OMNI_HOST_WAIVERS", raising=False)
+    assert default_report_dir() == tmp_path / ".local/share/omni-host/reports"
+    assert cache_home() == tmp_path / ".cache/omni-host"
+    (tmp_path / ".config/omni-host").mkdir(parents=True)
+    (tmp_path / ".config/omni-host/waivers.yml").write_text("waivers: []\n")
+    assert default_waivers() == tmp_path / ".config/omni-host/waivers.yml"

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from omni_host.errors import UsageError
-from omni_host.resources import atomic_write
+from omni_host.resources import XDG, atomic_write, user_dir
 
 NAME = "omni-host-audit"
 # systemd's "quarterly" is *-01,04,07,10-01 00:00:00; cron needs it spelled out.
@@ -27,7 +27,7 @@ class ScheduleTarget:
 
     def directory(self) -> Path:
         if self.kind == "systemd-user":
-            home = _xdg("XDG_CONFIG_HOME", Path.home() / ".config")
+            home = _xdg("config")
             return self.root / home.relative_to("/") / "systemd" / "user"
         if self.kind == "systemd-system":
             return self.root / "etc" / "systemd" / "system"
@@ -41,17 +41,17 @@ class ScheduleTarget:
 
     def log(self) -> Path:
         """Where a cron run's output goes (systemd keeps it in the journal)."""
-        state = _xdg("XDG_STATE_HOME", Path.home() / ".local" / "state")
+        state = _xdg("state")
         return self.root / state.relative_to("/") / "omni-host" / "schedule.log"
 
 
-def _xdg(name: str, default: Path) -> Path:
-    """An XDG base directory: a relative one is ignored, as the spec says (it was a
-    traceback); one with a control character is refused (a newline in it wrote a second cron
-    line)."""
-    value = os.environ.get(name) or ""
-    plain_text(value, name)
-    return Path(value) if value.startswith("/") else default
+def _xdg(kind: str) -> Path:
+    """An XDG base directory (``resources.user_dir``: a relative one is ignored, it was a
+    traceback here); one with a control character is refused (a newline in it wrote a second
+    cron line)."""
+    found = user_dir(kind)
+    plain_text(str(found), XDG[kind][0])
+    return found
 
 
 def plain_text(value: str, what: str) -> str:

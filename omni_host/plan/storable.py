@@ -25,11 +25,11 @@ import hashlib
 import hmac
 import os
 from functools import lru_cache
-from pathlib import Path
 from typing import Any
 
 from omni_host.remote.procfacts import env_kept as env_safe
 from omni_host.remote.procfacts import redacted_url
+from omni_host.resources import user_dir
 
 DIGEST_PREFIX = "<digest "
 
@@ -102,8 +102,7 @@ def _key() -> bytes:
     """This user's digest key (``$XDG_DATA_HOME/omni-host/digest.key``, 0600, made once);
     where it cannot be kept, one for this process only (digests then differ between runs:
     every such value reads as changed, never as the same)."""
-    data = Path(os.environ.get("XDG_DATA_HOME") or os.path.expanduser("~/.local/share"))
-    path = data / "omni-host" / "digest.key"
+    path = user_dir("data") / "omni-host" / "digest.key"
     try:
         key = path.read_bytes()
         if len(key) >= 32 and path.stat().st_uid == os.geteuid():

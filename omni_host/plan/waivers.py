@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from omni_host.errors import InventoryError
-from omni_host.resources import TooLarge, first_alias, read_bounded
+from omni_host.resources import TooLarge, first_alias, read_bounded, user_dir
 
 if TYPE_CHECKING:
     from omni_host.model import AppliedWaiver
@@ -90,8 +90,7 @@ def default_waivers() -> Path | None:
     beside the inventory: Ansible would read it as an inventory source.)"""
     if os.environ.get("OMNI_HOST_WAIVERS"):
         return Path(os.environ["OMNI_HOST_WAIVERS"])
-    config = Path(os.environ.get("XDG_CONFIG_HOME") or Path.home() / ".config")
-    path = config / "omni-host" / "waivers.yml"
+    path = user_dir("config") / "omni-host" / "waivers.yml"
     return path if path.is_file() else None
 
 

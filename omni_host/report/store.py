@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from omni_host.errors import StoreError
+from omni_host.resources import user_dir
 
 if TYPE_CHECKING:
     from omni_host.reports import Report
@@ -22,8 +23,7 @@ if TYPE_CHECKING:
 def default_report_dir() -> Path:
     if os.environ.get("OMNI_HOST_REPORT_DIR"):
         return Path(os.environ["OMNI_HOST_REPORT_DIR"])
-    data = os.environ.get("XDG_DATA_HOME") or os.path.expanduser("~/.local/share")
-    return Path(data) / "omni-host" / "reports"
+    return user_dir("data") / "omni-host" / "reports"
 
 
 def store_report(report: Report, root: Path, *, attach: dict[str, Path] | None = None) -> Path:
