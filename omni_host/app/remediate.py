@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import Literal, Protocol
 
 from omni_host.app.audit import AuditRun, Hosts, finish, keep
 from omni_host.app.past import past_of, priors
@@ -259,12 +259,16 @@ class Listener(Protocol):
     def applying(self) -> None: ...
 
 
+Ended = Literal["nothing", "previewed", "no host passed", "declined", "stopped", "fixed",
+                "baselined"]
+
+
 @dataclass(frozen=True)
 class Remediated:
     """How a remediation or bootstrap ended: ``ended`` says where (nothing to do, previewed
     only, no host passed its preview, declined, stopped by a signal, fixed, baselined)."""
 
-    ended: str
+    ended: Ended
     secrets: tuple[str, ...]
     planned: Planned | None = None  # None for bootstrap
     hosts: tuple[str, ...] = ()  # every host of the plan
@@ -303,8 +307,8 @@ def run(req: RemediateRequest, confirm: Callable[[], bool], tell: Listener) -> R
         tell.previewing(settings.secrets)
         preview, good = runs.preview(tell.task)
         tell.previewed(preview)
-        said = ("previewed" if not req.apply else "no host passed" if not good else
-                "declined" if not confirm() else None)
+        said: Ended | None = ("previewed" if not req.apply else "no host passed" if not good
+                              else "declined" if not confirm() else None)
         if said is not None:
             runs.discard()
             return ended(said, planned=planned, good=frozenset(good))

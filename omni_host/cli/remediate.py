@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -55,20 +54,6 @@ def _add_apply_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--allow-reboot", action="store_true",
                    help="allow playbooks that need a reboot (NVIDIA driver); never reboots itself")
     p.add_argument("--report-dir", type=Path, default=None, help="the report store")
-
-
-def _task_printer(secrets: tuple[str, ...]) -> Callable[[TaskOutcome], None]:
-    """What a play says of each task, shown live; the clear text of vaulted values that the
-    play was given (--vault-password-file) is scrubbed from it, as from every report."""
-    from omni_host.model import scrub
-
-    def show(task: TaskOutcome) -> None:
-        if task.status in ("changed", "failed", "unreachable"):
-            out(scrub(f"    {task.host}: {task.status.upper()}: {task.task}"
-                      + (f": {task.message}" if task.message else ""), secrets))
-            for line in task.diff.splitlines():
-                out(scrub(f"        {line}", secrets))
-    return show
 
 
 def _confirm(args: argparse.Namespace) -> bool:
@@ -161,7 +146,15 @@ class _Told:
         out("Preview (ansible check mode, nothing is changed):")
 
     def task(self, task: TaskOutcome) -> None:
-        _task_printer(self.secrets)(task)
+        """What a play says of a task, shown live; the clear text of vaulted values the play
+        was given (--vault-password-file) is scrubbed from it, as from every report."""
+        from omni_host.model import scrub
+
+        if task.status in ("changed", "failed", "unreachable"):
+            out(scrub(f"    {task.host}: {task.status.upper()}: {task.task}"
+                      + (f": {task.message}" if task.message else ""), self.secrets))
+            for line in task.diff.splitlines():
+                out(scrub(f"        {line}", self.secrets))
 
     def previewed(self, steps: list[Step]) -> None:
         from omni_host.model import scrub
