@@ -6,6 +6,7 @@ cases hand it to what judges against the past instead of each scanning the store
 
 from __future__ import annotations
 
+import statistics
 from dataclasses import dataclass
 from typing import Any
 
@@ -13,8 +14,9 @@ from omni_host.app.baseline import baseline_in
 from omni_host.documents import load_json
 from omni_host.evaluate.prior import Prior
 from omni_host.measure.ceiling import CPU
+from omni_host.measure.plan import PROOF_ID, measured_over_predicted
 from omni_host.model import Baseline, InferenceServer, Source
-from omni_host.outcome import LastBench
+from omni_host.outcome import LastBench, MeasuredTest
 from omni_host.report.history import (
     History,
     HostEntries,
@@ -66,16 +68,69 @@ def measured_rates(entries: HostEntries) -> dict[str, Any]:
                     and "gpu_efficiency" not in found:
                 found["gpu_efficiency"] = c.fraction
                 found["gpu_from"] = f"{name} of stored bench {audit.id}"
+                found["gpu_wander"] = wander(entries, name, bench.tests.get(name))
         for name, gbs in bench.cpu_rates.items():
             if gbs > 0 and "cpu_gbs" not in found:
                 found["cpu_gbs"] = float(gbs) * 1e9
+                found["cpu_wander"] = wander(entries, name, bench.tests.get(name))
                 threads = _threads(bench.tests[name].key) if name in bench.tests else None
                 found["cpu_threads"] = threads
                 found["cpu_from"] = f"measured by {name} of stored bench {audit.id}" + (
                     f" at -t {threads}" if threads else "")
         if "gpu_efficiency" in found and "cpu_gbs" in found:
             break
-    return found
+    return found | proved_ratio(entries)
+
+
+WANDER_RUNS = 3  # stored runs of a test that tell how far it wanders between runs
+WANDER_MOST = 10  # the newest this many
+
+
+def wander(entries: HostEntries, name: str, test: MeasuredTest | None) -> float | None:
+    """How far a test's rate wanders between runs: the standard deviation of its stored runs'
+    centres over their median (the newest runs of the same comparability key, three or
+    more); None with fewer."""
+    if test is None:
+        return None
+    centres: list[float] = []
+    for audit, entry in entries:
+        other = entry.bench.tests.get(name) if audit.report.source is Source.BENCH and \
+            entry.bench is not None else None
+        if other is not None and other.key == test.key:
+            centre = other.center_ts if other.center_ts is not None else other.mean_ts
+            if centre > 0:
+                centres.append(centre)
+        if len(centres) >= WANDER_MOST:
+            break
+    if len(centres) < WANDER_RUNS:
+        return None
+    return round(statistics.stdev(centres) / statistics.median(centres), 4)
+
+
+CALIBRATION = 3  # proved placements the stated error is learned from, at least
+CALIBRATION_MOST = 60  # the newest this many
+
+
+def proved_ratio(entries: HostEntries) -> dict[str, Any]:
+    """The plan's stated error as this host's stored proofs measured it: the lowest and the
+    highest measured / predicted generation over the newest proved placements (three or
+    more), and the proofs they came from; empty with fewer."""
+    ratios: list[float] = []
+    proofs: list[str] = []
+    for audit, entry in entries:
+        proof = entry.result(PROOF_ID)
+        got = measured_over_predicted(proof.details) if proof is not None else []
+        if got:
+            ratios += got
+            proofs.append(audit.id)
+        if len(ratios) >= CALIBRATION_MOST:
+            break
+    if len(ratios) < CALIBRATION:
+        return {}
+    return {"tg_ratio": [round(min(ratios), 3), round(max(ratios), 3)],
+            "tg_ratio_from": f"calibrated on this host: {len(ratios)} placement(s) proved by "
+                             f"{len(proofs)} stored plan(s), the newest {proofs[0]}, measured "
+                             f"{min(ratios):.2f}-{max(ratios):.2f}x their prediction"}
 
 
 def _threads(key: dict[str, Any]) -> int | None:

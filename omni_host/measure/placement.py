@@ -18,6 +18,16 @@ it should give.
   its ceiling this host's own GPU benches reached; the CPU's is the rate a bench of this host
   measured it reading weights at (an all-CPU or hybrid run), else its memory channels' (a
   ceiling, said so). Prompt processing is not modelled: ``--prove`` measures it.
+* **The stated error** (issue 63): a prediction is given with the range the measured rate is
+  expected in, ``Host.ratio`` (measured / predicted) times the prediction: the lowest and the
+  highest ratio of the placements this host's stored proofs measured (three or more), else of
+  the 44 placements proved on a lent H100 (``LENT_RATIO``: 0.80-1.12, every cell of
+  tests/fixtures/captures/plan-h100), said as not yet calibrated here; widened by how far
+  the rates it used wander between runs (``Host.wander``: the relative spread of the stored
+  runs of the test each rate came from, three or more, ``WANDER_Z`` of them each way). One
+  stored run cannot tell that (runs of tg8 minutes apart on a 2-vCPU VM: 240-293 t/s): the
+  row then says its range holds the model's error only. A prediction at the channels'
+  ceiling is an upper bound and has no range.
 * **Candidates** are enumerated by ``measure/candidates.py`` and assessed here.
 """
 
@@ -48,6 +58,13 @@ MIB = 1 << 20
 MARGIN = 1024 * MIB  # what --fit leaves free on each GPU (its default -fitt)
 COMPUTE_ASSUMED = 512 * MIB  # a GPU's compute buffer where llama-fit-params gave none
 CTX_PAD = 256  # llama.cpp pads the KV cache to this many cells
+# measured / predicted generation over the 44 placements proved on the lent H100 (its 8 cells,
+# tests/fixtures/captures/plan-h100; test_the_lent_ratio_is_the_h100_cells_own): the stated
+# error of a host whose own proofs are not yet three
+LENT_RATIO = (0.798, 1.12)
+LENT_FROM = "not yet calibrated on this host: 44 placements proved on a lent H100 measured " \
+    "0.80-1.12x their prediction"
+WANDER_Z = 2.0  # how many of a rate's between-run spreads the range allows each way
 KV_TYPE_BYTES = {"f32": 4.0, "f16": 2.0, "bf16": 2.0, "q8_0": 34 / 32, "q4_0": 18 / 32,
                  "q4_1": 20 / 32, "q5_0": 22 / 32, "q5_1": 24 / 32, "iq4_nl": 18 / 32}
 
@@ -75,6 +92,12 @@ class Host:
     # off); None where it is not a measurement (the channels' theoretical rate)
     cpu_threads: int | None = None
     cpu_ceiling_gbs: float | None = None  # the channels' theoretical rate, where read
+    # measured / predicted generation, lowest and highest, and what it was learned from
+    ratio: tuple[float, float] = LENT_RATIO
+    ratio_from: str = LENT_FROM
+    # how far each rate wanders between runs (CPU, GPU -> relative spread of the stored runs
+    # of the test it came from); a kind missing: not known yet (fewer than three runs)
+    wander: dict[str, float] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -139,6 +162,10 @@ class Assessed:
     tg: float | None  # predicted generation, tokens/s
     limit: str  # what limits it (the slowest device), or why there is no prediction
     read: dict[str, float]  # bytes a token reads per device, at the depth
+    # the range the measured rate is expected in (Host.ratio x tg, widened by the rates'
+    # wander); None for an upper bound
+    tg_range: tuple[float, float] | None = None
+    wander_known: bool = False  # whether every rate it used knows how far it wanders
 
     @property
     def fits(self) -> bool:
@@ -267,7 +294,21 @@ def assess(tensors: TensorMap, cand: Candidate, host: Host, work: Workload) -> A
         return p
     need = memory_need(tensors, p, host, work)
     tg, limit, read = predict(tensors, p, host, work, cand.threads)
-    return Assessed(cand, need, shortfall(need, host), tg, limit, read)
+    ranged, known = stated_range(tg, limit, read, host)
+    return Assessed(cand, need, shortfall(need, host), tg, limit, read, ranged, known)
+
+
+def stated_range(tg: float | None, limit: str, read: dict[str, float], host: Host
+                 ) -> tuple[tuple[float, float] | None, bool]:
+    """The range a prediction's measurement is expected in, and whether every rate it used
+    knows how far it wanders (else the range holds the model's error alone)."""
+    if tg is None or limit.endswith("an upper bound"):
+        return None, False
+    kinds = {CPU if d == CPU else "GPU" for d in read}
+    known = [host.wander[k] for k in kinds if k in host.wander]
+    spread = WANDER_Z * max(known, default=0.0)
+    low, high = host.ratio
+    return (tg * low * max(0.0, 1 - spread), tg * high * (1 + spread)), len(known) == len(kinds)
 
 
 

@@ -61,6 +61,10 @@ class PlanRow:
     predicted_tg: float | None = None
     limit: str | None = None
     gb_per_token: dict[str, float] | None = None
+    # where the measured rate is expected: the stated error (measure.placement's Host.ratio)
+    predicted_range: tuple[float, ...] | None = None
+    # the range holds the model's error alone: a rate it used has one stored run (or two)
+    wander_unknown: bool | None = None
 
     @property
     def ranked(self) -> bool:
@@ -81,7 +85,10 @@ def row(item: PlanItem) -> PlanRow:
                    short_mib={d: _mib(v) for d, v in item.short.items()} or None,
                    predicted_tg=None if item.tg is None else round(item.tg, 2),
                    limit=item.limit,
-                   gb_per_token={d: round(b / 1e9, 3) for d, b in sorted(item.read.items())})
+                   gb_per_token={d: round(b / 1e9, 3) for d, b in sorted(item.read.items())},
+                   predicted_range=None if item.tg_range is None else
+                   tuple(round(v, 2) for v in item.tg_range),
+                   wander_unknown=True if item.tg_range and not item.wander_known else None)
 
 
 def rows_of(stored: Any) -> list[PlanRow]:
@@ -116,11 +123,23 @@ def fit_words(r: PlanRow) -> str:
         for d, v in (r.short_mib or {}).items()) + ")"
 
 
+def range_words(r: PlanRow) -> str:
+    """A prediction with its stated error: "12.5 t/s (10.0-14.0)", or "-"."""
+    if r.predicted_tg is None:
+        return "-"
+    low_high = r.predicted_range
+    if not low_high or len(low_high) != 2:
+        return f"{r.predicted_tg:g} t/s"
+    return f"{r.predicted_tg:g} t/s ({low_high[0]:g}-{low_high[1]:g}" + (
+        ", the model's error only: how far its rate wanders between runs is not known yet)"
+        if r.wander_unknown else ")")
+
+
 def _line(r: PlanRow) -> str:
     head = f"[{r.origin}] {r.placement}: "
     if r.why_not is not None:
         return head + f"not assessed: {r.why_not}"
-    predicted = f"{r.predicted_tg:g} t/s predicted" if r.predicted_tg is not None \
+    predicted = f"tg {range_words(r)} predicted" if r.predicted_tg is not None \
         else "no prediction"
     return (head + f"{predicted}, limited by {r.limit}; {fit_words(r)}: {memory_words(r)}; "
             f"llama-server {r.llama_server}")
@@ -142,7 +161,7 @@ def plan_result(meta: CheckMeta, ranked: list[PlanItem],
             "omni_bench.args measures it; omni-host plan --prove measures the candidates)"
             if no_rate else ""), evidence=evidence, details=details)
     best = fitting[0]
-    summary = (f"predicted fastest: {best.placement} at {best.predicted_tg:g} t/s "
+    summary = (f"predicted fastest: {best.placement} at tg {range_words(best)} "
                f"(llama-server {best.llama_server})")
     if current is not None and current is not best:
         if current.predicted_tg and current.fits and best.predicted_tg:
@@ -195,7 +214,22 @@ def _judge_test(test: str, arms: dict[str, dict[int, float]],
                  if a in by_key and (p := by_key[a].predicted_tg) is not None]
         rho = spearman([p for p, _ in known], [m for _, m in known])
         entry["spearman"] = None if rho is None else round(rho, 3)
+        entry["within_stated_error"] = {
+            a: bool(r[0] <= v["median_ts"] <= r[1]) for a, v in table.items()
+            if a in by_key and len(r := by_key[a].predicted_range or ()) == 2}
     return entry
+
+
+def _error_words(entry: dict[str, Any], by_key: dict[str, PlanRow]) -> str:
+    """Whether each proved prediction's measured median fell within its stated error."""
+    within = entry.get("within_stated_error") or {}
+    if not within:
+        return ""
+    out = [a for a, ok in within.items() if not ok]
+    words = f"; {len(within) - len(out)} of {len(within)} measured within the plan's stated error"
+    return words + ("" if not out else " (outside it: " + ", ".join(
+        f"{a} {entry['arms'][a]['median_ts']:.2f} against {range_words(by_key[a])}"
+        for a in out) + ")")
 
 
 def _test_line(test: str, entry: dict[str, Any], by_key: dict[str, PlanRow],
@@ -219,7 +253,7 @@ def _test_line(test: str, entry: dict[str, Any], by_key: dict[str, PlanRow],
         line += "; the current args are the fastest measured"
     if entry.get("spearman") is not None:
         line += f"; predicted and measured order agree at Spearman {entry['spearman']:.2f}"
-    return line, beaten
+    return line + _error_words(entry, by_key), beaten
 
 
 def prove_result(meta: CheckMeta, proved: list[PlanRow], ab: KnobAB,
@@ -367,3 +401,18 @@ def measured_here(plan_id: str, plan: dict[str, Any], proof: dict[str, Any] | No
     line = (f"measured here (plan {plan_id}): {words.get(leader, leader)} fastest at "
             f"{(arms.get(leader) or {}).get('median_ts')} t/s")
     return line + (f", within the noise: {', '.join(tied)}" if tied else "")
+
+
+def measured_over_predicted(proof: dict[str, Any] | None) -> list[float]:
+    """A stored proof's generation ratios, measured median / predicted, one per proved
+    placement that had a prediction, not an upper bound (the plan's stated error is learned
+    from them)."""
+    tg = _tg_proof(proof)
+    predicted = {r.key: r.predicted_tg for r in rows_of((proof or {}).get("proved"))
+                 if not str(r.limit).endswith("an upper bound")}  # a bound is no prediction
+    out = []
+    for arm, v in ((tg or {}).get("arms") or {}).items():
+        p, m = predicted.get(arm), v.get("median_ts") if isinstance(v, dict) else None
+        if isinstance(p, (int, float)) and p > 0 and isinstance(m, (int, float)) and m > 0:
+            out.append(float(m) / float(p))
+    return out

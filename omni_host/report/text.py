@@ -302,10 +302,20 @@ def _gbs(gbs: Any) -> str:
     return f"{gbs:g} GB/s" if isinstance(gbs, (int, float)) else "none"
 
 
+def _wander_words(wander: Any) -> str:
+    """How far the plan's rates wander between runs, as its stated error allows for it."""
+    known = wander if isinstance(wander, dict) else {}
+    said = [f"{kind} ±{w:.1%}" for kind, w in sorted(known.items())
+            if isinstance(w, (int, float))]
+    return ("between runs its rates wander " + ", ".join(said) + " (one spread, twice each "
+            "way, in the range)") if said else \
+        "how far its rates wander between runs is not known yet (three stored runs tell it)"
+
+
 def plan_lines(report: Report) -> list[str]:
     """The placement plan of each host (perf.placement) as a ranked table, and the proof's
     predicted-against-measured table (perf.placement-proof) where it ran."""
-    from omni_host.measure.plan import fit_words, memory_words, rows_of
+    from omni_host.measure.plan import fit_words, memory_words, range_words, rows_of
 
     lines: list[str] = []
     for host in report.hosts:
@@ -315,16 +325,18 @@ def plan_lines(report: Report) -> list[str]:
             continue
         work, rates = about.get("workload") or {}, about.get("rates") or {}
         lines += ["", f"Placement plan for {host.host} at -c {work.get('ctx', '?')}, "
-                  f"generation at depth {work.get('depth', '?')}, ranked (predicted tg: t/s; "
-                  "memory per device, with KV cache, compute and margin):",
+                  f"generation at depth {work.get('depth', '?')}, ranked (predicted tg: t/s, "
+                  "the range its measured rate is expected in; pp not predicted, --prove "
+                  "measures it; memory per device, with KV cache, compute and margin):",
                   f"  CPU read rate: {_gbs(rates.get('cpu_gbs'))}, "
                   f"{rates.get('cpu_from') or 'unknown'}; GPU efficiency: "
                   f"{rates.get('gpu_efficiency') or 1.0:g} of bandwidth, "
-                  f"{rates.get('gpu_efficiency_from') or 'none measured'}"]
+                  f"{rates.get('gpu_efficiency_from') or 'none measured'}",
+                  f"  Stated error: {rates.get('tg_ratio_from') or 'none stated'}; "
+                  f"{_wander_words(rates.get('wander'))}"]
         for i, r in enumerate(rows, 1):
-            predicted = r.predicted_tg
             lines.append(f"{i:>2}. [{r.origin}] {r.placement}")
-            lines.append(f"    predicted tg {predicted if predicted is not None else '-'}; "
+            lines.append(f"    predicted tg {range_words(r)}; "
                          f"{r.why_not or fit_words(r)}; {memory_words(r)}; "
                          f"limit: {r.limit or '-'}")
             lines.append(f"    llama-server {r.llama_server}")
@@ -344,8 +356,10 @@ def plan_lines(report: Report) -> list[str]:
                     f"{ratio}; paired per round {against.get('effect', 0):+.1%}, " + (
                         "measurable" if against.get("measurable") else "within the noise"))
                 # the plan predicts generation: a prompt test's line shows no prediction
-                predicted = by_key[arm].predicted_tg if arm in by_key and \
-                    test.startswith("tg") else None
-                said = f", predicted tg {predicted}" if predicted is not None else ""
+                said = f", predicted tg {range_words(by_key[arm])}" if arm in by_key and \
+                    test.startswith("tg") and by_key[arm].predicted_tg is not None else ""
+                within = (entry.get("within_stated_error") or {}).get(arm)
+                said += "" if within is None else \
+                    " (within its stated error)" if within else " (OUTSIDE its stated error)"
                 lines.append(f"  {arm:<14} measured {v.get('median_ts')} t/s{said}: {verdict}")
     return lines

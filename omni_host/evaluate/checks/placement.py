@@ -68,8 +68,16 @@ def plan_host_facts(run: BenchRun, context: dict[str, Any], rates: Mapping[str, 
         for device, amount in engine_compute(estimate.rows).items():
             compute[device] = max(compute.get(device, 0), amount)
     threads = rates.get("cpu_threads") if rates.get("cpu_gbs") is not None else None
+    ratio = rates.get("tg_ratio")
+    learned: dict[str, Any] = {"ratio": (float(ratio[0]), float(ratio[1])),
+                               "ratio_from": str(rates.get("tg_ratio_from"))} \
+        if isinstance(ratio, list) and len(ratio) == 2 else {}
+    spreads = {kind: float(w) for kind, w in ((CPU, rates.get("cpu_wander")),
+                                              ("GPU", rates.get("gpu_wander")))
+               if isinstance(w, (int, float))}
     return Host(gpus, cpu, basis, rates.get("gpu_efficiency"), run.plan.physical_cores,
-                compute, cpu_free, threads if isinstance(threads, int) else None, ceiling)
+                compute, cpu_free, threads if isinstance(threads, int) else None, ceiling,
+                wander=spreads, **learned)
 
 
 def workload(spec: BenchSpec, asked: PlanAsked) -> Workload:
@@ -145,7 +153,9 @@ def planned(facts: HostFacts, policy: Policy, prior: Prior, asked: PlanAsked
                        "none measured: GPUs at their full bandwidth",
                        "cpu_gbs": None if host.cpu_gbs is None else round(host.cpu_gbs / 1e9, 1),
                        "cpu_from": host.cpu_basis or "unknown",
-                       "cpu_threads": host.cpu_threads},
+                       "cpu_threads": host.cpu_threads,
+                       "tg_ratio": list(host.ratio), "tg_ratio_from": host.ratio_from,
+                       "wander": host.wander},
              "gpus_free_mib": [round(g.free / 2**20) for g in host.gpus],
              "cpu_available_mib": None if host.cpu_free is None else round(host.cpu_free / 2**20),
              "swap_free_mib": memory.fact.swap_free_kib // 1024 if memory.ok else None,
