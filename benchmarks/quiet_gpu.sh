@@ -68,24 +68,7 @@ elif [ "$phase" = unchanged ]; then
   for i in 1 2 3 4 5; do bench "o$i" /tmp/inv-offload.yml $S2; done
   tar czf "$out/stores.tar.gz" -C /tmp store store-offload
 else
-  cat > /tmp/load.py <<'PY'
-# A duty-cycled GPU load: matrix products for DUTY of every PERIOD, once TRIGGER appears
-# (torch is imported before: only the CUDA context starts after the trigger).
-import os, sys, time
-import torch
-duty, seconds, trigger = float(sys.argv[1]), float(sys.argv[2]), sys.argv[3]
-period = float(sys.argv[4]) if len(sys.argv) > 4 else 0.020
-while trigger != "now" and not os.path.exists(trigger):
-    time.sleep(0.005)
-a = torch.randn(2048, 2048, device="cuda", dtype=torch.bfloat16)
-end = time.time() + seconds
-while time.time() < end:
-    start = time.perf_counter()
-    while time.perf_counter() - start < period * duty:
-        a @ a
-        torch.cuda.synchronize()
-    time.sleep(max(0.0, period * (1 - duty)))
-PY
+  cp benchmarks/gpu_load.py /tmp/load.py  # the duty-cycled load
   python3 - "$bin" "$model" "$out" <<'PY'
 # Calibrate by hand: llama-bench alone, without and with the load at each duty cycle.
 import json, subprocess, sys, time

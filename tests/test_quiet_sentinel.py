@@ -14,6 +14,7 @@ from __future__ import annotations
 import collections
 import dataclasses
 import json
+import math
 import statistics
 import tarfile
 import time
@@ -472,3 +473,52 @@ def test_a_drift_and_a_step_are_marked_in_the_plot_and_named_by_the_diff() -> No
         "pp512: a step, its last runs 3.1% below the runs before them")
     plot = svg(Series("tg128", (Point(0.0, 100.0, "baseline"), Point(60.0, 91.0, "drift"))))
     assert "\u25bc slide or step" in plot and "(drift)</title></path>" in plot
+
+
+def _h200_tg128_centers(tmp_path: Path) -> list[float]:
+    """tg128's judged rate (the median after the warm-up repetition) of each stored bench of
+    the lent H200's step phase, in the order they ran: a baseline, 30 unchanged runs, then 5
+    with a duty-cycled GPU load already running (benchmarks/step_gpu.sh)."""
+    from omni_host.probes.parsers.bench import parse_llama_bench_json
+
+    with tarfile.open(QUIET.parent / "step-h200" / "step.stores.tar.gz") as tar:
+        tar.extractall(tmp_path, filter="data")
+    store = tmp_path / "store-step"
+    out = []
+    for audit in sorted(p for p in store.iterdir() if p.is_dir()):
+        doc = json.loads((audit / "bundles" / "gpu" / "probes" / "bench.llama.stdout").read_text())
+        bench = parse_llama_bench_json(doc["run"]["stdout"])
+        out.append(next(t.estimate.center_ts for t in bench.tests if t.name == "tg128"))
+    return out
+
+
+def test_thirty_unchanged_h200_runs_claim_no_step_and_a_step_under_their_wander_is_not_named(
+        tmp_path: Path) -> None:
+    """Issue 67 on a lent H200 (2026-12-03): 30 unchanged runs of the documented config after
+    a minute's warm-up wandered ±1.2% between runs (1000-1039 t/s): no step is claimed in any
+    of them. The load calibrated by hand at 3.5% measured 1.0% by hand after the runs; under
+    it the five runs sat 2.4% below the unchanged runs' median. That is under what three runs
+    can tell at the step's stated false-alarm rate (Student's t, one-sided 1e-4) when runs
+    wander ±1.2%: the line lies at 4.0%. After 30 unchanged runs it is not named; after 10 it
+    is named once, at the second loaded run, because the last unchanged run was itself low.
+    The issue's 3% needs runs that wander under about 0.9%."""
+    from omni_host.measure.series import STEP_RUNS, _t_quantile, step_of
+
+    centers = _h200_tg128_centers(tmp_path)
+    assert len(centers) == 36
+    unchanged, stepped = centers[:31], centers[31:]
+    wander = statistics.stdev(unchanged) / statistics.fmean(unchanged)
+    assert 0.008 < wander < 0.016, wander
+    assert [step_of(unchanged[:i], unchanged[i], 0.05) for i in range(1, 31)] == [None] * 30
+    level = statistics.median(unchanged)
+    fell = 1 - statistics.fmean(stepped) / level
+    assert 0.015 < fell < 0.035, fell
+    line = _t_quantile(len(unchanged) - 1) * wander * math.sqrt(1 / STEP_RUNS + 1 / 31)
+    assert line > 0.035 and fell < line  # 4.0%
+    series = unchanged[:11] + stepped
+    found = [step_of(series[:i], series[i], 0.05) for i in range(11, 16)]
+    # after 10: named at the second loaded run, but its window holds the last unchanged run,
+    # itself low (1001.4 t/s): the step is named within 3 runs here by the luck of that run
+    assert found[0] is None and found[1] == pytest.approx(0.047, abs=0.002) and \
+        found[2:] == [None] * 3, found
+    assert [step_of(centers[:i], centers[i], 0.05) for i in range(31, 36)] == [None] * 5
