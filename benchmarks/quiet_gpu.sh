@@ -30,21 +30,6 @@ nvidia-smi --query-gpu=index,name,uuid,driver_version --format=csv,noheader
 DOC='["-p", "512", "-n", "128", "-ngl", "99", "-fa", "1"]'
 bench_inventory /tmp/inv.yml "$bin" "$model" "$DOC"
 bench_inventory /tmp/inv-offload.yml "$bin" "$model" '["-p", "512", "-n", "128", "-ngl", "7", "-fa", "1", "-t", "16"]'
-bench() {  # bench NAME INVENTORY STORE [flags]: the JSON report; one line: status, wall, summary
-  local name=$1 inv=$2 store=$3 s; shift 3
-  s=$(date +%s.%N)
-  python3 -m omni_host bench -i "$inv" gpu --report-dir "$store" --format json "$@" \
-    > "$out/$name.json" 2> "$out/$name.err"
-  python3 - "$out/$name.json" "$name" "$s" <<'PY'
-import json, sys, time
-try:
-    doc = json.load(open(sys.argv[1]))
-    r = next(r for r in doc["hosts"][0]["results"] if r["id"] == "perf.tokens-per-s")
-    print(f"{sys.argv[2]} {r['status']} {time.time() - float(sys.argv[3]):.1f}s {r['summary'][:300]}")
-except Exception as exc:
-    print(sys.argv[2], "no report:", exc)
-PY
-}
 
 if [ "$phase" = overhead ]; then  # omni-host bench against llama-bench by hand, 7 pairs
   python3 benchmarks/bench_overhead.py "$bin" "$model" /tmp/inv.yml "$out"

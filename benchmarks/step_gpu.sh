@@ -34,21 +34,6 @@ cp benchmarks/gpu_load.py /tmp/load.py
 DOC='["-p", "512", "-n", "128", "-ngl", "99", "-fa", "1"]'
 bench_inventory /tmp/inv.yml "$bin" "$model" "$DOC"
 bench_inventory /tmp/inv-mg.yml "$bin" "$model" '["-p", "512", "-n", "128", "-ngl", "99", "-fa", "1", "-sm", "none", "-mg", "0"]'
-bench() {  # bench NAME INVENTORY STORE [flags]: the JSON report; one line: status, wall, summary
-  local name=$1 inv=$2 store=$3 s; shift 3
-  s=$(date +%s.%N)
-  python3 -m omni_host bench -i "$inv" gpu --report-dir "$store" --format json "$@" \
-    > "$out/$name.json" 2> "$out/$name.err"
-  python3 - "$out/$name.json" "$name" "$s" <<'PY'
-import json, sys, time
-try:
-    doc = json.load(open(sys.argv[1]))
-    r = next(r for r in doc["hosts"][0]["results"] if r["id"] == "perf.tokens-per-s")
-    print(f"{sys.argv[2]} {r['status']} {time.time() - float(sys.argv[3]):.1f}s {r['summary'][:400]}")
-except Exception as exc:
-    print(sys.argv[2], "no report:", exc)
-PY
-}
 hand() {  # hand PAIRS DUTIES...: tg128 by hand, alone and under each duty, interleaved
   python3 - "$bin" "$model" "$@" <<'PY'
 import json, subprocess, sys, time
