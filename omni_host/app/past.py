@@ -96,10 +96,8 @@ def wander(entries: HostEntries, name: str, test: MeasuredTest | None) -> float 
     for audit, entry in entries:
         other = entry.bench.tests.get(name) if audit.report.source is Source.BENCH and \
             entry.bench is not None else None
-        if other is not None and other.key == test.key:
-            centre = other.center_ts if other.center_ts is not None else other.mean_ts
-            if centre > 0:
-                centres.append(centre)
+        if other is not None and other.key == test.key and other.rate > 0:
+            centres.append(other.rate)
         if len(centres) >= WANDER_MOST:
             break
     if len(centres) < WANDER_RUNS:

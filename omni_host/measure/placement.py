@@ -65,6 +65,13 @@ LENT_RATIO = (0.798, 1.12)
 LENT_FROM = "not yet calibrated on this host: 44 placements proved on a lent H100 measured " \
     "0.80-1.12x their prediction"
 WANDER_Z = 2.0  # how many of a rate's between-run spreads the range allows each way
+UPPER_BOUND = ": an upper bound"  # how a limit says its prediction is a ceiling, not a rate
+
+
+def upper_bound(limit: str | None) -> bool:
+    """Whether a prediction's limit (as said and stored) makes it an upper bound: no rate,
+    no stated error, nothing to calibrate it by."""
+    return str(limit).endswith(UPPER_BOUND)
 KV_TYPE_BYTES = {"f32": 4.0, "f16": 2.0, "bf16": 2.0, "q8_0": 34 / 32, "q4_0": 18 / 32,
                  "q4_1": 20 / 32, "q5_0": 22 / 32, "q5_1": 24 / 32, "iq4_nl": 18 / 32}
 
@@ -280,7 +287,7 @@ def predict(tensors: TensorMap, p: Placement, host: Host, work: Workload,
             if unknown == [CPU] else ""), read
     c = ceiling(read, rate, p.split_mode == "row")
     share = c.seconds_by_device[c.limit] / sum(c.seconds_by_device.values())
-    said = f"; {caveat}: an upper bound" if caveat and CPU in read else ""
+    said = f"; {caveat}{UPPER_BOUND}" if caveat and CPU in read else ""
     # the words the bench's ceiling says it in (one function): a CPU predicted at a rate a
     # bench measured is limited by that rate (its compute in it), not by its memory alone
     measured = c.limit == CPU and not caveat and host.cpu_basis.startswith("measured")
@@ -302,7 +309,7 @@ def stated_range(tg: float | None, limit: str, read: dict[str, float], host: Hos
                  ) -> tuple[tuple[float, float] | None, bool]:
     """The range a prediction's measurement is expected in, and whether every rate it used
     knows how far it wanders (else the range holds the model's error alone)."""
-    if tg is None or limit.endswith("an upper bound"):
+    if tg is None or upper_bound(limit):
         return None, False
     kinds = {CPU if d == CPU else "GPU" for d in read}
     known = [host.wander[k] for k in kinds if k in host.wander]

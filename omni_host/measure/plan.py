@@ -28,7 +28,14 @@ from typing import TYPE_CHECKING, Any
 
 from omni_host import codec
 from omni_host.measure.knob import against_leader, disturbed, left_out_words, round_centres
-from omni_host.measure.placement import MIB, Assessed, Candidate, PlanItem, candidate_of
+from omni_host.measure.placement import (
+    MIB,
+    Assessed,
+    Candidate,
+    PlanItem,
+    candidate_of,
+    upper_bound,
+)
 from omni_host.model import CheckResult, Evidence, Status
 
 if TYPE_CHECKING:
@@ -409,7 +416,7 @@ def measured_over_predicted(proof: dict[str, Any] | None) -> list[float]:
     from them)."""
     tg = _tg_proof(proof)
     predicted = {r.key: r.predicted_tg for r in rows_of((proof or {}).get("proved"))
-                 if not str(r.limit).endswith("an upper bound")}  # a bound is no prediction
+                 if not upper_bound(r.limit)}
     out = []
     for arm, v in ((tg or {}).get("arms") or {}).items():
         p, m = predicted.get(arm), v.get("median_ts") if isinstance(v, dict) else None
