@@ -420,6 +420,22 @@ class Baseline:
     # test name -> what it measured (llama-bench's record less the results): the
     # comparability key; empty for a baseline stored before keys were recorded
     keys: dict[str, tuple[tuple[str, str], ...]] = field(default_factory=dict)
+    # every run judged against it since, whatever its state, in time order: a step is read
+    # over these (a job that started and stayed leaves its runs changed, issue 67)
+    since: tuple[JudgedSince, ...] = ()
+
+
+@dataclass(frozen=True)
+class JudgedSince:
+    """A stored run judged against the baseline, as the step reads it: its judged centre per
+    comparable test, the centres it adds to the level (its first run's and its own, where it
+    was fit and unchanged; none otherwise) and what had changed since the baseline."""
+
+    audit: str
+    started_at: float
+    centers: dict[str, float]
+    level: dict[str, tuple[float, ...]]
+    changed: tuple[str, ...]
 
 
 @dataclass(frozen=True)

@@ -3,6 +3,7 @@ refusing fleet each cost only themselves."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -76,13 +77,13 @@ def test_silent_host_connect_timeout(sshd: Sshd, tmp_path: Path, silent_port: in
     assert result.seconds < 8
 
 
-def _alive(process: psutil.Process) -> list[psutil.Process]:
-    """The process's descendants that can still be read."""
+def _command_lines(process: psutil.Process) -> list[str]:
+    """The command lines of the process's descendants, read once each: a child that ends
+    (or is a zombie) between listing and reading is left out, never raised."""
     out = []
     for child in process.children(recursive=True):
         try:
-            child.cmdline()
-            out.append(child)
+            out.append(" ".join(child.cmdline()))
         except psutil.Error:
             continue
     return out
@@ -109,11 +110,12 @@ def test_host_killed_mid_audit(sshd: Sshd, tmp_path: Path) -> None:
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO)
     listener = psutil.Process(doomed.proc.pid)
     deadline = time.monotonic() + 60  # until the collector runs there (2 s was not, under load)
-    while not any("sleep" in " ".join(c.cmdline()) for c in _alive(listener)):
+    while not any("sleep" in line for line in _command_lines(listener)):
         assert time.monotonic() < deadline and proc.poll() is None, "the doomed host was never reached"
         time.sleep(0.1)
     for child in listener.children(recursive=True):
-        child.kill()
+        with contextlib.suppress(psutil.NoSuchProcess):
+            child.kill()
     listener.kill()
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == 3, err

@@ -30,7 +30,7 @@ from omni_host.collect.bundle import read_bundles
 from omni_host.measure.bench import comma_split
 from omni_host.measure.series import judge_test, modes, slide
 from omni_host.measure.settle import settle, worst_first
-from omni_host.measure.twins import twins
+from omni_host.measure.twins import gpu_twins, twins
 from omni_host.model import Bundle, CheckResult, Status
 from omni_host.outcome import BenchOutcome, FirstRun, JudgedTest
 from omni_host.plan.policy import policy_from_vars
@@ -457,6 +457,52 @@ def test_a_host_slower_than_two_identical_twins_is_named_with_what_differs(tmp_p
     assert "what differs from lab1: " in found and "700 -> 450" in found, found
 
 
+def _one_box(lab: list[tuple[str, BenchOutcome]]) -> BenchOutcome:
+    """The three lab runs as one box's GPUs 0, 1 and 2 of one model, each benched alone
+    (``-sm none -mg 0,1,2``: llama-bench names the tests ``tg128 mg=N``), each test with its
+    run's own verdict; a derived variant of recorded captures, as the issue asks (no part of
+    it needs a machine with several GPUs)."""
+    tests, verdicts = {}, {}
+    context = dict(lab[0][1].context)
+    for index, (_, bench) in enumerate(lab):
+        for name, test in bench.tests.items():
+            tests[f"{name} mg={index}"] = dataclasses.replace(
+                test, params={**test.params, "split_mode": "none", "main_gpu": index},
+                key={**test.key, "split_mode": '"none"', "main_gpu": str(index)})
+            verdicts[f"{name} mg={index}"] = bench.verdicts[name]
+        for key, value in lab[0][1].context.items():  # GPU0's fields, its uuid its own
+            if key.startswith("gpu.0."):
+                field = key.removeprefix("gpu.0.")
+                context[f"gpu.{index}.{field}"] = f"GPU-{index}" if field == "uuid" else value
+    return dataclasses.replace(lab[0][1], tests=tests, verdicts=verdicts, context=context)
+
+
+def test_a_gpu_slower_than_two_identical_gpus_in_its_box_is_named_with_what_differs(
+        tmp_path) -> None:
+    """Issue 67: on one box, GPUs of one model benched each alone are twins by the fleet's
+    rule. The three lab runs as GPUs 0-2: none named; GPU2 8% slower with a 450 W limit:
+    named, with the ratio of medians and the field that differs; 5% slower is under the line
+    these runs tell (6.1%). A mask (CUDA_VISIBLE_DEVICES) renumbers the GPUs: none named."""
+    box = _one_box(_lab(tmp_path))
+    assert gpu_twins("gpu", box) == []
+    slow = dataclasses.replace(box, tests={**box.tests, "tg128 mg=2": dataclasses.replace(
+        box.tests["tg128 mg=2"], samples_ts=tuple(x * 0.92 for x in box.tests["tg128 mg=2"].samples_ts),
+        center_ts=box.tests["tg128 mg=2"].rate * 0.92)},
+        context={**box.context, "gpu.2.power_limit_w": 450.0})
+    (found,) = gpu_twins("gpu", slow)
+    assert found.startswith("gpu: GPU2 (NVIDIA H100 80GB HBM3) runs slower than its 2 twins "
+                            "in the box (GPU0, GPU1"), found
+    level = statistics.median(box.tests[f"tg128 mg={i}"].rate for i in (0, 1))
+    assert f"tg128 {1 - slow.tests['tg128 mg=2'].rate / level:.1%} below its twins' median" \
+        in found and "past 6.1%" in found
+    assert found.endswith("what differs from GPU0: power_limit_w: 700.0 on GPU0, 450.0 here"), found
+    mild = dataclasses.replace(box, tests={**box.tests, "tg128 mg=2": dataclasses.replace(
+        box.tests["tg128 mg=2"], center_ts=box.tests["tg128 mg=2"].rate * 0.95)})
+    assert gpu_twins("gpu", mild) == []
+    masked = dataclasses.replace(slow, context={**slow.context, "env.CUDA_VISIBLE_DEVICES": "2,0,1"})
+    assert gpu_twins("gpu", masked) == []
+
+
 def test_a_drift_and_a_step_are_marked_in_the_plot_and_named_by_the_diff() -> None:
     """Issue 67: the HTML plot marks the runs read as falling (a slide, a step down that
     stayed, a step under the tolerance) and `report diff` names them."""
@@ -522,3 +568,56 @@ def test_thirty_unchanged_h200_runs_claim_no_step_and_a_step_under_their_wander_
     assert found[0] is None and found[1] == pytest.approx(0.047, abs=0.002) and \
         found[2:] == [None] * 3, found
     assert [step_of(centers[:i], centers[i], 0.05) for i in range(31, 36)] == [None] * 5
+
+
+def test_a_step_is_read_over_every_run_judged_and_names_where_it_began_and_what_changed(
+        tmp_path: Path) -> None:
+    """Issue 67: a job that starts and stays leaves each of its runs changed, and the step
+    was read over the unchanged runs only, so it was never named as a step. The step's window
+    is the latest runs judged against the baseline whatever their state; the level stays the
+    unchanged runs'. Read from the lent H200's store: its 5 loaded runs (a co-tenant, forced)
+    join the window, never the level."""
+    from omni_host.app.baseline import find_baseline
+    from omni_host.measure.series import step_window
+
+    _h200_tg128_centers(tmp_path)  # the store, unpacked
+    baseline = find_baseline(load_history(tmp_path / "store-step"), "gpu")
+    assert baseline is not None and len(baseline.since) == 35
+    assert all(r.level and not r.changed for r in baseline.since[:30])
+    assert all(not r.level and r.changed for r in baseline.since[30:])
+    series, window = step_window(baseline, "tg128")
+    assert window == baseline.since[-2:]
+    assert series[-2:] == [r.centers["tg128"] for r in window]
+    level = series[:-2]  # the baseline's and the 30 unchanged runs' centres (first runs too)
+    assert level == baseline.run_centers["tg128"] and len(level) >= 31
+    assert "other processes on the GPUs: none -> 9175 python3" in window[-1].changed
+
+
+def test_a_co_tenant_that_stays_is_named_as_a_step_with_the_run_where_it_began() -> None:
+    """Ten unchanged runs (±0.5%), then a job that stays costs 3% (under the 5% tolerance):
+    its runs are changed, out of the level. The third run under it names the step, where it
+    began and what had changed there; read over the unchanged runs alone (as before), it was
+    never named."""
+    import random
+
+    from omni_host.measure.series import step_began, step_window
+    from omni_host.model import Baseline, JudgedSince
+
+    rng = random.Random(7)
+    unchanged = [100 * (1 + rng.gauss(0, 0.005)) for _ in range(11)]
+    loaded = [97 * (1 + rng.gauss(0, 0.005)) for _ in range(3)]
+    job = ("other processes on the GPUs: none -> 4242 python3",)
+    since = tuple(JudgedSince(f"run{i}", 1_796_292_000.0 + 60 * i, {"tg128": c}, {"tg128": (c,)},
+                              ()) for i, c in enumerate(unchanged[1:]))
+    since += tuple(JudgedSince(f"job{i}", 1_796_293_000.0 + 60 * i, {"tg128": c}, {}, job)
+                   for i, c in enumerate(loaded[:2]))
+    baseline = Baseline("base", 0.0, {"tg128": _reps(unchanged[0])}, {},
+                        {"tg128": unchanged}, {}, since)
+    series, window = step_window(baseline, "tg128")
+    verdict = judge_test("tg128", _reps(unchanged[0]), _reps(loaded[2]), 5, unchanged, series)
+    assert verdict.step == pytest.approx(0.03, abs=0.01)
+    named = dataclasses.replace(verdict, step_began=step_began(window)).line()
+    assert "a step: this run and the 2 before it sit" in named and \
+        "it began by the run of 2026-12-03 10:16 UTC (job0); what had changed since the " \
+        "baseline in its runs: other processes on the GPUs: none -> 4242 python3" in named, named
+    assert judge_test("tg128", _reps(unchanged[0]), _reps(loaded[2]), 5, unchanged).step is None

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from omni_host.measure.settle import StoredRun, stored_run
-from omni_host.model import Baseline, Source
+from omni_host.model import Baseline, JudgedSince, Source
 from omni_host.report.history import History, HostEntries
 
 
@@ -22,7 +22,7 @@ def baseline_in(entries: HostEntries, warn: Callable[[str], None] = lambda _: No
     of the same state judged against it since, in time order (their spread is the noise
     between runs, their modes the host's, their order tells a drift from noise). A
     stored bench whose details do not read is skipped with one warning."""
-    later: list[StoredRun] = []
+    later: list[tuple[StoredRun, str, float]] = []
     for audit, entry in entries:
         if audit.report.source is not Source.BENCH:
             continue
@@ -34,18 +34,24 @@ def baseline_in(entries: HostEntries, warn: Callable[[str], None] = lambda _: No
             continue
         stored = stored_run(entry.bench)
         if not stored.recorded_baseline:
-            later.append(stored)
+            later.append((stored, audit.id, audit.started_at))
             continue
         if not stored.fit:  # stored before fitness was checked, and forced: not a baseline
             continue
         centers = {name: [c] for name, c in stored.centers().items()}
-        for run in reversed(later):  # in time order: a slide is told from noise by its order
-            if run.baseline == audit.id and run.fit and not run.changed and \
-                    all(run.keys.get(n, ()) == stored.keys.get(n, ()) for n in run.tests):
-                for name, center in run.first_centers.items():  # measured first
-                    centers.setdefault(name, []).append(center)
-                for name, center in run.centers().items():
-                    centers.setdefault(name, []).append(center)
+        since = []
+        for run, run_id, started_at in reversed(later):  # in time order: a slide is told by it
+            if run.baseline != audit.id:
+                continue
+            same = [n for n in run.tests if run.keys.get(n, ()) == stored.keys.get(n, ())]
+            judged = {n: c for n, c in run.centers().items() if n in same}
+            level: dict[str, tuple[float, ...]] = {}
+            if run.fit and not run.changed and len(same) == len(run.tests):
+                level = {n: (*((run.first_centers[n],) if n in run.first_centers else ()), c)
+                         for n, c in judged.items()}
+                for name, values in level.items():  # measured first, then judged
+                    centers.setdefault(name, []).extend(values)
+            since.append(JudgedSince(run_id, started_at, judged, level, run.changed))
         return Baseline(audit.id, audit.started_at, stored.tests, dict(stored.context), centers,
-                        stored.keys)
+                        stored.keys, tuple(since))
     return None

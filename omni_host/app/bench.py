@@ -20,7 +20,7 @@ from omni_host.measure.asked import Asked, KnobAsked, RunRefused, SweepAsked
 from omni_host.measure.bench import CHECK_ID
 from omni_host.measure.settle import first_run
 from omni_host.measure.sweep import SweepPlan, plan_sweep
-from omni_host.measure.twins import benched, twins
+from omni_host.measure.twins import benched, gpu_twins, twins
 from omni_host.model import Bundle, Source, Status
 from omni_host.outcome import FirstRun
 from omni_host.plan.hosts import HostPlan
@@ -192,6 +192,9 @@ def bench(plans: list[HostPlan], ssh: SshOptions, history: History, *, record: b
     hosts = Hosts([d.report for d in done], Source.BENCH, started)
     run = finish(hosts, inventory=inventory, waivers=waivers, history=history,
                  pasts=pasts, hint_args=hint_args)
-    found = tuple(twins(benched(run.report.hosts))) if knob is None and not sweep else ()
+    found: tuple[str, ...] = ()
+    if knob is None and not sweep:
+        measured = benched(run.report.hosts)
+        found = (*twins(measured), *(n for h, b in measured for n in gpu_twins(h, b)))
     return dataclasses.replace(run, report=dataclasses.replace(run.report, twins=found)), done
 

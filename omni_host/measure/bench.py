@@ -36,7 +36,14 @@ from omni_host.measure.context import (
     same,
 )
 from omni_host.measure.during import links_during, measured
-from omni_host.measure.series import SIGMAS, TestVerdict, drops_past, judge_test
+from omni_host.measure.series import (
+    SIGMAS,
+    TestVerdict,
+    drops_past,
+    judge_test,
+    step_began,
+    step_window,
+)
 from omni_host.measure.settle import RANK, judgement, measured_test, settle, worst_first
 from omni_host.model import BENCH_CHECK, Baseline, CheckResult, Evidence, LinkUnderLoad, Status
 from omni_host.outcome import BenchOutcome, BenchRef, Ceiling, FirstRun
@@ -234,9 +241,14 @@ def _compare(spec: BenchSpec, run: BenchRun, context: dict[str, Any], baseline: 
         return _Said(Status.WARN, f"not comparable with baseline {baseline.audit}: {why}"
                      f"{moved}{'; ' + trap if trap else ''}; record a new baseline: "
                      "omni-host bench --baseline", outcome)
-    verdicts = [judge_test(n, baseline.tests[n], list(tests[n].samples_ts),
-                           spec.tolerance_for(tests[n].kind), baseline.run_centers.get(n, ()))
-                for n in comparable]
+    verdicts = []
+    for n in comparable:
+        series, window = step_window(baseline, n)
+        v = judge_test(n, baseline.tests[n], list(tests[n].samples_ts),
+                       spec.tolerance_for(tests[n].kind), baseline.run_centers.get(n, ()),
+                       series)
+        verdicts.append(v if v.step is None else
+                        dataclasses.replace(v, step_began=step_began(window)))
     outcome = dataclasses.replace(outcome, verdicts=settle(
         {v.name: judgement(v) for v in verdicts}, first), first_run=first)
     return outcome, verdicts, changes

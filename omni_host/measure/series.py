@@ -8,9 +8,13 @@ from __future__ import annotations
 
 import math
 import statistics
+import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from omni_host.model import (
+    Baseline,
+    JudgedSince,
     Status,
 )
 from omni_host.probes.parsers.bench import (
@@ -37,6 +41,7 @@ class TestVerdict:
     typical: bool = False  # judged from the median of its unchanged runs, not the baseline's
     step: float | None = None  # its last STEP_RUNS runs sit this far below the runs before
     wander_unknown: int | None = None  # the runs known where fewer than the spread needs
+    step_began: str = ""  # where the step began and what changed in its runs (step_began)
 
     @property
     def noisier(self) -> bool:
@@ -75,6 +80,8 @@ class TestVerdict:
             text += (f"; a step: this run and the {STEP_RUNS - 1} before it sit {self.step:.1%} "
                      f"below the runs before them, past {SIGMAS} x their spread (named under "
                      "the tolerance: a slow decline starts so)")
+            if self.step_began:
+                text += f"; {self.step_began}"
         if self.noisier:
             text += (f": this run scattered past what its baseline resolves ("
                      f"{drops_past(self.resolution, 'drops past')}): "
@@ -229,6 +236,32 @@ def step_of(centers: list[float] | tuple[float, ...], now: float,
     return fell
 
 
+def step_window(baseline: Baseline, name: str) -> tuple[list[float], tuple[JudgedSince, ...]]:
+    """The series the step reads for test ``name``, and the runs of its window: the level (the
+    baseline's centre and the centres of the fit, unchanged runs before the window, the
+    latest MAX_CENTERS) then the STEP_RUNS - 1 latest runs judged against the baseline
+    whatever their state, this run to follow. A job that started and stayed leaves its runs
+    changed: kept out of the level, they still show the step it made (issue 67)."""
+    runs = tuple(r for r in baseline.since if name in r.centers)
+    window = runs[max(len(runs) - (STEP_RUNS - 1), 0):]
+    level = [*baseline.run_centers.get(name, [])[:1],
+             *(v for r in runs[:len(runs) - len(window)] for v in r.level.get(name, ()))]
+    return [*level[-MAX_CENTERS:], *(r.centers[name] for r in window)], window
+
+
+def step_began(window: Sequence[JudgedSince]) -> str:
+    """Where a step named over ``window`` (its runs before this one) began, and what had
+    changed since the baseline in those runs, in words."""
+    if not window:
+        return "it began with this run"
+    first = window[0]
+    when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(first.started_at))
+    near = list(dict.fromkeys(c for r in window for c in r.changed))
+    return (f"it began by the run of {when} ({first.audit}); "
+            + (f"what had changed since the baseline in its runs: {'; '.join(near)}" if near
+               else "no change in the recorded host state in its runs"))
+
+
 def sustained_fall(centers: list[float] | tuple[float, ...], now: float,
                    tolerance: float) -> float | None:
     """How far the latest runs fell, when they fell past the tolerance below the baseline
@@ -291,10 +324,12 @@ def _against(b: Estimate, n: Estimate, values: list[list[float]]
 
 
 def judge_test(name: str, base: list[float], now: list[float], tolerance_pct: float,
-               run_centers: list[float] | tuple[float, ...] = ()) -> TestVerdict:
+               run_centers: list[float] | tuple[float, ...] = (),
+               step_series: Sequence[float] | None = None) -> TestVerdict:
     """``base`` and ``now``: each repetition's tokens/s; ``run_centers``: the centers of the
     fit, comparable runs of the host's unchanged state in time order (the baseline's first),
-    whose spread is the noise between runs once there are at least three.
+    whose spread is the noise between runs once there are at least three; ``step_series``:
+    the series a step is read over (``step_window``; ``run_centers`` where not given).
 
     The noise of the comparison: until the spread between runs is measured (three fit runs),
     the repetitions' pooled robust spread stands in for it (runs differ more from each other
@@ -331,7 +366,8 @@ def judge_test(name: str, base: list[float], now: list[float], tolerance_pct: fl
         status = Status.FAIL if fails else Status.WARN
     elif detectable > NOISIER * max(tolerance, SIGMAS * resolution_noise):
         status = Status.WARN  # this run scattered past what its baseline resolves: the host's
-    step = step_of(centers, n.center_ts, tolerance) if status is Status.PASS else None
+    step = step_of(centers if step_series is None else list(step_series), n.center_ts,
+                   tolerance) if status is Status.PASS else None
     if step is not None:
         status = Status.WARN
     return TestVerdict(name, status, reference, n.center_ts, drop, threshold, noise,
