@@ -567,7 +567,7 @@ def test_every_check_is_judged_once_a_bench_against_its_past(tmp_path: Path,
     ids = [r.id for r in host.results]
     assert len(ids) == len(set(ids))
     assert set(ids) == set(fns) - {"perf.knob", "perf.split-sweep", "serve.stability",
-                                   "perf.placement", "perf.placement-proof"}
+                                   "perf.placement", "perf.placement-proof", "perf.why"}
     assert ids[-1] == "perf.tokens-per-s"  # after the audit's checks, where it always was
 
 

@@ -551,7 +551,8 @@ def test_every_catalog_entry_has_one_registered_check(monkeypatch) -> None:
     fns = checks.registry()
     assert set(fns) == set(catalog())
     assert set(ASKED_BY) == {"perf.tokens-per-s", "perf.knob", "perf.split-sweep",
-                             "serve.stability", "perf.placement", "perf.placement-proof"}
+                             "serve.stability", "perf.placement", "perf.placement-proof",
+                             "perf.why"}
     fake = {**catalog(), "x.unjudged": catalog()["numa.nps1"]}
     monkeypatch.setattr(checks, "catalog", lambda: fake)
     with pytest.raises(RuntimeError, match="names x.unjudged but no check is registered"):

@@ -16,11 +16,12 @@ from omni_host.collect.run import Background, collect_host
 from omni_host.collect.transport.base import SshOptions
 from omni_host.errors import TransportError, UsageError
 from omni_host.evaluate.audit import evaluate_bundle, unreachable
-from omni_host.measure.asked import Asked, KnobAsked, RunRefused, SweepAsked
+from omni_host.measure.asked import Asked, KnobAsked, RunRefused, SweepAsked, WhyAsked
 from omni_host.measure.bench import CHECK_ID
 from omni_host.measure.settle import first_run
-from omni_host.measure.sweep import SweepPlan, plan_sweep
+from omni_host.measure.sweep import SweepPlan, plan_sweep, seconds_per_config
 from omni_host.measure.twins import benched, gpu_twins, twins
+from omni_host.measure.why import factors, plan_why
 from omni_host.model import Bundle, Source, Status
 from omni_host.outcome import FirstRun
 from omni_host.plan.hosts import HostPlan
@@ -81,6 +82,43 @@ def knob_host(plan: HostPlan, ssh: SshOptions, knob: tuple[Knob, str], pairs: in
     asked = Asked(knob=KnobAsked(knob[0], knob[1], knob_current(knob[0], spec.args)))
     return BenchHost(judged(bundle, plan, past, asked, duration_s=time.monotonic() - start),
                      False, None)
+
+
+def why_host(plan: HostPlan, ssh: SshOptions, past: Past, *, force: bool,
+             probe_timeout_s: float | None = None, wait_s: float = 0.0) -> BenchHost:
+    """Each change since the baseline set back in rounds (perf.why): the factors read from
+    the baseline and the latest bench judged against it; never a baseline. Raises
+    BenchRefused where there is nothing to prove or the helper refused to run."""
+    spec = plan.policy.bench
+    if spec is None:
+        raise UsageError(f"{plan.name}: no omni_bench in its policy: set omni_bench.llama_bench, "
+                         "omni_bench.model and omni_bench.args (docs/bench.md)")
+    baseline = past.baseline
+    latest = next((b for a, e in past.entries if a.report.source is Source.BENCH
+                   and (b := e.bench) is not None and b.baseline is not None
+                   and b.baseline.audit == (baseline.audit if baseline else None)), None)
+    if baseline is None or latest is None:
+        raise BenchRefused(f"{plan.name}: --why refused: "
+                           + ("no baseline: run omni-host bench --baseline first" if baseline is None
+                              else "no bench since the baseline: run omni-host bench first (--why "
+                                   "proves what changed since)"))
+    test = next((n for n in latest.tests if n in baseline.keys), None)
+    then_keys = dict(baseline.keys.get(test, ())) if test else {}
+    now_keys = {str(k): str(v) for k, v in latest.tests[test].key.items()} if test else {}
+    found = factors(then_keys, now_keys, baseline.context, dict(latest.context))
+    per_run = seconds_per_config(baseline.tests) or spec.budget_s
+    planned = plan_why(spec.args, found, per_run)
+    if isinstance(planned, str):
+        raise BenchRefused(f"{plan.name}: --why refused: {planned}")
+    start = time.monotonic()
+    try:
+        bundle = collect_host(plan, ssh, probe_timeout_s, extra=(knob_probe(
+            spec, planned.arms, planned.rounds, force=force, wait_s=wait_s),))
+    except TransportError as exc:
+        return BenchHost(unreachable(plan, str(exc), time.monotonic() - start), False, None)
+    asked = Asked(why=WhyAsked(planned.measured, planned.left))
+    return BenchHost(judged(bundle, plan, past, asked, duration_s=time.monotonic() - start),
+                     False, baseline.audit)
 
 
 def bench_host(plan: HostPlan, ssh: SshOptions, past: Past, *, record: bool,
@@ -175,15 +213,20 @@ def bench(plans: list[HostPlan], ssh: SshOptions, history: History, *, record: b
           probe_timeout_s: float | None = None,
           sweep: bool = False, hint_args: tuple[str, ...] = (),
           under_way: Background | None = None, knob: tuple[Knob, str] | None = None,
-          pairs: int = 6, wait_s: float = 0.0) -> tuple[AuditRun, list[BenchHost]]:
+          pairs: int = 6, wait_s: float = 0.0, why: bool = False
+          ) -> tuple[AuditRun, list[BenchHost]]:
     """Bench each host in turn (never two benchmarks at once: they would measure each other
     where hosts share a machine), then one report as an audit's; ``under_way``: the first
-    host's collection, started already; ``knob``: an A/B of that knob instead."""
+    host's collection, started already; ``knob``: an A/B of that knob instead; ``why``: each
+    change since the baseline set back instead (perf.why)."""
     started = time.time()
     pasts = {p.name: past_of(history, p.name) for p in plans}  # each host's store read once
     if knob is not None:
         done = [knob_host(p, ssh, knob, pairs, force=force, probe_timeout_s=probe_timeout_s,
                           past=pasts[p.name], wait_s=wait_s) for p in plans]
+    elif why:
+        done = [why_host(p, ssh, pasts[p.name], force=force, probe_timeout_s=probe_timeout_s,
+                         wait_s=wait_s) for p in plans]
     else:
         done = [bench_host(p, ssh, pasts[p.name], record=record, force=force,
                            probe_timeout_s=probe_timeout_s, sweep=sweep,
@@ -193,7 +236,7 @@ def bench(plans: list[HostPlan], ssh: SshOptions, history: History, *, record: b
     run = finish(hosts, inventory=inventory, waivers=waivers, history=history,
                  pasts=pasts, hint_args=hint_args)
     found: tuple[str, ...] = ()
-    if knob is None and not sweep:
+    if knob is None and not sweep and not why:
         measured = benched(run.report.hosts)
         found = (*twins(measured), *(n for h, b in measured for n in gpu_twins(h, b)))
     return dataclasses.replace(run, report=dataclasses.replace(run.report, twins=found)), done

@@ -29,6 +29,7 @@ class BenchRequest:
     sweep: bool = False
     knob: str | None = None  # --knob NAME=VALUE, parsed by ``run``
     pairs: int = 6
+    why: bool = False  # --why: each change since the baseline set back in rounds
     waivers: Path | None = None  # None: the default waivers file, where there is one
     store_root: Path | None = None  # None: the default store
     store: bool = True
@@ -57,7 +58,7 @@ def run(req: BenchRequest) -> Benched:
     knob = parse_knob(req.knob) if req.knob is not None else None
     plans = req.targets.plans()
     store_root = store_at(req.store_root)
-    started = None if knob is not None else bench_ahead(
+    started = None if knob is not None or req.why else bench_ahead(
         plans, req.ssh, store_root, sweep=req.sweep, force=req.force,
         waivers_given=req.waivers is not None, probe_timeout_s=req.probe_timeout_s,
         wait_s=req.wait_s)
@@ -82,6 +83,6 @@ def run(req: BenchRequest) -> Benched:
                         waivers=waivers, inventory=req.inventory,
                         probe_timeout_s=req.probe_timeout_s, sweep=req.sweep,
                         hint_args=req.hint_args, under_way=started, knob=knob,
-                        pairs=req.pairs, wait_s=req.wait_s)
+                        pairs=req.pairs, wait_s=req.wait_s, why=req.why)
     stored = audit.keep(done, store_root) if req.store else None
     return Benched(done, hosts, stored, tuple(history.warnings))

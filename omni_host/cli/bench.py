@@ -49,6 +49,11 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
                             "whatever happens (perf.knob; never a baseline). NAME: thp, "
                             "thp-defrag, numa-balancing, governor (need root on the host), "
                             "threads, numa, ubatch (llama-bench's own options)")
+    bench.add_argument("--why", action="store_true",
+                       help="prove what each change since the baseline costs: each one that "
+                            "can be set back for one run (a llama-bench option, a variable) "
+                            "in interleaved rounds beside the host as it is, within 10 minutes "
+                            "(perf.why; never a baseline)")
     bench.add_argument("--pairs", type=int, default=6, metavar="N",
                        help="A/B pairs of --knob (default 6; 4 at least to call a difference)")
     bench.add_argument("--format", default="table", choices=FORMATS)
@@ -143,6 +148,10 @@ def cmd_bench(args: argparse.Namespace) -> int:
         err("--sweep-split never records a baseline: run omni-host bench --baseline with the "
             "split it found fastest")
         return EXIT_USAGE
+    if args.why and (args.baseline or args.sweep_split or args.knob is not None):
+        err("--why measures what changed since the baseline and is never a baseline, a sweep "
+            "or a knob's A/B: run it alone")
+        return EXIT_USAGE
     if args.knob is not None:
         if args.baseline or args.sweep_split:
             err("--knob measures a knob and is never a baseline or a sweep: run it alone")
@@ -155,7 +164,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
     request = BenchRequest(targets(args), ssh_options(args), record=args.baseline,
                            force=args.force, wait_s=args.wait, sweep=args.sweep_split,
-                           knob=args.knob,
+                           knob=args.knob, why=args.why,
                            pairs=args.pairs, waivers=args.waivers, store_root=args.report_dir,
                            store=not args.no_store,
                            inventory=str(args.inventory) if args.inventory else None,

@@ -32,6 +32,33 @@ class SweepAsked:
 
 
 @dataclass(frozen=True)
+class Factor:
+    """One thing that differs from the baseline: its name as said, the baseline's value and
+    the current one (None: unset / llama-bench's default), and how it is set back for one run
+    (an option, a variable) or why it cannot be."""
+
+    name: str
+    then: str | None
+    now: str | None
+    option: str | None = None  # llama-bench's option that sets it back
+    variable: str | None = None  # the environment variable that sets it back
+    cannot: str | None = None  # why it cannot be set back, and what would prove it
+
+    @property
+    def arm(self) -> str:
+        return f"{self.name} back"
+
+    def line(self) -> str:
+        return f"{self.name}: {self.then} -> {self.now}"
+
+
+@dataclass(frozen=True)
+class WhyAsked:
+    measured: tuple[Factor, ...]  # the factors set back, one arm each (measure.why)
+    left: tuple[Factor, ...] = ()  # the factors not set back: cannot be, or past the budget
+
+
+@dataclass(frozen=True)
 class Sample:
     """One round of a watch: the servers as the serve helper saw them."""
 
@@ -66,6 +93,7 @@ class Asked:
     first: FirstRun | None = None  # the first run's verdicts, when this is the second
     knob: KnobAsked | None = None  # an A/B of one knob: perf.knob judges it
     sweep: SweepAsked | None = None  # a split sweep: perf.split-sweep judges it
+    why: WhyAsked | None = None  # each change since the baseline set back: perf.why judges it
     watch: WatchAsked | None = None  # a stability watch's rounds: serve.stability judges them
     plan: PlanAsked | None = None  # a placement plan: perf.placement judges it
     proof: ProofAsked | None = None  # ... and its proof: perf.placement-proof judges it
@@ -73,7 +101,8 @@ class Asked:
     @property
     def measures(self) -> bool:
         """Whether the run measured something (the bench helper's output is to be read)."""
-        return self.bench or any(a is not None for a in (self.knob, self.sweep, self.plan))
+        return self.bench or any(a is not None for a in (self.knob, self.sweep, self.plan,
+                                                          self.why))
 
 
 NOTHING = Asked()

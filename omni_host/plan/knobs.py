@@ -90,6 +90,8 @@ class Arm:
     writes: tuple[tuple[str, str], ...]
     args: tuple[str, ...]
     limits: tuple[tuple[str, int], ...] = ()  # (rlimit, bytes; -1 unlimited) for its llama-bench
+    # variables its llama-bench runs with beside the bench's own (None: unset for it)
+    env: tuple[tuple[str, str | None], ...] = ()
 
 
 def limit_bytes(value: str) -> int | None:

@@ -735,7 +735,13 @@ def run_ab(binary, model, opts, ab, gpus, env, originals, pipe):
                     return out
                 command = [binary, "-m", model, "-o", "json", "-r", opts["repetitions"]] + \
                     list(arm["args"])
-                run, during = run_bench(command, float(opts["budget_s"]), gpus, env,
+                arm_env = dict(env)  # the arm's variables (None: unset for its run)
+                for name, value in (arm.get("env") or {}).items():
+                    if value is None:
+                        arm_env.pop(name, None)
+                    else:
+                        arm_env[name] = value
+                run, during = run_bench(command, float(opts["budget_s"]), gpus, arm_env,
                                         arm.get("limits"), rlimits)
                 out["runs"].append({"arm": arm["name"], "pair": i, "run": run,
                                     "during": during})

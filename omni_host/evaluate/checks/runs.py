@@ -1,4 +1,4 @@
-"""perf.tokens-per-s, perf.knob, perf.split-sweep and serve.stability: the checks of what a
+"""perf.tokens-per-s, perf.knob, perf.split-sweep, perf.why and serve.stability: the checks of what a
 run measured (a bench, a knob's A/B, a split sweep, a watch's rounds), registered like every
 other check and judged once, with
 the host's facts, its past and what the run asked (``measure.asked``). An audit asks for
@@ -20,6 +20,8 @@ from omni_host.measure.sweep import CHECK_ID as SWEEP
 from omni_host.measure.sweep import judge_sweep
 from omni_host.measure.watch import CHECK_ID as STABILITY
 from omni_host.measure.watch import judge_watch
+from omni_host.measure.why import CHECK_ID as WHY
+from omni_host.measure.why import judge_why
 from omni_host.model import CheckResult, Status
 from omni_host.plan.policy import Policy
 from omni_host.probes.catalog import BENCH
@@ -86,6 +88,17 @@ def split_sweep(facts: HostFacts, policy: Policy, meta: CheckMeta, prior: Prior,
     ab = rounds(facts, meta, "sweep", "the bench helper ran no rounds (an older helper?)")
     return ab if isinstance(ab, CheckResult) else \
         judge_sweep(meta, ab, asked.sweep.advised, asked.sweep.dropped)
+
+
+@check_of_run(WHY, "omni-host bench --why")
+def why(facts: HostFacts, policy: Policy, meta: CheckMeta, prior: Prior,
+        asked: Asked) -> CheckResult | None:
+    """What each change since the baseline costs: each set back in rounds (never a baseline)."""
+    if asked.why is None:
+        return None
+    ab = rounds(facts, meta, "--why", "the bench helper ran no rounds (an older helper?)")
+    return ab if isinstance(ab, CheckResult) else \
+        judge_why(meta, ab, asked.why.measured, asked.why.left)
 
 
 @check_of_run(STABILITY, "omni-host serve watch")

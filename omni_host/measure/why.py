@@ -1,0 +1,214 @@
+"""perf.why (issue 65), pure: what each change since the baseline costs, measured on the host
+(``omni-host bench --why``). A suspicion (the context diff names what changed, causes first)
+becomes a proof:
+
+* **Factors** (``factors``): what differs between the baseline and the latest bench judged
+  against it. A llama-bench option its record echoes (``-t``, ``-ngl``, ``-ub``, ``-b``,
+  ``-fa``, ``-ctk``, ``-ctv``, ``-ncmoe``) or a variable of the bench's environment can be set
+  back for one run; the rest (another GPU process, the driver, the kernel, the binary, the
+  CPUs allowed...) cannot, and each is said with what would prove it.
+* **Rounds** (``plan_why``): one A/B of interleaved rounds (the knob A/B's helper machinery:
+  each arm once a round, the order reversed every other round): the host as it is (``now``),
+  each factor set back alone, and every factor set back at once (``all back``, where two or
+  more). Factors are taken in the context diff's order until the rounds' expected time (the
+  baseline's pace) fits the budget (default 10 minutes).
+* **Judged** (``judge_why``) per test against ``now`` on the rounds both ran, with the knob
+  A/B's rule (``knob.against``: measurable only where every round agrees on the sign, past 2%
+  and past the family's standard errors). A factor whose setting back is measurably faster is
+  costly, with its effect and interval and what it costs of the rate; the factors' effects
+  compounded (multiplied) are held against ``all back`` (the drop the factors explain
+  together): where the two differ by more than their noise, the interaction is said.
+  Passes when no factor is measured costly; warns naming each that is.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from omni_host.measure.asked import Factor
+from omni_host.measure.context import ENV, Kind, diff, fact, label
+from omni_host.measure.knob import (
+    FLOOR,
+    MIN_PAIRS,
+    against,
+    block_noise,
+    disturbed,
+    family_sigmas,
+    left_out_words,
+    round_centres,
+)
+from omni_host.model import CheckResult, Evidence, Status
+from omni_host.plan.knobs import Arm, without_options
+
+if TYPE_CHECKING:
+    from omni_host.evaluate.meta import CheckMeta
+    from omni_host.probes.parsers.bench_run import KnobAB
+
+CHECK_ID = "perf.why"
+ROUNDS = 5  # one disturbed round can be left out and four still judge
+BUDGET_S = 600.0  # --why's default budget: 10 minutes of runs
+NOW, ALL = "now", "all back"
+# llama-bench's record fields that name an option it can be run with, and that option
+OPTIONS = {"n_threads": "-t", "n_gpu_layers": "-ngl", "n_ubatch": "-ub", "n_batch": "-b",
+           "flash_attn": "-fa", "type_k": "-ctk", "type_v": "-ctv", "n_cpu_moe": "-ncmoe"}
+SPELLINGS = {"-t": ("-t", "--threads"), "-ngl": ("-ngl", "--n-gpu-layers"),
+             "-ub": ("-ub", "--ubatch-size"), "-b": ("-b", "--batch-size"),
+             "-fa": ("-fa", "--flash-attn"), "-ctk": ("-ctk", "--cache-type-k"),
+             "-ctv": ("-ctv", "--cache-type-v"), "-ncmoe": ("-ncmoe", "--n-cpu-moe")}
+# what would prove a factor that cannot be set back for one run
+PROOF = {"gpu_processes": "the bench again once the other GPU process has gone",
+         "driver": "a bench on the baseline's driver (a reboot into it)",
+         "kernel": "a bench on the baseline's kernel (a reboot into it)",
+         "llama_bench_sha256": "the baseline's binary, were it kept: bench --knob cannot run it",
+         "build": "the baseline's build, were it kept",
+         "cpus_allowed": "the bench from a shell with the baseline's CPUs allowed",
+         "cpu_quota": "the bench outside the cgroup's quota"}
+TRUNCATED = 200  # an environment value stored at this length may be cut: not set back
+
+
+def _value(json_text: str) -> str:
+    """A key field's JSON value as llama-bench's option takes it (true/false as 1/0)."""
+    value = json.loads(json_text)
+    return str(int(value)) if isinstance(value, bool) else str(value)
+
+
+def factors(then_keys: dict[str, str], now_keys: dict[str, str], then: dict[str, Any],
+            now: dict[str, Any]) -> list[Factor]:
+    """What differs between the baseline (its test's key, its context) and the latest bench,
+    in the order the context diff names causes: options first (the operator set them), then
+    the environment, then what cannot be set back."""
+    out = [Factor(f"llama-bench {OPTIONS[k]}", _value(then_keys[k]), _value(now_keys[k]),
+                  option=OPTIONS[k])
+           for k in OPTIONS if k in then_keys and k in now_keys and then_keys[k] != now_keys[k]]
+    changes, _ = diff(then, now)
+    for c in changes:
+        if c.key.startswith(ENV):
+            name = c.key.removeprefix(ENV)
+            cut = any(isinstance(v, str) and len(v) >= TRUNCATED for v in (c.before, c.after))
+            out.append(Factor(f"env {name}", c.before, c.after, variable=None if cut else name,
+                              cannot="its value is stored cut short" if cut else None))
+        elif fact(c.key).kind is Kind.SETTING or c.key == "gpu_processes":
+            proof = PROOF.get(c.key, "a bench with it as the baseline had it")
+            out.append(Factor(label(c.key), None if c.before is None else str(c.before),
+                              None if c.after is None else str(c.after),
+                              cannot=f"cannot be set back for one run: proved by {proof}"))
+    return out
+
+
+def _back(args: tuple[str, ...], env: dict[str, str | None], f: Factor
+          ) -> tuple[tuple[str, ...], dict[str, str | None]]:
+    """``args`` and ``env`` with factor ``f`` as the baseline had it."""
+    if f.option is not None:
+        rest = tuple(without_options(args, SPELLINGS[f.option]))
+        return ((*rest, f.option, f.then) if f.then is not None else rest), env
+    assert f.variable is not None
+    return args, {**env, f.variable: f.then}
+
+
+@dataclass(frozen=True)
+class WhyPlan:
+    arms: tuple[Arm, ...]
+    measured: tuple[Factor, ...]  # set back, one arm each
+    left: tuple[Factor, ...]  # not set back: cannot, or past the budget
+    rounds: int
+    expected_s: float
+
+
+def plan_why(args: tuple[str, ...], found: list[Factor], per_run_s: float,
+             budget_s: float = BUDGET_S) -> WhyPlan | str:
+    """The rounds that measure ``found`` (the factors), or why none can run."""
+    settable = [f for f in found if f.cannot is None]
+    if not found:
+        return "nothing differs from the baseline in what the bench records: nothing to prove"
+    if not settable:
+        return "nothing that changed can be set back for one run: " + \
+            "; ".join(f"{f.line()} ({f.cannot})" for f in found)
+    left = [f for f in found if f.cannot is not None]
+
+    def expected(n: int) -> float:
+        return per_run_s * (1 + n + (n > 1)) * ROUNDS
+
+    while len(settable) > 1 and expected(len(settable)) > budget_s:
+        left.append(settable.pop())
+    if expected(len(settable)) > budget_s:
+        return (f"even one factor in {ROUNDS} rounds takes about {expected(1):.0f} s, past the "
+                f"budget ({budget_s:g} s): raise --why-budget or lower the repetitions")
+    arms = [Arm(NOW, (), args)]
+    every_args, every_env = args, dict[str, str | None]()
+    for f in settable:
+        a, e = _back(args, {}, f)
+        arms.append(Arm(f.arm, (), a, env=tuple(e.items())))
+        every_args, every_env = _back(every_args, every_env, f)
+    if len(settable) > 1:
+        arms.append(Arm(ALL, (), every_args, env=tuple(every_env.items())))
+    return WhyPlan(tuple(arms), tuple(settable), tuple(left), ROUNDS, expected(len(settable)))
+
+
+def _pct(x: float) -> str:
+    return f"{x:+.1%}"
+
+
+def judge_why(meta: CheckMeta, ab: KnobAB, measured: tuple[Factor, ...],
+              left: tuple[Factor, ...]) -> CheckResult:
+    """Each factor's effect, the sum against all set back, what could not be measured."""
+    left_out = disturbed(ab)
+    centres = round_centres(ab, left_out)
+    failed = sorted({r.arm for r in ab.runs if r.error})
+    if failed:
+        return meta.result(Status.ERROR, f"llama-bench failed in the arm(s) {', '.join(failed)}",
+                           details={"failed": failed})
+    names = [f.arm for f in measured] + ([ALL] if len(measured) > 1 else [])
+    sigmas = family_sigmas(len(names))
+    costly, lines, per_test = [], [], {}
+    for test, arms in centres.items():
+        if NOW not in arms or len(arms[NOW]) < MIN_PAIRS:
+            continue
+        noise = block_noise(arms)
+        effects = {n: against({NOW: arms[NOW], n: arms[n]}, NOW, noise, sigmas)[n]
+                   for n in names if n in arms}
+        per_test[test] = effects
+        for f in measured:
+            e = effects.get(f.arm) or {}
+            if e.get("effect") is None:
+                continue
+            what = (f"{test}: setting {f.name} back ({f.now} -> {f.then}) "
+                    f"{_pct(e['effect'])} ±{e.get('uncertainty') or 0:.1%}")
+            if e.get("measurable") and e["effect"] > 0:
+                cost = 1 - 1 / (1 + e["effect"])  # of the rate the baseline's value gives
+                costly.append(f"{f.line()} costs {test} {cost:.1%} (set back: "
+                              f"{_pct(e['effect'])})")
+                what += " (measurably faster: it costs)"
+            elif not e.get("measurable"):
+                what += " (no measurable difference)"
+            lines.append(what)
+        total = effects.get(ALL) or {}
+        if total.get("effect") is not None:
+            # the factors compound: their effects multiply (add as logs), each with its
+            # standard error (a half of its two-standard-error interval, as logs)
+            parts = [effects.get(n) or {} for n in names]
+            together = math.fsum(math.log1p(p.get("effect") or 0.0) for p in parts[:-1])
+            se = math.hypot(*(math.log1p(p.get("uncertainty") or 0.0) / 2 for p in parts))
+            apart = abs(together - math.log1p(total["effect"]))
+            agree = apart <= max(sigmas * se, math.log1p(FLOOR))
+            lines.append(f"{test}: all set back {_pct(total['effect'])}, the factors one by one "
+                         f"{_pct(math.expm1(together))} together" + (
+                             "" if agree else ": they interact (the whole is not the factors' "
+                             "product: measure the pair)"))
+    if not per_test:
+        return meta.result(Status.SKIP, f"fewer than {MIN_PAIRS} rounds judged: nothing called",
+                           details={"left_out": left_out})
+    not_set = [f"{f.line()} ({f.cannot or 'past the budget: not measured'})" for f in left]
+    summary = ("; ".join(costly) if costly else
+               "no factor set back is measurably faster: none is shown to cost")
+    if not_set:
+        summary += "; not measured: " + "; ".join(not_set)
+    if left_out:
+        summary += "; " + left_out_words(left_out, "round")
+    evidence = (Evidence(CHECK_ID, "omni-host bench --why (interleaved rounds)", tuple(lines)),)
+    return meta.result(Status.WARN if costly else Status.PASS, summary, evidence=evidence,
+                       details={"factors": [f.line() for f in measured],
+                                "not_measured": not_set, "effects": per_test,
+                                "costly": costly})

@@ -1,0 +1,100 @@
+"""omni-host bench --why (issue 65): each change since the baseline set back in interleaved
+rounds on the host, its cost measured. Pure parts on their own; the two-factor case on the
+real CPU llama-bench over the loopback sshd."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from conftest import Sshd, run_cli, until_unlocked
+from test_bench import _baseline, _bench, _inventory
+
+from omni_host.measure.why import ALL, NOW, factors, plan_why
+
+
+def _keys(**fields: object) -> dict[str, str]:
+    return {k: json.dumps(v) for k, v in fields.items()}
+
+
+def test_the_factors_are_what_differs_and_each_says_how_it_is_set_back() -> None:
+    """Options of the record and variables are set back; the rest is named with its proof."""
+    found = factors(_keys(n_threads=8, n_ubatch=512, flash_attn=True),
+                    _keys(n_threads=4, n_ubatch=256, flash_attn=True),
+                    {"env.GGML_CUDA_GRAPHS": "1", "driver": "570.1", "gpu_processes": "none"},
+                    {"driver": "580.2", "gpu_processes": "4242 python3"})
+    said = {f.name: f for f in found}
+    assert said["llama-bench -t"].then == "8" and said["llama-bench -t"].now == "4"
+    assert said["llama-bench -ub"].option == "-ub" and "llama-bench -fa" not in said
+    env = said["env GGML_CUDA_GRAPHS"]
+    assert env.variable == "GGML_CUDA_GRAPHS" and env.then == "1" and env.now is None
+    assert said["NVIDIA driver"].cannot is not None and "reboot" in said["NVIDIA driver"].cannot
+    assert "once the other GPU process has gone" in str(said["other processes on the GPUs"].cannot)
+
+
+def test_the_plan_sets_each_back_alone_then_all_and_keeps_to_its_budget() -> None:
+    found = factors(_keys(n_threads=8, n_ubatch=512), _keys(n_threads=4, n_ubatch=256),
+                    {"env.OMP_WAIT_POLICY": "active"}, {})
+    plan = plan_why(("-p", "64", "-t", "4", "-ub", "256"), found, per_run_s=2.0)
+    assert not isinstance(plan, str)
+    arms = {a.name: a for a in plan.arms}
+    assert list(arms) == [NOW, "llama-bench -t back", "llama-bench -ub back",
+                          "env OMP_WAIT_POLICY back", ALL]
+    assert arms["llama-bench -t back"].args == ("-p", "64", "-ub", "256", "-t", "8")
+    assert arms["env OMP_WAIT_POLICY back"].env == (("OMP_WAIT_POLICY", "active"),)
+    assert arms[ALL].args == ("-p", "64", "-t", "8", "-ub", "512") and \
+        arms[ALL].env == (("OMP_WAIT_POLICY", "active"),)
+    tight = plan_why(("-p", "64",), found, per_run_s=30.0, budget_s=600)
+    assert not isinstance(tight, str) and len(tight.measured) == 2 and \
+        tight.expected_s <= 600 and [f.name for f in tight.left] == ["env OMP_WAIT_POLICY"]
+    assert "nothing to prove" in str(plan_why((), [], 1.0))
+    cannot = factors({}, {}, {"kernel": "6.1"}, {"kernel": "6.8"})
+    assert "cannot be set back" in str(plan_why((), cannot, 1.0))
+
+
+def effects_of(why: dict) -> dict:
+    return why["details"]["effects"]["pp64"]
+
+
+@pytest.mark.system  # the real CPU llama-bench, over the loopback sshd
+def test_why_names_the_option_that_costs_and_clears_the_harmless_one(
+        sshd: Sshd, llama, tmp_path: Path) -> None:
+    """Two factors changed since the baseline: the physical batch cut from 64 to 2 (a
+    64-token prompt then runs in 32 batches: it costs) and the logical batch from 2048 to 512
+    (harmless for a 64-token prompt). --why sets each back alone and both at once, in rounds:
+    -ub is measured costly, -b is not, and what both set back gain agrees with their sum."""
+    binary, model = llama
+    store = tmp_path / "store"
+    args = ["-p", "64", "-n", "0", "-t", "1"]
+    inv = _inventory(sshd, tmp_path / "inv", binary, model,
+                     args=[*args, "-ub", "64", "-b", "2048"])
+    first, perf = _baseline(sshd, inv, store)
+    assert first.code == 0, first.stderr
+    inv = _inventory(sshd, tmp_path / "inv", binary, model, args=[*args, "-ub", "2", "-b", "512"])
+    changed, perf = _bench(sshd, inv, store)
+    assert perf is not None and "not comparable" in perf["summary"], changed.stderr
+    result = until_unlocked(lambda: run_cli(
+        "bench", "-i", str(inv), "loop", "--why", "--report-dir", str(store), "--format", "json",
+        "--known-hosts", str(sshd.known_hosts), "--ssh-config", str(tmp_path / "none"),
+        timeout=600))
+    assert result.code in (0, 1), result.stderr
+    doc = json.loads(result.stdout)
+    why = next(r for r in doc["hosts"][0]["results"] if r["id"] == "perf.why")
+    assert why["status"] == "warn", why["summary"]
+    assert why["summary"].startswith("llama-bench -ub: 64 -> 2 costs pp64 "), why["summary"]
+    cost = float(why["summary"].split("costs pp64 ")[1].split("%")[0]) / 100
+    gain = effects_of(why)["llama-bench -ub back"]["effect"]
+    assert cost == pytest.approx(1 - 1 / (1 + gain), abs=0.001)  # of the baseline's rate
+    assert "llama-bench -b" not in why["summary"], why["summary"]
+    effects = effects_of(why)
+    assert effects["llama-bench -ub back"]["measurable"] and \
+        effects["llama-bench -ub back"]["effect"] > 0.3, effects
+    assert not effects["llama-bench -b back"]["measurable"], effects
+    lines = "\n".join(why["evidence"][0]["lines"])
+    assert "pp64: setting llama-bench -b back (512 -> 2048)" in lines and \
+        "(no measurable difference)" in lines, lines
+    assert "pp64: all set back" in lines and "the factors one by one" in lines and \
+        "they interact" not in lines, lines
+    perf_ids = [r["id"] for r in doc["hosts"][0]["results"]]
+    assert "perf.tokens-per-s" not in perf_ids  # --why is never a baseline nor judged as one
