@@ -78,7 +78,8 @@ gpu_dense_bench() {  # gpu_dense_bench OUTDIR [TARGET...]: sets $bin (llama-benc
 }
 
 bench() {  # bench NAME INVENTORY STORE [flags]: omni-host bench of the lent machine ($out set
-  # by the caller): its JSON report in $out/NAME.json; one line: status, wall, summary
+  # by the caller): its JSON report in $out/NAME.json; one line: status, wall, summary (of
+  # perf.tokens-per-s, or of perf.why under --why)
   local name=$1 inv=$2 store=$3 s; shift 3
   s=$(date +%s.%N)
   python3 -m omni_host bench -i "$inv" gpu --report-dir "$store" --format json "$@" \
@@ -87,7 +88,7 @@ bench() {  # bench NAME INVENTORY STORE [flags]: omni-host bench of the lent mac
 import json, sys, time
 try:
     doc = json.load(open(sys.argv[1]))
-    r = next(r for r in doc["hosts"][0]["results"] if r["id"] == "perf.tokens-per-s")
+    r = next(r for r in doc["hosts"][0]["results"] if r["id"] in ("perf.tokens-per-s", "perf.why"))
     print(f"{sys.argv[2]} {r['status']} {time.time() - float(sys.argv[3]):.1f}s {r['summary'][:300]}")
 except Exception as exc:
     print(sys.argv[2], "no report:", exc)

@@ -225,3 +225,4 @@ class LastBench:
     # how the bench reached the host (-i INVENTORY and its connection options, shell-quoted):
     # measuring again is run as it was, not with the audit's inventory
     reach: str | None = None
+    why: str | None = None  # the newest bench --why since it: its verdict, id and summary

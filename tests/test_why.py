@@ -5,6 +5,7 @@ real CPU llama-bench over the loopback sshd."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -12,6 +13,8 @@ from conftest import Sshd, run_cli, until_unlocked
 from test_bench import _baseline, _bench, _inventory
 
 from omni_host.measure.why import ALL, NOW, factors, plan_why
+from omni_host.report.history import last_bench, load_history
+from omni_host.report.text import last_bench_line
 
 
 def _keys(**fields: object) -> dict[str, str]:
@@ -98,3 +101,80 @@ def test_why_names_the_option_that_costs_and_clears_the_harmless_one(
         "they interact" not in lines, lines
     perf_ids = [r["id"] for r in doc["hosts"][0]["results"]]
     assert "perf.tokens-per-s" not in perf_ids  # --why is never a baseline nor judged as one
+    # the HTML splits the drop by factor: each bar's tooltip is the stored figure
+    page = run_cli("report", "show", "latest", "--report-dir", str(store), "--format", "html")
+    assert page.code == 0, page.stderr
+    plot = next(s for s in re.findall(r"<svg.*?</svg>", page.stdout, re.S)
+                if "pp64: each change since the baseline set back" in s)
+    drawn = dict(re.findall(r"<rect [^>]*><title>([^:<]+): ([+-][0-9.]+)%", plot))
+    assert drawn == {name: f"{100 * effects[f'{name} back']['effect']:+.1f}"
+                     for name in ("llama-bench -ub", "llama-bench -b", "all")}, plot
+    # the audit's last-bench line quotes it
+    bench = last_bench(load_history(store).for_host("loop"))
+    assert bench is not None and bench.why is not None and bench.why.startswith("warn (")
+    assert "then bench --why: warn" in last_bench_line(bench, None, None, "loop")
+    assert "llama-bench -ub: 64 -> 2 costs pp64" in bench.why
+
+
+THP = Path("/sys/kernel/mm/transparent_hugepage/enabled")
+
+
+@pytest.mark.system  # the real CPU llama-bench; writes the kernel's THP switch (restored)
+def test_why_sets_a_knob_back_for_its_runs_and_restores_it(sshd: Sshd, llama,
+                                                           tmp_path: Path) -> None:
+    """Issue 65: a knob the bench reads is a factor. THP turned off since the baseline (and a
+    harmless -b change beside it): the changed bench names it, --why writes THP back for its
+    arm's runs only and leaves the switch as it found it (off), and says so."""
+    from omni_host.probes.parsers.knobs import selected
+
+    binary, model = llama
+    store = tmp_path / "store"
+    was = selected(THP.read_text().strip())
+    assert was, THP.read_text()
+    off = "never" if was != "never" else "madvise"
+    args = ["-p", "16", "-n", "0", "-t", "1"]
+    inv = _inventory(sshd, tmp_path / "inv", binary, model, args=[*args, "-b", "2048"])
+    try:
+        first, _ = _baseline(sshd, inv, store)
+        assert first.code == 0, first.stderr
+        THP.write_text(off)
+        inv = _inventory(sshd, tmp_path / "inv", binary, model, args=[*args, "-b", "512"])
+        _bench(sshd, inv, store)
+        result = until_unlocked(lambda: run_cli(
+            "bench", "-i", str(inv), "loop", "--why", "--report-dir", str(store), "--format",
+            "json", "--known-hosts", str(sshd.known_hosts), "--ssh-config",
+            str(tmp_path / "none"), timeout=600))
+        assert result.code in (0, 1), result.stderr
+        assert selected(THP.read_text().strip()) == off  # as --why found it
+    finally:
+        THP.write_text(was)
+    why = next(r for r in json.loads(result.stdout)["hosts"][0]["results"]
+               if r["id"] == "perf.why")
+    assert why["status"] in ("pass", "warn"), why["summary"]
+    assert why["details"]["factors"] == [
+        "llama-bench -b: 2048 -> 512", f"transparent huge pages: {was} -> {off}"], why["details"]
+    assert why["summary"].endswith("every knob file written is restored (1)"), why["summary"]
+    lines = "\n".join(why["evidence"][0]["lines"])
+    assert f"pp16: setting transparent huge pages back ({off} -> {was})" in lines, lines
+
+
+def test_an_edited_why_reads_what_is_numbers_and_draws_them() -> None:
+    """A stored report's details are JSON a user may edit: an effect of the wrong shape is
+    absent from the plot, never an error; the bars are drawn for what reads."""
+    from omni_host.evaluate.meta import catalog
+    from omni_host.model import Status
+    from omni_host.report.formats import _why_bars
+    from omni_host.report.results import why_effects
+    from omni_host.reports import HostReport
+
+    effects = {"tg128": {"llama-bench -t back": {"effect": 0.84, "uncertainty": 0.07,
+                                                 "measurable": True},
+                         "env X back": {"effect": "lots"}, "env Y back": {"effect": True},
+                         "env Z back": {"effect": float("nan")}, "all back": [1]},
+               "pp512": "nothing"}
+    result = catalog()["perf.why"].result(Status.WARN, "…", details={"effects": effects})
+    host = HostReport("h", None, "local", True, None, 0.0, (result,))
+    assert why_effects(host) == {"tg128": {"llama-bench -t back": effects["tg128"][
+        "llama-bench -t back"]}}
+    (plot,) = _why_bars(host)
+    assert "<title>llama-bench -t: +84.0% ±7.0% set back (measurable)</title>" in plot

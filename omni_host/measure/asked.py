@@ -35,21 +35,25 @@ class SweepAsked:
 class Factor:
     """One thing that differs from the baseline: its name as said, the baseline's value and
     the current one (None: unset / llama-bench's default), and how it is set back for one run
-    (an option, a variable) or why it cannot be."""
+    (an option, a variable, a knob's file) or why it cannot be."""
 
     name: str
     then: str | None
     now: str | None
     option: str | None = None  # llama-bench's option that sets it back
     variable: str | None = None  # the environment variable that sets it back
+    path: str | None = None  # the knob's file that sets it back (written, then restored)
     cannot: str | None = None  # why it cannot be set back, and what would prove it
 
     @property
     def arm(self) -> str:
         return f"{self.name} back"
 
+    def shown(self, value: str | None) -> str:
+        return value if value is not None else "unset" if self.variable else "its default"
+
     def line(self) -> str:
-        return f"{self.name}: {self.then} -> {self.now}"
+        return f"{self.name}: {self.shown(self.then)} -> {self.shown(self.now)}"
 
 
 @dataclass(frozen=True)

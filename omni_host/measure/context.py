@@ -16,6 +16,8 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from omni_host.plan.knobs import KNOBS
+
 
 class Kind(enum.Enum):
     SETTING = "setting"  # how the host is set: a change of it explains a drop
@@ -75,7 +77,8 @@ FACTS: dict[str, Fact] = {
     MODEL_FINGERPRINT: Fact("model fingerprint", 18),
 }
 ENV, LIB, GPU = "env.", "lib.", "gpu."  # a variable, a library, a GPU: keys with a name
-ENV_RANK, LIB_RANK, GPU_RANK, UNKNOWN_RANK = 3, 5, 14, 18
+KNOB = "knob."  # a knob's setting (plan.knobs: its file), read by benches since issue 65
+ENV_RANK, LIB_RANK, KNOB_RANK, GPU_RANK, UNKNOWN_RANK = 3, 5, 9, 14, 18
 # A GPU's facts: gpu.<index>.<field>, said as "GPU<index> <label>".
 GPU_FACTS: dict[str, tuple[str, Kind]] = {
     "pcie_max": ("PCIe link (max trained)", Kind.SETTING),
@@ -109,6 +112,8 @@ def fact(key: str) -> Fact:
         return Fact(f"env {key[len(ENV):]}", ENV_RANK)
     if key.startswith(LIB):
         return Fact(f"{key[len(LIB):]} sha256", LIB_RANK)
+    if key.startswith(KNOB) and key[len(KNOB):] in KNOBS:
+        return Fact(KNOBS[key[len(KNOB):]].what, KNOB_RANK)
     gpu = _gpu_parts(key)
     if gpu is not None:
         label, kind = GPU_FACTS[gpu[1]]
@@ -126,7 +131,7 @@ _GPU_LABEL = re.compile(r"GPU(\S+) (.+)")
 
 def _key_of(name: str) -> str:
     """The key of a label as benches stored before the keys wrote it (a key stays itself)."""
-    if name in FACTS or name.startswith((ENV, LIB, GPU)):
+    if name in FACTS or name.startswith((ENV, LIB, GPU, KNOB)):
         return name
     if name in _LABELLED:
         return _LABELLED[name]
@@ -211,8 +216,8 @@ def diff(before: dict[str, Any], after: dict[str, Any]) -> tuple[list[Change], l
         a, b = before.get(key), after.get(key)
         if key in before and key in after and same(key, a, b):
             unchanged.append(label(key))
-        elif key not in before and fact(key).kind is Kind.SYMPTOM:
-            continue  # measured since a later omni-host: the baseline did not, nothing moved
+        elif key not in before and (fact(key).kind is Kind.SYMPTOM or key.startswith(KNOB)):
+            continue  # read since a later omni-host: the baseline did not, nothing moved
         else:
             changed.append(Change(key, a, b, key in before, key in after))
     changed.sort(key=lambda c: c.rank)

@@ -10,6 +10,7 @@ from omni_host.measure.context import (
     CCD_LINKS,
     CPU_BANDWIDTH,
     ENV,
+    KNOB,
     LIB,
     MODEL_FINGERPRINT,
     OWN_CPU,
@@ -154,6 +155,8 @@ def bench_context(summary: FactSummary, run: BenchRun) -> dict[str, Any]:
     ctx[MODEL_FINGERPRINT] = model.get("fingerprint")
     for name, value in sorted((run.context.get("env") or {}).items()):
         ctx[ENV + str(name)] = value
+    for name, value in sorted((run.context.get("knobs") or {}).items()):
+        ctx[KNOB + str(name)] = str(value)
     load = (run.during or {}).get("other_cpu_load")
     if load is not None:
         ctx["other_cpu_load"] = load

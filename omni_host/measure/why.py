@@ -4,8 +4,10 @@ becomes a proof:
 
 * **Factors** (``factors``): what differs between the baseline and the latest bench judged
   against it. A llama-bench option its record echoes (``-t``, ``-ngl``, ``-ub``, ``-b``,
-  ``-fa``, ``-ctk``, ``-ctv``, ``-ncmoe``) or a variable of the bench's environment can be set
-  back for one run; the rest (another GPU process, the driver, the kernel, the binary, the
+  ``-fa``, ``-ctk``, ``-ctv``, ``-ncmoe``), a variable of the bench's environment or a knob
+  the bench reads (THP, its defrag, NUMA balancing, the governor, zone reclaim: written for
+  its arm's runs and restored whatever happens, as ``--knob`` does; root on the host) can
+  be set back for one run; the rest (another GPU process, the driver, the kernel, the binary, the
   CPUs allowed...) cannot, and each is said with what would prove it.
 * **Rounds** (``plan_why``): one A/B of interleaved rounds (the knob A/B's helper machinery:
   each arm once a round, the order reversed every other round): the host as it is (``now``),
@@ -23,13 +25,14 @@ becomes a proof:
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from omni_host.measure.asked import Factor
-from omni_host.measure.context import ENV, Kind, diff, fact, label
+from omni_host.measure.context import ENV, KNOB, Kind, diff, fact, label
 from omni_host.measure.knob import (
     FLOOR,
     MIN_PAIRS,
@@ -41,7 +44,7 @@ from omni_host.measure.knob import (
     round_centres,
 )
 from omni_host.model import CheckResult, Evidence, Status
-from omni_host.plan.knobs import Arm, without_options
+from omni_host.plan.knobs import KNOBS, Arm, without_options
 
 if TYPE_CHECKING:
     from omni_host.evaluate.meta import CheckMeta
@@ -67,6 +70,7 @@ PROOF = {"gpu_processes": "the bench again once the other GPU process has gone",
          "cpus_allowed": "the bench from a shell with the baseline's CPUs allowed",
          "cpu_quota": "the bench outside the cgroup's quota"}
 TRUNCATED = 200  # an environment value stored at this length may be cut: not set back
+MIXED = "mixed"  # a knob whose files (one a CPU) held different values (remote/bench.py)
 
 
 def _value(json_text: str) -> str:
@@ -85,7 +89,15 @@ def factors(then_keys: dict[str, str], now_keys: dict[str, str], then: dict[str,
            for k in OPTIONS if k in then_keys and k in now_keys and then_keys[k] != now_keys[k]]
     changes, _ = diff(then, now)
     for c in changes:
-        if c.key.startswith(ENV):
+        if c.key.startswith(KNOB) and c.key[len(KNOB):] in KNOBS:
+            knob = KNOBS[c.key[len(KNOB):]]
+            mixed = c.before in (None, MIXED)
+            out.append(Factor(knob.what, None if c.before is None else str(c.before),
+                              None if c.after is None else str(c.after),
+                              path=None if mixed else knob.path,
+                              cannot=("its files held different values at the baseline"
+                                      if mixed else None)))
+        elif c.key.startswith(ENV):
             name = c.key.removeprefix(ENV)
             cut = any(isinstance(v, str) and len(v) >= TRUNCATED for v in (c.before, c.after))
             out.append(Factor(f"env {name}", c.before, c.after, variable=None if cut else name,
@@ -98,14 +110,16 @@ def factors(then_keys: dict[str, str], now_keys: dict[str, str], then: dict[str,
     return out
 
 
-def _back(args: tuple[str, ...], env: dict[str, str | None], f: Factor
-          ) -> tuple[tuple[str, ...], dict[str, str | None]]:
-    """``args`` and ``env`` with factor ``f`` as the baseline had it."""
+def _back(arm: Arm, f: Factor) -> Arm:
+    """``arm`` with factor ``f`` as the baseline had it."""
     if f.option is not None:
-        rest = tuple(without_options(args, SPELLINGS[f.option]))
-        return ((*rest, f.option, f.then) if f.then is not None else rest), env
+        rest = tuple(without_options(arm.args, SPELLINGS[f.option]))
+        return dataclasses.replace(arm, args=(*rest, f.option, f.then) if f.then is not None
+                                   else rest)
+    if f.path is not None and f.then is not None:
+        return dataclasses.replace(arm, writes=(*arm.writes, (f.path, f.then)))
     assert f.variable is not None
-    return args, {**env, f.variable: f.then}
+    return dataclasses.replace(arm, env=(*arm.env, (f.variable, f.then)))
 
 
 @dataclass(frozen=True)
@@ -136,14 +150,13 @@ def plan_why(args: tuple[str, ...], found: list[Factor], per_run_s: float,
     if expected(len(settable)) > budget_s:
         return (f"even one factor in {ROUNDS} rounds takes about {expected(1):.0f} s, past the "
                 f"budget ({budget_s:g} s): raise --why-budget or lower the repetitions")
-    arms = [Arm(NOW, (), args)]
-    every_args, every_env = args, dict[str, str | None]()
+    now = Arm(NOW, (), args)
+    arms, every = [now], dataclasses.replace(now, name=ALL)
     for f in settable:
-        a, e = _back(args, {}, f)
-        arms.append(Arm(f.arm, (), a, env=tuple(e.items())))
-        every_args, every_env = _back(every_args, every_env, f)
+        arms.append(_back(dataclasses.replace(now, name=f.arm), f))
+        every = _back(every, f)
     if len(settable) > 1:
-        arms.append(Arm(ALL, (), every_args, env=tuple(every_env.items())))
+        arms.append(every)
     return WhyPlan(tuple(arms), tuple(settable), tuple(left), ROUNDS, expected(len(settable)))
 
 
@@ -154,12 +167,23 @@ def _pct(x: float) -> str:
 def judge_why(meta: CheckMeta, ab: KnobAB, measured: tuple[Factor, ...],
               left: tuple[Factor, ...]) -> CheckResult:
     """Each factor's effect, the sum against all set back, what could not be measured."""
+    not_back = {p: s for p, s in ab.restored.items() if s != "ok"}
+    if not_back:
+        return meta.result(Status.FAIL, "a knob --why wrote was NOT restored: " + "; ".join(
+            f"{p}: {s} (it was {ab.before.get(p)})" for p, s in not_back.items()),
+                           details={"restored": ab.restored, "before": ab.before})
+    put_back = (f"; every knob file written is restored ({len(ab.restored)})" if ab.restored
+                else "; nothing on the host was written (each factor was set for its own "
+                     "llama-bench runs)")
+    if ab.error:
+        return meta.result(Status.ERROR, f"--why stopped: {ab.error}{put_back}",
+                           details={"restored": ab.restored})
     left_out = disturbed(ab)
     centres = round_centres(ab, left_out)
     failed = sorted({r.arm for r in ab.runs if r.error})
     if failed:
-        return meta.result(Status.ERROR, f"llama-bench failed in the arm(s) {', '.join(failed)}",
-                           details={"failed": failed})
+        return meta.result(Status.ERROR, f"llama-bench failed in the arm(s) {', '.join(failed)}"
+                           f"{put_back}", details={"failed": failed})
     names = [f.arm for f in measured] + ([ALL] if len(measured) > 1 else [])
     sigmas = family_sigmas(len(names))
     costly, lines, per_test = [], [], {}
@@ -174,7 +198,7 @@ def judge_why(meta: CheckMeta, ab: KnobAB, measured: tuple[Factor, ...],
             e = effects.get(f.arm) or {}
             if e.get("effect") is None:
                 continue
-            what = (f"{test}: setting {f.name} back ({f.now} -> {f.then}) "
+            what = (f"{test}: setting {f.name} back ({f.shown(f.now)} -> {f.shown(f.then)}) "
                     f"{_pct(e['effect'])} ±{e.get('uncertainty') or 0:.1%}")
             if e.get("measurable") and e["effect"] > 0:
                 cost = 1 - 1 / (1 + e["effect"])  # of the rate the baseline's value gives
@@ -207,6 +231,7 @@ def judge_why(meta: CheckMeta, ab: KnobAB, measured: tuple[Factor, ...],
         summary += "; not measured: " + "; ".join(not_set)
     if left_out:
         summary += "; " + left_out_words(left_out, "round")
+    summary += put_back
     evidence = (Evidence(CHECK_ID, "omni-host bench --why (interleaved rounds)", tuple(lines)),)
     return meta.result(Status.WARN if costly else Status.PASS, summary, evidence=evidence,
                        details={"factors": [f.line() for f in measured],

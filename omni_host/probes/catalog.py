@@ -288,12 +288,18 @@ def load_parsers() -> None:
             probe.parse.resolve()
 
 
+# the knobs whose file a bench reads into its context (a change of one is named, and --why
+# sets it back): each knob the A/B writes, by name
+KNOB_FILES = {k.name: k.path for k in KNOBS.values() if k.path is not None}
+
+
 def bench_probe(spec: BenchSpec, *, force: bool = False, wait_s: float = 0.0) -> Probe:
     """The bench probe for a policy's omni_bench: its values travel as argv; ``wait_s``: how
     long the helper waits for another bench to release the host's bench lock (--wait)."""
     argv = ("--llama-bench", spec.llama_bench, "--model", spec.model,
             "--repetitions", str(spec.repetitions), "--budget-s", f"{spec.budget_s:g}",
             "--max-busy-pct", f"{spec.max_busy_pct:g}", "--env-json", json.dumps(dict(spec.env)),
+            "--knob-files-json", json.dumps(KNOB_FILES),
             *(("--force",) if force else ()), "--wait-go",
             *(("--wait-lock", f"{wait_s:g}") if wait_s > 0 else ()),
             "--", *spec.args)

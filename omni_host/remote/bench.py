@@ -663,6 +663,18 @@ def _expand(path):
     return sorted(glob.glob(path))[:4096] if any(c in path for c in "*?[") else [path]
 
 
+def knob_settings(files):
+    """Each knob's setting now (``files``: name -> its file, a glob for one a CPU): the value,
+    or ``mixed`` where the files of a glob differ; a knob whose file is not there is left
+    out (no THP in the kernel, no cpufreq in a VM)."""
+    out = {}
+    for name, path in sorted(files.items()):
+        values = sorted(set(_current(one) for one in _expand(path) if os.path.exists(one)))
+        if values:
+            out[name] = values[0] if len(values) == 1 else "mixed"
+    return out
+
+
 def spawn_restorer(originals):
     """A process of its own session that writes ``originals`` back once this process is gone
     (its end of a pipe closes with it, however it ends: SIGKILL and a lost connection
@@ -920,6 +932,7 @@ def _decide(doc, opts, found, binary, model, env, ab, originals, pipe, started):
         "cpus_allowed": affinity, "cpu_quota": cpu_quota(),
         "loadavg": (_read("/proc/loadavg") or "").split()[:3],
         "model": model_id, "env": bench_env(env), "tensor_map": found["tensors"],
+        "knobs": knob_settings(json.loads(opts.get("knob_files_json") or "{}")),
         "gpus": gpus, "nvml": session.memory() if session and gpus is not None else [],
         "busy_before": busy,
     }

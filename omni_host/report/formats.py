@@ -9,12 +9,13 @@ from typing import Any
 from xml.etree import ElementTree as ET
 
 from omni_host.model import CheckResult, Status
-from omni_host.report.plots import Point, Series, svg
+from omni_host.report.plots import Bar, Point, Series, bars, svg
 from omni_host.report.results import (
     STABILITY,
     details_of,
     perf_result,
     served_rates,
+    why_effects,
 )
 from omni_host.report.text import (
     ENGINE_WORDS,
@@ -65,6 +66,17 @@ def _watch_series(host: HostReport) -> list[Series]:
                                         Series(f"{name} GPU memory", gpu, unit="MiB"))
                             if s.points]
             out.append(Series(first.name, first.points, unit="MiB", beside=tuple(rest)))
+    return out
+
+
+def _why_bars(host: HostReport) -> list[str]:
+    """A ``bench --why``'s drop split by factor, one plot a test (bench --why, issue 65)."""
+    out = []
+    for test, arms in why_effects(host).items():
+        rows = tuple(Bar(arm.removesuffix(" back"), float(e.get("effect") or 0.0),
+                         float(e.get("uncertainty") or 0.0), bool(e.get("measurable")))
+                     for arm, e in arms.items())
+        out.append(bars(f"{test}: each change since the baseline set back (bench --why)", rows))
     return out
 
 
@@ -136,7 +148,8 @@ def _host_view(host: HostReport, inventory: str | None, layers: dict[str, str],
                      "word": ENGINE_WORDS[e.status.value], "why": engine_why(e)}
                     for e in host.strategic],
         "cold_case": cold_case_lines(host),
-        "plots": [markupsafe.Markup(svg(s)) for s in [*trends.get(host.host, []), *_watch_series(host)]],
+        "plots": [markupsafe.Markup(svg(s)) for s in [*trends.get(host.host, []), *_watch_series(host)]]
+        + [markupsafe.Markup(p) for p in _why_bars(host)],
         "bench": _bench_cell(host)}
 
 

@@ -26,6 +26,7 @@ from omni_host.report.results import (
     KNOB,
     PLACEMENT,
     PROOF,
+    WHY,
     perf_result,
     served_rates,
 )
@@ -297,16 +298,21 @@ def knob_ledger(entries: HostEntries) -> dict[str, tuple[str, str]]:
 
 
 def last_bench(entries: HostEntries) -> LastBench | None:
-    """The host's newest stored bench and its tokens/s verdict."""
+    """The host's newest stored bench and its tokens/s verdict, with what the newest
+    ``bench --why`` since it proved."""
+    why = None
     for audit, entry in entries:
         if audit.report.source is Source.BENCH:
+            proved = entry.result(WHY)
+            if proved is not None and why is None:
+                why = f"{proved.status.value} ({audit.id}): {proved.summary}"
             perf = perf_result(entry)
             if perf is not None:
                 bench = entry.bench
                 of_baseline, of_ceiling = bench.figures() if bench else (None, None)
                 return LastBench(audit.id, audit.started_at, perf.status, perf.summary,
                                  of_baseline, of_ceiling, bench.links if bench else (),
-                                 target(audit.report))
+                                 target(audit.report), why)
     return None
 
 

@@ -188,3 +188,50 @@ def svg(series: Series, width: int = WIDTH, height: int = HEIGHT) -> str:
     out.append("</svg>")
     return "".join(out)
 
+
+
+@dataclass(frozen=True)
+class Bar:
+    """One factor of ``bench --why``: what setting it back did to a test's rate."""
+
+    label: str
+    effect: float  # the fraction setting it back changed the rate by (+: it cost)
+    uncertainty: float = 0.0  # two standard errors, as a fraction
+    measurable: bool = False
+
+
+def bars(title: str, rows: tuple[Bar, ...], width: int = WIDTH) -> str:
+    """A drop split by factor as one ``<svg>``: a horizontal bar a factor from a zero line,
+    its interval as a whisker, solid where it is measurable and pale where it is not."""
+    if not rows:
+        return ""
+    row_h, label_w = 22, 230
+    height = TOP + row_h * len(rows) + 12
+    top = _nice(max(abs(r.effect) + r.uncertainty for r in rows) * 1.05 or 0.01)
+    inner = width - label_w - RIGHT
+    zero = label_w + inner / 2
+
+    def x(value: float) -> float:
+        return zero + max(-top, min(value, top)) / top * inner / 2
+
+    out = [f'<svg width="{width}" height="{height}" viewBox="0 0 {width} {height}" role="img" '
+           f'aria-label="{escape(title)}" font-family="system-ui,sans-serif" font-size="11">',
+           f"<title>{escape(title)}</title>",
+           f'<text x="4" y="14" font-weight="600">{escape(title)}</text>',
+           f'<line x1="{zero:.1f}" x2="{zero:.1f}" y1="{TOP - 6}" y2="{height - 8}" '
+           'stroke="#999"/>']
+    for i, r in enumerate(rows):
+        mid = TOP + row_h * i + row_h / 2
+        left, right = sorted((x(0.0), x(r.effect)))
+        color = (RED if r.effect > 0 else GREEN) if r.measurable else GREY
+        said = (f"{r.label}: {r.effect:+.1%} ±{r.uncertainty:.1%} set back ("
+                + ("measurable" if r.measurable else "no measurable difference") + ")")
+        out.append(f'<text x="{label_w - 6}" y="{mid + 4:.1f}" text-anchor="end">'
+                   f"{escape(r.label)}</text>")
+        out.append(f'<rect x="{left:.1f}" y="{mid - 7:.1f}" width="{max(right - left, 1):.1f}" '
+                   f'height="14" fill="{color}"><title>{escape(said)}</title></rect>')
+        out.append(f'<line x1="{x(r.effect - r.uncertainty):.1f}" '
+                   f'x2="{x(r.effect + r.uncertainty):.1f}" y1="{mid:.1f}" y2="{mid:.1f}" '
+                   'stroke="#333"/>')
+    out.append("</svg>")
+    return "\n".join(out)

@@ -6,6 +6,7 @@ absent, never as an error."""
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from omni_host.model import BENCH_CHECK, CheckResult
@@ -17,6 +18,7 @@ SERVED = "serve.tokens-per-s"
 PLACEMENT = "perf.placement"
 PROOF = "perf.placement-proof"
 KNOB = "perf.knob"
+WHY = "perf.why"
 STABILITY = "serve.stability"
 
 
@@ -37,3 +39,20 @@ def served_rates(host: HostReport) -> dict[str, dict[str, Any]]:
     servers = details_of(host, SERVED).get("servers")
     return {str(s["server"]): s for s in servers if isinstance(s, dict)
             and rate(s.get("served_ts")) is not None} if isinstance(servers, list) else {}
+
+
+def why_effects(host: HostReport) -> dict[str, dict[str, dict[str, Any]]]:
+    """A ``bench --why``'s figures: test -> arm (``<factor> back``, ``all back``) -> its
+    effect, uncertainty and whether it is measurable; {} where there are none."""
+    effects = details_of(host, WHY).get("effects")
+    if not isinstance(effects, dict):
+        return {}
+    return {str(test): {str(arm): e for arm, e in arms.items() if isinstance(e, dict)
+                        and _fraction(e.get("effect")) and _fraction(e.get("uncertainty", 0.0))}
+            for test, arms in effects.items() if isinstance(arms, dict)}
+
+
+def _fraction(value: Any) -> bool:
+    """A finite number (an edited file's string, boolean or NaN is none)."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and \
+        math.isfinite(value)

@@ -156,8 +156,9 @@ def last_bench_line(bench: LastBench, now: float | None, where: str | None, host
     age = f"{hours:.0f} h" if hours < 48 else f"{hours / 24:.0f} days"
     again = command(f"{program()} bench {where} {shlex.quote(host)}" if where
                     else f"{program()} bench")
-    return (f"Last bench: {bench.status.value} {age} ago ({bench.audit}): {bench.summary}; "
-            f"measure again: {again}")
+    proved = f"; then bench --why: {bench.why}" if bench.why else ""
+    return (f"Last bench: {bench.status.value} {age} ago ({bench.audit}): {bench.summary}"
+            f"{proved}; measure again: {again}")
 
 
 def status_of(result: CheckResult) -> str:

@@ -1,0 +1,80 @@
+#!/bin/bash
+# bench --why on a lent GPU machine (issue 65), as an operator runs it after a drop: two
+# induced two-factor changes since a baseline, each a factor that costs beside one that
+# does not, on the 1.7 GB random llama (tg128, 5 repetitions):
+#   env: omni_bench.env gains GGML_CUDA_DISABLE_GRAPHS=1 (CUDA graphs off: each token's
+#        kernels launched one by one) and GGML_CUDA_FORCE_MMQ=1 (the quantized matmul
+#        kernels: an F16 model has none to force);
+#   threads: 8 of 14 layers on the GPU, -t 16 -> 8 (half the CPU's share of each token)
+#        and -ub 512 -> 256 (the physical batch: no generated token fills it).
+# Each case: a baseline, the changed bench, then --why; then each factor by hand alone, its
+# effect as llama-bench measures it in 5 interleaved pairs (the figure --why must match
+# within 3 points). REPEAT runs --why that many times per case (default 1).
+# Runs in the background (setsid) so that two device calls can wait for it; everything lands
+# in OUTDIR/why.tar.gz.  Usage: bash benchmarks/why_gpu.sh OUTDIR [wait]
+set -u
+final=$1 out=/tmp/why
+if [ "${2:-}" = wait ]; then  # the second call: wait for the first's run, then pack it
+  for _ in $(seq 1 1150); do [ -e $out/done ] && break; sleep 0.5; done
+  cat $out/progress.log; [ -e $out/done ] || exit 3
+  tar czf "$final/why.tar.gz" -C $out . && exit 0
+fi
+mkdir -p $out "$final"
+if [ -z "${WHY_INNER:-}" ]; then
+  WHY_INNER=1 setsid bash "$0" "$final" > $out/progress.log 2>&1 < /dev/null &
+  bash "$0" "$final" wait
+  exit $?
+fi
+. benchmarks/gpu_lib.sh
+gpu_python "$out"
+gpu_dense_bench "$out"
+nvidia-smi --query-gpu=index,name,driver_version,clocks.max.sm --format=csv,noheader
+nproc
+hand() {  # hand NAME ENV-JSON ARGS-JSON [ENV-JSON ARGS-JSON]...: each config's tg128 by hand,
+  # interleaved over 5 pairs (the first config the reference); medians and ratios
+  python3 - "$bin" "$model" "$@" <<'PY'
+import json, os, subprocess, sys
+binary, model, name, rest = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4:]
+configs = [(json.loads(rest[i]), json.loads(rest[i + 1])) for i in range(0, len(rest), 2)]
+def run(env, args):
+    proc = subprocess.run([binary, "-m", model, "-o", "json", "-r", "5", *args],
+                          capture_output=True, text=True, env={**os.environ, **env})
+    samples = json.loads(proc.stdout)[0]["samples_ts"][1:]
+    return sorted(samples)[len(samples) // 2]
+table = [[] for _ in configs]
+for i in range(5):
+    for j in (range(len(configs)) if i % 2 == 0 else reversed(range(len(configs)))):
+        table[j].append(run(*configs[j]))
+medians = [sorted(v)[2] for v in table]
+print(json.dumps({"case": name, "configs": [list(c) for c in configs], "ts": table,
+                  "medians": medians, "vs_first": [m / medians[0] - 1 for m in medians]}),
+      flush=True)
+PY
+}
+REPEAT=${REPEAT:-1}
+# case env
+E=/tmp/store-env
+bench_inventory /tmp/inv-env0.yml "$bin" "$model" '["-p", "0", "-n", "128", "-ngl", "99", "-fa", "1"]'
+bench_inventory /tmp/inv-env1.yml "$bin" "$model" '["-p", "0", "-n", "128", "-ngl", "99", "-fa", "1"]' \
+  '{"GGML_CUDA_DISABLE_GRAPHS": "1", "GGML_CUDA_FORCE_MMQ": "1"}'
+"$bin" -m "$model" -r 20 -ngl 99 -fa 1 -p 0 -n 128 > /dev/null 2>&1  # warm
+bench e0-baseline /tmp/inv-env0.yml $E
+bench e1-changed /tmp/inv-env1.yml $E
+for r in $(seq 1 $REPEAT); do bench "e2-why$r" /tmp/inv-env1.yml $E --why; done
+A='["-p", "0", "-n", "128", "-ngl", "99", "-fa", "1"]'
+echo "by hand env: $(hand env '{"GGML_CUDA_DISABLE_GRAPHS": "1", "GGML_CUDA_FORCE_MMQ": "1"}' "$A" \
+  '{"GGML_CUDA_FORCE_MMQ": "1"}' "$A" '{"GGML_CUDA_DISABLE_GRAPHS": "1"}' "$A" '{}' "$A" | tee $out/hand-env.json)"
+# case threads
+T=/tmp/store-threads
+bench_inventory /tmp/inv-t0.yml "$bin" "$model" '["-p", "0", "-n", "128", "-ngl", "8", "-t", "16", "-ub", "512"]'
+bench_inventory /tmp/inv-t1.yml "$bin" "$model" '["-p", "0", "-n", "128", "-ngl", "8", "-t", "8", "-ub", "256"]'
+bench t0-baseline /tmp/inv-t0.yml $T
+bench t1-changed /tmp/inv-t1.yml $T
+for r in $(seq 1 $REPEAT); do bench "t2-why$r" /tmp/inv-t1.yml $T --why; done
+echo "by hand threads: $(hand threads '{}' '["-p", "0", "-n", "128", "-ngl", "8", "-t", "8", "-ub", "256"]' \
+  '{}' '["-p", "0", "-n", "128", "-ngl", "8", "-t", "16", "-ub", "256"]' \
+  '{}' '["-p", "0", "-n", "128", "-ngl", "8", "-t", "8", "-ub", "512"]' \
+  '{}' '["-p", "0", "-n", "128", "-ngl", "8", "-t", "16", "-ub", "512"]' | tee $out/hand-threads.json)"
+tar czf "$out/stores.tar.gz" -C /tmp store-env store-threads
+echo "why done after $(( $(date +%s) - t0 )) s"
+touch $out/done
