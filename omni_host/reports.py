@@ -163,6 +163,7 @@ class HostDiff:
     # the tests the newer bench read as falling over its history: a slide, a step down that
     # stayed, a step under the tolerance (issue 67)
     series: tuple[str, ...] = ()
+    why: str | None = None  # what the newer report's bench --why proved (issue 65)
 
 
 @dataclass(frozen=True)

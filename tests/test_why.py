@@ -5,7 +5,12 @@ real CPU llama-bench over the loopback sshd."""
 from __future__ import annotations
 
 import json
+import os
 import re
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -34,6 +39,19 @@ def test_the_factors_are_what_differs_and_each_says_how_it_is_set_back() -> None
     assert env.variable == "GGML_CUDA_GRAPHS" and env.then == "1" and env.now is None
     assert said["NVIDIA driver"].cannot is not None and "reboot" in said["NVIDIA driver"].cannot
     assert "once the other GPU process has gone" in str(said["other processes on the GPUs"].cannot)
+
+
+def test_what_an_edited_store_says_is_never_written_or_run() -> None:
+    """A knob is written as root and an option is run: only a value of the knob's own, and an
+    option's plain value, are set back; anything else a stored file says is named, not used."""
+    found = {f.name: f for f in factors(
+        _keys(n_threads="--rpc=evil"), _keys(n_threads=4),
+        {"knob.thp": "always\nmadvise", "knob.zone-reclaim": "1", "knob.governor": "mixed"},
+        {"knob.thp": "never", "knob.zone-reclaim": "0", "knob.governor": "performance"})}
+    assert found["llama-bench -t"].option is None and found["llama-bench -t"].cannot
+    assert found["transparent huge pages"].path is None and found["transparent huge pages"].cannot
+    assert found["the CPU governor"].path is None
+    assert found["NUMA zone reclaim"].path == "/proc/sys/vm/zone_reclaim_mode"
 
 
 def test_the_plan_sets_each_back_alone_then_all_and_keeps_to_its_budget() -> None:
@@ -114,6 +132,9 @@ def test_why_names_the_option_that_costs_and_clears_the_harmless_one(
     assert bench is not None and bench.why is not None and bench.why.startswith("warn (")
     assert "then bench --why: warn" in last_bench_line(bench, None, None, "loop")
     assert "llama-bench -ub: 64 -> 2 costs pp64" in bench.why
+    diff = run_cli("report", "diff", "--report-dir", str(store))
+    assert diff.code == 0 and "  bench --why proved: warn: llama-bench -ub: 64 -> 2 costs pp64" \
+        in diff.stdout, diff.stdout + diff.stderr
 
 
 THP = Path("/sys/kernel/mm/transparent_hugepage/enabled")
@@ -124,7 +145,8 @@ def test_why_sets_a_knob_back_for_its_runs_and_restores_it(sshd: Sshd, llama,
                                                            tmp_path: Path) -> None:
     """Issue 65: a knob the bench reads is a factor. THP turned off since the baseline (and a
     harmless -b change beside it): the changed bench names it, --why writes THP back for its
-    arm's runs only and leaves the switch as it found it (off), and says so."""
+    arm's runs only and leaves the switch as it found it (off), and says so; a --why ended
+    by SIGTERM while THP is written back leaves it as it found it too."""
     from omni_host.probes.parsers.knobs import selected
 
     binary, model = llama
@@ -146,6 +168,22 @@ def test_why_sets_a_knob_back_for_its_runs_and_restores_it(sshd: Sshd, llama,
             str(tmp_path / "none"), timeout=600))
         assert result.code in (0, 1), result.stderr
         assert selected(THP.read_text().strip()) == off  # as --why found it
+        # SIGTERM while THP is written back for its arm: the switch is as --why found it
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "omni_host", "bench", "-i", str(inv), "loop", "--why",
+             "--report-dir", str(store), "--known-hosts", str(sshd.known_hosts),
+             "--ssh-config", str(tmp_path / "none")], stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE, text=True, start_new_session=True)
+        deadline = time.monotonic() + 120
+        while selected(THP.read_text().strip()) != was:
+            assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+            time.sleep(0.05)
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.communicate(timeout=120)
+        deadline = time.monotonic() + 15
+        while selected(THP.read_text().strip()) != off:
+            assert time.monotonic() < deadline, f"THP left at {THP.read_text()}, was {off}"
+            time.sleep(0.1)
     finally:
         THP.write_text(was)
     why = next(r for r in json.loads(result.stdout)["hosts"][0]["results"]

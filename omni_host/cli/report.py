@@ -163,10 +163,12 @@ def _diff_text(diffs: list[dict[str, Any]]) -> str:
                          + "; ".join(d["bench_changed"]))
         for words in d.get("series", ()):
             lines.append(f"  over its history: {words}")
+        if d.get("why"):
+            lines.append(f"  bench --why proved: {d['why']}")
         if not any(d.get(k) for k in ("new_failures", "new_warnings", "fixed", "still_failing",
                                       "resurrected_engines", "changed_facts",
                                       "policy_changed", "tokens_per_s", "bench_changed",
-                                      "series")):
+                                      "series", "why")):
             lines.append("  no change in verdicts, state or policy")
     return "\n".join(lines) + "\n"
 

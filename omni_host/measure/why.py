@@ -28,6 +28,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -70,7 +71,7 @@ PROOF = {"gpu_processes": "the bench again once the other GPU process has gone",
          "cpus_allowed": "the bench from a shell with the baseline's CPUs allowed",
          "cpu_quota": "the bench outside the cgroup's quota"}
 TRUNCATED = 200  # an environment value stored at this length may be cut: not set back
-MIXED = "mixed"  # a knob whose files (one a CPU) held different values (remote/bench.py)
+OPTION_VALUE = re.compile(r"[A-Za-z0-9_.]{1,32}")  # a number or a cache type: what is set back
 
 
 def _value(json_text: str) -> str:
@@ -84,19 +85,25 @@ def factors(then_keys: dict[str, str], now_keys: dict[str, str], then: dict[str,
     """What differs between the baseline (its test's key, its context) and the latest bench,
     in the order the context diff names causes: options first (the operator set them), then
     the environment, then what cannot be set back."""
-    out = [Factor(f"llama-bench {OPTIONS[k]}", _value(then_keys[k]), _value(now_keys[k]),
-                  option=OPTIONS[k])
-           for k in OPTIONS if k in then_keys and k in now_keys and then_keys[k] != now_keys[k]]
+    out = []
+    for k in OPTIONS:
+        if k in then_keys and k in now_keys and then_keys[k] != now_keys[k]:
+            was, is_now = _value(then_keys[k]), _value(now_keys[k])
+            plain = OPTION_VALUE.fullmatch(was) is not None  # a stored file may be edited
+            out.append(Factor(f"llama-bench {OPTIONS[k]}", was, is_now,
+                              option=OPTIONS[k] if plain else None,
+                              cannot=None if plain else "its stored value is not an option's"))
     changes, _ = diff(then, now)
     for c in changes:
         if c.key.startswith(KNOB) and c.key[len(KNOB):] in KNOBS:
             knob = KNOBS[c.key[len(KNOB):]]
-            mixed = c.before in (None, MIXED)
+            # written as root: only a value of the knob's own (an edited store writes nothing)
+            known = c.before in knob.values if knob.values else str(c.before).isdigit()
             out.append(Factor(knob.what, None if c.before is None else str(c.before),
                               None if c.after is None else str(c.after),
-                              path=None if mixed else knob.path,
-                              cannot=("its files held different values at the baseline"
-                                      if mixed else None)))
+                              path=knob.path if known else None,
+                              cannot=None if known else "the baseline's value is not one of "
+                              "its values (its files differed, or it was not read)"))
         elif c.key.startswith(ENV):
             name = c.key.removeprefix(ENV)
             cut = any(isinstance(v, str) and len(v) >= TRUNCATED for v in (c.before, c.after))
@@ -222,8 +229,9 @@ def judge_why(meta: CheckMeta, ab: KnobAB, measured: tuple[Factor, ...],
                              "" if agree else ": they interact (the whole is not the factors' "
                              "product: measure the pair)"))
     if not per_test:
-        return meta.result(Status.SKIP, f"fewer than {MIN_PAIRS} rounds judged: nothing called",
-                           details={"left_out": left_out})
+        why_not = f"; {left_out_words(left_out, 'round')}" if left_out else ""
+        return meta.result(Status.SKIP, f"fewer than {MIN_PAIRS} rounds judged: nothing called"
+                           f"{why_not}{put_back}", details={"left_out": left_out})
     not_set = [f"{f.line()} ({f.cannot or 'past the budget: not measured'})" for f in left]
     summary = ("; ".join(costly) if costly else
                "no factor set back is measurably faster: none is shown to cost")

@@ -223,7 +223,9 @@ def diff_hosts(old: HostReport, new: HostReport,
     return HostDiff(tuple(new_failures), tuple(fixed), tuple(still), policy, facts,
                     tuple(resurrected), tuple(unblocked), tokens_changes(old, new), tuple(moved),
                     tuple(warned), new.bench.changed if new.bench is not None else (),
-                    series_words(new.bench))
+                    series_words(new.bench),
+                    f"{proved.status.value}: {proved.summary}"
+                    if (proved := new.result(WHY)) is not None else None)
 
 
 def series_words(bench: BenchOutcome | None) -> tuple[str, ...]:
