@@ -4,6 +4,26 @@
 LL=/tmp/llama.cpp
 LLAMA_BIN=$LL/build/bin
 
+gpu_background() {  # gpu_background NAME FINAL [wait]: run the calling script in the background
+  # (setsid) so that two device calls can wait for it: the first starts it and waits, a second
+  # (wait) only waits; either packs /tmp/NAME into FINAL/NAME.tar.gz once it has touched
+  # /tmp/NAME/done, and exits. Returns only inside the background run, with $out set.
+  local name=$1 final=$2
+  out=/tmp/$name
+  if [ "${3:-}" = wait ]; then
+    for _ in $(seq 1 1150); do [ -e "$out/done" ] && break; sleep 0.5; done
+    cat "$out/progress.log"; [ -e "$out/done" ] || exit 3
+    tar czf "$final/$name.tar.gz" -C "$out" . && exit 0
+    exit 1
+  fi
+  mkdir -p "$out" "$final"
+  if [ -z "${GPU_BACKGROUND:-}" ]; then
+    GPU_BACKGROUND=1 setsid bash "$0" "$final" > "$out/progress.log" 2>&1 < /dev/null &
+    bash "$0" "$final" wait
+    exit $?
+  fi
+}
+
 gpu_python() {  # gpu_python OUTDIR: the carried wheels and this tree on PYTHONPATH, compiled once
   python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site \
     .devcarry/whl/*.whl > "$1/pip.log" 2>&1 || { echo "wheels did not install"; tail -5 "$1/pip.log"; }

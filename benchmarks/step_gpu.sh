@@ -14,19 +14,8 @@
 # Runs in the background (setsid) so that two device calls can wait for it; everything lands
 # in OUTDIR/step.tar.gz.  Usage: bash benchmarks/step_gpu.sh OUTDIR [wait]
 set -u
-final=$1 out=/tmp/step
-if [ "${2:-}" = wait ]; then  # the second call: wait for the first's run, then pack it
-  for _ in $(seq 1 1150); do [ -e $out/done ] && break; sleep 0.5; done
-  cat $out/progress.log; [ -e $out/done ] || exit 3
-  tar czf "$final/step.tar.gz" -C $out . && exit 0
-fi
-mkdir -p $out "$final"
-if [ -z "${STEP_INNER:-}" ]; then
-  STEP_INNER=1 setsid bash "$0" "$final" > $out/progress.log 2>&1 < /dev/null &
-  bash "$0" "$final" wait
-  exit $?
-fi
 . benchmarks/gpu_lib.sh
+gpu_background step "$1" "${2:-}"
 gpu_python "$out"
 gpu_dense_bench "$out"
 nvidia-smi --query-gpu=index,name,uuid,driver_version,clocks.max.sm --format=csv,noheader
