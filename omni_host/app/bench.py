@@ -28,6 +28,7 @@ from omni_host.plan.hosts import HostPlan
 from omni_host.plan.knobs import Knob
 from omni_host.plan.knobs import arms as knob_arms
 from omni_host.plan.knobs import current as knob_current
+from omni_host.plan.policy import BenchSpec
 from omni_host.plan.waivers import Waiver
 from omni_host.probes.catalog import bench_probe, knob_probe
 from omni_host.report.history import History
@@ -45,6 +46,15 @@ class BenchHost:
     baseline: str | None  # the stored bench compared with
     warnings: tuple[str, ...] = ()  # stored benches skipped, one line each
     refused_baseline: str | None = None  # why this run is not the baseline asked for
+
+
+def bench_spec(plan: HostPlan) -> BenchSpec:
+    """The host's omni_bench; a UsageError naming what to set where it has none."""
+    spec = plan.policy.bench
+    if spec is None:
+        raise UsageError(f"{plan.name}: no omni_bench in its policy: set omni_bench.llama_bench, "
+                         "omni_bench.model and omni_bench.args (docs/bench.md)")
+    return spec
 
 
 def judged(bundle: Bundle, plan: HostPlan, past: Past, asked: Asked, *,
@@ -68,10 +78,7 @@ def knob_host(plan: HostPlan, ssh: SshOptions, knob: tuple[Knob, str], pairs: in
               wait_s: float = 0.0) -> BenchHost:
     """An A/B of one knob on one host (perf.knob): its audit, and what the knob costs here;
     never a baseline. Raises BenchRefused when the helper refused to run."""
-    spec = plan.policy.bench
-    if spec is None:
-        raise UsageError(f"{plan.name}: no omni_bench in its policy: set omni_bench.llama_bench, "
-                         "omni_bench.model and omni_bench.args (docs/bench.md)")
+    spec = bench_spec(plan)
     start = time.monotonic()
     two = knob_arms(knob[0], knob[1], spec.args)
     try:
@@ -89,10 +96,7 @@ def why_host(plan: HostPlan, ssh: SshOptions, past: Past, *, force: bool,
     """Each change since the baseline set back in rounds (perf.why): the factors read from
     the baseline and the latest bench judged against it; never a baseline. Raises
     BenchRefused where there is nothing to prove or the helper refused to run."""
-    spec = plan.policy.bench
-    if spec is None:
-        raise UsageError(f"{plan.name}: no omni_bench in its policy: set omni_bench.llama_bench, "
-                         "omni_bench.model and omni_bench.args (docs/bench.md)")
+    spec = bench_spec(plan)
     baseline = past.baseline
     latest = next((b for a, e in past.entries if a.report.source is Source.BENCH
                    and (b := e.bench) is not None and b.baseline is not None
@@ -128,10 +132,7 @@ def bench_host(plan: HostPlan, ssh: SshOptions, past: Past, *, record: bool,
     """Collect and bench one host (``sweep``: the split sweep instead of the baseline's
     args; ``started``: its collection, already under way); raises BenchRefused when it
     refused to run."""
-    spec = plan.policy.bench
-    if spec is None:
-        raise UsageError(f"{plan.name}: no omni_bench in its policy: set omni_bench.llama_bench, "
-                         "omni_bench.model and omni_bench.args (docs/bench.md)")
+    spec = bench_spec(plan)
     swept: SweepPlan | None = None
     if sweep:
         baseline = past.baseline
