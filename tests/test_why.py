@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import Sshd, run_cli, until_unlocked
+from conftest import Sshd, run_cli, start_sshd, until_unlocked
 from test_bench import _baseline, _bench, _inventory
 
 from omni_host.measure.why import ALL, NOW, factors, plan_why
@@ -39,6 +39,33 @@ def test_the_factors_are_what_differs_and_each_says_how_it_is_set_back() -> None
     assert env.variable == "GGML_CUDA_GRAPHS" and env.then == "1" and env.now is None
     assert said["NVIDIA driver"].cannot is not None and "reboot" in said["NVIDIA driver"].cannot
     assert "once the other GPU process has gone" in str(said["other processes on the GPUs"].cannot)
+
+
+def test_the_cpus_allowed_are_one_factor_set_back_as_the_kernel_lists_them() -> None:
+    """Which CPUs changed (a server pinned onto other cores): one factor, its count not a
+    second one, set back with the baseline's list; the helper reads and writes the kernel's
+    list form both ways; a baseline that recorded only the count names it as not settable."""
+    from omni_host.remote.bench import cpu_ranges, cpu_set
+
+    (one,) = factors({}, {}, {"cpus_allowed": 16, "cpu_list": "0-15"},
+                     {"cpus_allowed": 8, "cpu_list": "0-3,8-11"})
+    assert (one.name, one.then, one.now, one.cpus) == ("CPUs allowed", "0-15", "0-3,8-11", "0-15")
+    plan = plan_why(("-p", "8"), [one], per_run_s=1.0)
+    assert not isinstance(plan, str) and plan.arms[1].cpus == "0-15" and plan.arms[0].cpus is None
+    assert cpu_ranges({0, 1, 2, 3, 8, 10, 11}) == "0-3,8,10-11"
+    assert cpu_set("0-3,8,10-11") == {0, 1, 2, 3, 8, 10, 11}
+    assert cpu_set("0-3;rm") is None and cpu_set("") is None and cpu_set("0-99999") is None
+    (count,) = factors({}, {}, {"cpus_allowed": 16}, {"cpus_allowed": 8, "cpu_list": "0-7"})
+    assert count.cpus is None and "the baseline did not record which" in str(count.cannot)
+    # said once where the count moved (its line), and as which CPUs where only they moved
+    from omni_host.measure.context import diff
+
+    assert [c.line() for c in diff({"cpus_allowed": 16, "cpu_list": "0-15"},
+                                   {"cpus_allowed": 8, "cpu_list": "0-7"})[0]] == \
+        ["CPUs allowed: 16 -> 8"]
+    assert [c.line() for c in diff({"cpus_allowed": 8, "cpu_list": "0-7"},
+                                   {"cpus_allowed": 8, "cpu_list": "8-15"})[0]] == \
+        ["CPUs allowed (which): 0-7 -> 8-15"]
 
 
 def test_what_an_edited_store_says_is_never_written_or_run() -> None:
@@ -216,3 +243,38 @@ def test_an_edited_why_reads_what_is_numbers_and_draws_them() -> None:
         "llama-bench -t back"]}}
     (plot,) = _why_bars(host)
     assert "<title>llama-bench -t: +84.0% ±7.0% set back (measurable)</title>" in plot
+
+
+@pytest.mark.system  # the real CPU llama-bench, over an sshd of its own pinned to one CPU
+def test_why_runs_its_arm_on_the_baselines_cpus(llama, tmp_path: Path) -> None:
+    """Issue 65's CPU mask: the host's sessions pinned to one CPU since a baseline on two,
+    two threads: the changed bench names which CPUs; --why runs the arm on the baseline's
+    two, and the pinning is measured to cost."""
+    binary, model = llama
+    allowed = sorted(os.sched_getaffinity(0))
+    assert len(allowed) >= 2, "this test needs two CPUs"
+    two, one = allowed[:2], allowed[1:2]  # the second: a busy loop often sits on the first
+    server = start_sshd(tmp_path / "sshd")
+    try:
+        os.sched_setaffinity(server.proc.pid, two)
+        store = tmp_path / "store"
+        inv = _inventory(server, tmp_path / "inv", binary, model,
+                         args=["-p", "0", "-n", "32", "-t", "2"])
+        first, _ = _baseline(server, inv, store)
+        assert first.code == 0, first.stderr
+        os.sched_setaffinity(server.proc.pid, one)
+        changed, perf = _bench(server, inv, store)
+        listed = ",".join(map(str, two)) if two[1] != two[0] + 1 else f"{two[0]}-{two[1]}"
+        assert perf is not None and "CPUs allowed: 2 -> 1" in perf["summary"], perf["summary"]
+        assert perf["details"]["context"]["cpu_list"] == str(one[0])
+        result = until_unlocked(lambda: run_cli(
+            "bench", "-i", str(inv), "loop", "--why", "--report-dir", str(store), "--format",
+            "json", "--known-hosts", str(server.known_hosts), "--ssh-config",
+            str(tmp_path / "none"), timeout=600))
+    finally:
+        server.proc.kill()
+    why = next(r for r in json.loads(result.stdout)["hosts"][0]["results"]
+               if r["id"] == "perf.why")
+    assert why["details"]["factors"] == [f"CPUs allowed: {listed} -> {one[0]}"], why["details"]
+    effect = why["details"]["effects"]["tg32"]["CPUs allowed back"]
+    assert why["status"] == "warn" and effect["measurable"] and effect["effect"] > 0.2, why

@@ -35,7 +35,7 @@ class SweepAsked:
 class Factor:
     """One thing that differs from the baseline: its name as said, the baseline's value and
     the current one (None: unset / llama-bench's default), and how it is set back for one run
-    (an option, a variable, a knob's file) or why it cannot be."""
+    (an option, a variable, a knob's file, the CPUs) or why it cannot be."""
 
     name: str
     then: str | None
@@ -43,6 +43,7 @@ class Factor:
     option: str | None = None  # llama-bench's option that sets it back
     variable: str | None = None  # the environment variable that sets it back
     path: str | None = None  # the knob's file that sets it back (written, then restored)
+    cpus: str | None = None  # the CPUs its arm's llama-bench runs on (a kernel's list)
     cannot: str | None = None  # why it cannot be set back, and what would prove it
 
     @property

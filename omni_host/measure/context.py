@@ -50,6 +50,7 @@ CPU_BANDWIDTH = "cpu_memory_gbs"
 CCD_LINKS = "cpu_ccd_links_gbs"
 OWN_CPU = "own_cpu"
 MODEL_FINGERPRINT = "model_fingerprint"
+CPU_LIST = "cpu_list"  # which CPUs llama-bench may run on, read by benches since issue 65
 
 # The order changes are named in: what takes tokens/s away (other work, limits, the binary,
 # the environment, the platform) before what follows from it (clocks and their reasons).
@@ -57,6 +58,7 @@ FACTS: dict[str, Fact] = {
     "gpu_processes": Fact("other processes on the GPUs", 0, Kind.MEASURED),
     "cpu_quota": Fact("CPU quota (cgroup)", 1),
     "cpus_allowed": Fact("CPUs allowed", 2),
+    "cpu_list": Fact("CPUs allowed (which)", 2),
     "llama_bench_sha256": Fact("llama-bench sha256", 4),
     "build": Fact("llama.cpp build", 6),
     "backends": Fact("backends", 7),
@@ -216,9 +218,12 @@ def diff(before: dict[str, Any], after: dict[str, Any]) -> tuple[list[Change], l
         a, b = before.get(key), after.get(key)
         if key in before and key in after and same(key, a, b):
             unchanged.append(label(key))
-        elif key not in before and (fact(key).kind is Kind.SYMPTOM or key.startswith(KNOB)):
+        elif key not in before and (fact(key).kind is Kind.SYMPTOM or key.startswith(KNOB)
+                                    or key == CPU_LIST):
             continue  # read since a later omni-host: the baseline did not, nothing moved
         else:
             changed.append(Change(key, a, b, key in before, key in after))
+    if any(c.key == "cpus_allowed" for c in changed):  # their count said it: which, once
+        changed = [c for c in changed if c.key != CPU_LIST]
     changed.sort(key=lambda c: c.rank)
     return changed, unchanged

@@ -9,6 +9,7 @@ from typing import Any, TypeGuard
 from omni_host.measure.context import (
     CCD_LINKS,
     CPU_BANDWIDTH,
+    CPU_LIST,
     ENV,
     KNOB,
     LIB,
@@ -143,6 +144,8 @@ def bench_context(summary: FactSummary, run: BenchRun) -> dict[str, Any]:
     ctx["cpu_quota"] = (f"{quota['cpus']:g} CPUs ({quota['cgroup']})"
                         if isinstance(quota, dict) else "none")
     ctx["cpus_allowed"] = run.context.get("cpus_allowed")
+    if run.context.get("cpu_list") is not None:  # read since issue 65: which CPUs they are
+        ctx[CPU_LIST] = str(run.context["cpu_list"])[:200]
     binary = run.context.get("binary") or {}
     ctx["llama_bench_sha256"] = str(binary.get("sha256", ""))[:16] or None
     for lib, digest in sorted((binary.get("libs") or {}).items()):

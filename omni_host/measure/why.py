@@ -6,8 +6,9 @@ becomes a proof:
   against it. A llama-bench option its record echoes (``-t``, ``-ngl``, ``-ub``, ``-b``,
   ``-fa``, ``-ctk``, ``-ctv``, ``-ncmoe``), a variable of the bench's environment or a knob
   the bench reads (THP, its defrag, NUMA balancing, the governor, zone reclaim: written for
-  its arm's runs and restored whatever happens, as ``--knob`` does; root on the host) can
-  be set back for one run; the rest (another GPU process, the driver, the kernel, the binary, the
+  its arm's runs and restored whatever happens, as ``--knob`` does; root on the host) or the
+  CPUs allowed (its arm's llama-bench run on the baseline's, where the baseline recorded
+  which) can be set back for one run; the rest (another GPU process, the driver, the kernel, the binary, the
   CPUs allowed...) cannot, and each is said with what would prove it.
 * **Rounds** (``plan_why``): one A/B of interleaved rounds (the knob A/B's helper machinery:
   each arm once a round, the order reversed every other round): the host as it is (``now``),
@@ -33,7 +34,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from omni_host.measure.asked import Factor
-from omni_host.measure.context import ENV, KNOB, Kind, diff, fact, label
+from omni_host.measure.context import CPU_LIST, ENV, KNOB, Kind, diff, fact, label
 from omni_host.measure.knob import (
     FLOOR,
     MIN_PAIRS,
@@ -68,9 +69,11 @@ PROOF = {"gpu_processes": "the bench again once the other GPU process has gone",
          "kernel": "a bench on the baseline's kernel (a reboot into it)",
          "llama_bench_sha256": "the baseline's binary, were it kept: bench --knob cannot run it",
          "build": "the baseline's build, were it kept",
-         "cpus_allowed": "the bench from a shell with the baseline's CPUs allowed",
+         "cpus_allowed": "the bench from a shell with the baseline's CPUs allowed (the "
+                         "baseline did not record which)",
          "cpu_quota": "the bench outside the cgroup's quota"}
 TRUNCATED = 200  # an environment value stored at this length may be cut: not set back
+CPUS = re.compile(r"[0-9]+(-[0-9]+)?(,[0-9]+(-[0-9]+)?){0,63}")  # a kernel's CPU list
 OPTION_VALUE = re.compile(r"[A-Za-z0-9_.]{1,32}")  # a number or a cache type: what is set back
 
 
@@ -88,13 +91,21 @@ def factors(then_keys: dict[str, str], now_keys: dict[str, str], then: dict[str,
     out = []
     for k in OPTIONS:
         if k in then_keys and k in now_keys and then_keys[k] != now_keys[k]:
-            was, is_now = _value(then_keys[k]), _value(now_keys[k])
-            plain = OPTION_VALUE.fullmatch(was) is not None  # a stored file may be edited
-            out.append(Factor(f"llama-bench {OPTIONS[k]}", was, is_now,
+            old, new = _value(then_keys[k]), _value(now_keys[k])
+            plain = OPTION_VALUE.fullmatch(old) is not None  # a stored file may be edited
+            out.append(Factor(f"llama-bench {OPTIONS[k]}", old, new,
                               option=OPTIONS[k] if plain else None,
                               cannot=None if plain else "its stored value is not an option's"))
+    was, cpus = then.get(CPU_LIST), now.get(CPU_LIST)
+    which = was is not None and cpus is not None and was != cpus  # the CPUs, not their count
+    if which:
+        plain = CPUS.fullmatch(str(was)) is not None
+        out.append(Factor("CPUs allowed", str(was), str(cpus), cpus=str(was) if plain else None,
+                          cannot=None if plain else "the baseline's CPUs are not a list"))
     changes, _ = diff(then, now)
     for c in changes:
+        if c.key in ("cpus_allowed", CPU_LIST) and which:
+            continue
         if c.key.startswith(KNOB) and c.key[len(KNOB):] in KNOBS:
             knob = KNOBS[c.key[len(KNOB):]]
             # written as root: only a value of the knob's own (an edited store writes nothing)
@@ -125,6 +136,8 @@ def _back(arm: Arm, f: Factor) -> Arm:
                                    else rest)
     if f.path is not None and f.then is not None:
         return dataclasses.replace(arm, writes=(*arm.writes, (f.path, f.then)))
+    if f.cpus is not None:
+        return dataclasses.replace(arm, cpus=f.cpus)
     assert f.variable is not None
     return dataclasses.replace(arm, env=(*arm.env, (f.variable, f.then)))
 
@@ -171,6 +184,43 @@ def _pct(x: float) -> str:
     return f"{x:+.1%}"
 
 
+def _test_effects(test: str, arms: dict[str, dict[int, float]], measured: tuple[Factor, ...],
+                  names: list[str], sigmas: float, costly: list[str], lines: list[str]
+                  ) -> dict[str, dict[str, Any]]:
+    """One test's arms against ``now`` (their effects, returned); what each factor costs and
+    the factors compounded against all set back, said into ``costly`` and ``lines``."""
+    noise = block_noise(arms)
+    effects = {n: against({NOW: arms[NOW], n: arms[n]}, NOW, noise, sigmas)[n]
+               for n in names if n in arms}
+    for f in measured:
+        e = effects.get(f.arm) or {}
+        if e.get("effect") is None:
+            continue
+        what = (f"{test}: setting {f.name} back ({f.shown(f.now)} -> {f.shown(f.then)}) "
+                f"{_pct(e['effect'])} ±{e.get('uncertainty') or 0:.1%}")
+        if e.get("measurable") and e["effect"] > 0:
+            cost = 1 - 1 / (1 + e["effect"])  # of the rate the baseline's value gives
+            costly.append(f"{f.line()} costs {test} {cost:.1%} (set back: {_pct(e['effect'])})")
+            what += " (measurably faster: it costs)"
+        elif not e.get("measurable"):
+            what += " (no measurable difference)"
+        lines.append(what)
+    total = effects.get(ALL) or {}
+    if total.get("effect") is not None:
+        # the factors compound: their effects multiply (add as logs), each with its standard
+        # error (a half of its two-standard-error interval, as logs)
+        parts = [effects.get(n) or {} for n in names]
+        together = math.fsum(math.log1p(p.get("effect") or 0.0) for p in parts[:-1])
+        se = math.hypot(*(math.log1p(p.get("uncertainty") or 0.0) / 2 for p in parts))
+        agree = abs(together - math.log1p(total["effect"])) <= max(sigmas * se,
+                                                                   math.log1p(FLOOR))
+        lines.append(f"{test}: all set back {_pct(total['effect'])}, the factors one by one "
+                     f"{_pct(math.expm1(together))} together" + (
+                         "" if agree else ": they interact (the whole is not the factors' "
+                         "product: measure the pair)"))
+    return effects
+
+
 def judge_why(meta: CheckMeta, ab: KnobAB, measured: tuple[Factor, ...],
               left: tuple[Factor, ...]) -> CheckResult:
     """Each factor's effect, the sum against all set back, what could not be measured."""
@@ -193,41 +243,12 @@ def judge_why(meta: CheckMeta, ab: KnobAB, measured: tuple[Factor, ...],
                            f"{put_back}", details={"failed": failed})
     names = [f.arm for f in measured] + ([ALL] if len(measured) > 1 else [])
     sigmas = family_sigmas(len(names))
-    costly, lines, per_test = [], [], {}
+    costly: list[str] = []
+    lines: list[str] = []
+    per_test = {}
     for test, arms in centres.items():
-        if NOW not in arms or len(arms[NOW]) < MIN_PAIRS:
-            continue
-        noise = block_noise(arms)
-        effects = {n: against({NOW: arms[NOW], n: arms[n]}, NOW, noise, sigmas)[n]
-                   for n in names if n in arms}
-        per_test[test] = effects
-        for f in measured:
-            e = effects.get(f.arm) or {}
-            if e.get("effect") is None:
-                continue
-            what = (f"{test}: setting {f.name} back ({f.shown(f.now)} -> {f.shown(f.then)}) "
-                    f"{_pct(e['effect'])} ±{e.get('uncertainty') or 0:.1%}")
-            if e.get("measurable") and e["effect"] > 0:
-                cost = 1 - 1 / (1 + e["effect"])  # of the rate the baseline's value gives
-                costly.append(f"{f.line()} costs {test} {cost:.1%} (set back: "
-                              f"{_pct(e['effect'])})")
-                what += " (measurably faster: it costs)"
-            elif not e.get("measurable"):
-                what += " (no measurable difference)"
-            lines.append(what)
-        total = effects.get(ALL) or {}
-        if total.get("effect") is not None:
-            # the factors compound: their effects multiply (add as logs), each with its
-            # standard error (a half of its two-standard-error interval, as logs)
-            parts = [effects.get(n) or {} for n in names]
-            together = math.fsum(math.log1p(p.get("effect") or 0.0) for p in parts[:-1])
-            se = math.hypot(*(math.log1p(p.get("uncertainty") or 0.0) / 2 for p in parts))
-            apart = abs(together - math.log1p(total["effect"]))
-            agree = apart <= max(sigmas * se, math.log1p(FLOOR))
-            lines.append(f"{test}: all set back {_pct(total['effect'])}, the factors one by one "
-                         f"{_pct(math.expm1(together))} together" + (
-                             "" if agree else ": they interact (the whole is not the factors' "
-                             "product: measure the pair)"))
+        if NOW in arms and len(arms[NOW]) >= MIN_PAIRS:
+            per_test[test] = _test_effects(test, arms, measured, names, sigmas, costly, lines)
     if not per_test:
         why_not = f"; {left_out_words(left_out, 'round')}" if left_out else ""
         return meta.result(Status.SKIP, f"fewer than {MIN_PAIRS} rounds judged: nothing called"

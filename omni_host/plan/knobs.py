@@ -92,6 +92,7 @@ class Arm:
     limits: tuple[tuple[str, int], ...] = ()  # (rlimit, bytes; -1 unlimited) for its llama-bench
     # variables its llama-bench runs with beside the bench's own (None: unset for it)
     env: tuple[tuple[str, str | None], ...] = ()
+    cpus: str | None = None  # the CPUs its llama-bench may run on (a kernel's list), if set
 
 
 def limit_bytes(value: str) -> int | None:

@@ -315,7 +315,7 @@ def knob_probe(spec: BenchSpec, arms: tuple[Any, ...], pairs: int, *,
     limited = {name for a in arms for name, _ in a.limits}
     ab = {"pairs": pairs, "arms": [{"name": a.name, "writes": [list(w) for w in a.writes],
                                     "args": list(a.args), "limits": dict(a.limits),
-                                    "env": dict(a.env)}
+                                    "env": dict(a.env), "cpus": a.cpus}
                                    for a in arms],
           "rlimits": {name: [rl.resource, rl.row] for name in sorted(limited)
                       if (rl := KNOBS[name].limit) is not None}}

@@ -541,16 +541,53 @@ def _kill_children():
     return killed
 
 
-def _limited(limits, rlimits):
-    """The function that sets an arm's resource limits in its llama-bench before it starts
-    (as a container's runtime sets them on its processes); None for none. ``rlimits``: knob
-    name -> (setrlimit's name, its /proc/PID/limits row), as the A/B was handed them."""
-    if not limits:
+def cpu_ranges(cpus):
+    """A set of CPUs as the kernel lists them (``0-3,8``)."""
+    out, run = [], []
+    for cpu in sorted(cpus):
+        if run and cpu == run[-1] + 1:
+            run.append(cpu)
+            continue
+        if run:
+            out.append("%d-%d" % (run[0], run[-1]) if len(run) > 1 else "%d" % run[0])
+        run = [cpu]
+    if run:
+        out.append("%d-%d" % (run[0], run[-1]) if len(run) > 1 else "%d" % run[0])
+    return ",".join(out)
+
+
+def cpu_set(text):
+    """The CPUs of a kernel's list (``0-3,8``); None where it is not one."""
+    found = set()
+    for part in (text or "").split(","):
+        low, _, high = part.partition("-")
+        if not low.isdigit() or (high and not high.isdigit()):
+            return None
+        top = int(high or low)
+        if top - int(low) > 4096:
+            return None
+        found.update(range(int(low), top + 1))
+    return found or None
+
+
+def _limited(limits, rlimits, cpus=None):
+    """The function that sets an arm's resource limits (as a container's runtime sets them on
+    its processes) and the CPUs it may run on (``cpus``, a kernel's list) in its llama-bench
+    before it starts; None for none. ``rlimits``: knob name -> (setrlimit's name, its
+    /proc/PID/limits row), as the A/B was handed them."""
+    if not limits and not cpus:
         return None
     import resource
 
     def apply():  # in the child, before exec: a refusal is its stderr and exit 126
-        for name, value in limits.items():
+        if cpus:
+            try:
+                os.sched_setaffinity(0, cpu_set(cpus) or set())
+            except (ValueError, OSError) as exc:
+                os.write(2, ("cannot run on CPUs %s: %s (outside this session's cpuset?)\n"
+                             % (cpus, exc)).encode())
+                os._exit(126)
+        for name, value in (limits or {}).items():
             which = getattr(resource, rlimits[name][0])
             limit = resource.RLIM_INFINITY if value < 0 else value
             try:
@@ -585,7 +622,7 @@ def _proc_limits(pid, names, rlimits):
     return found
 
 
-def run_bench(argv, budget_s, gpus, env, limits=None, rlimits=None):
+def run_bench(argv, budget_s, gpus, env, limits=None, rlimits=None, cpus=None):
     """One llama-bench run, watched. ``gpus``: falsy on a host without them, else the
     helper's NVML session or True (sampled with nvidia-smi); ``limits``: resource limits
     set on it by knob name (bytes, -1 unlimited)."""
@@ -593,7 +630,8 @@ def run_bench(argv, budget_s, gpus, env, limits=None, rlimits=None):
     busy0 = _cpu_busy_s()
     try:
         proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, env=env, preexec_fn=_limited(limits, rlimits))
+                                stderr=subprocess.PIPE, env=env,
+                                preexec_fn=_limited(limits, rlimits, cpus))
     except OSError as exc:  # (a limit the host refuses is the child's exit 126: _limited)
         return {"argv": argv, "exit_code": None, "error": "%s: %s" % (argv[0], exc.strerror or exc)}, None
     held = _proc_limits(proc.pid, limits, rlimits) if limits else None
@@ -754,7 +792,7 @@ def run_ab(binary, model, opts, ab, gpus, env, originals, pipe):
                     else:
                         arm_env[name] = value
                 run, during = run_bench(command, float(opts["budget_s"]), gpus, arm_env,
-                                        arm.get("limits"), rlimits)
+                                        arm.get("limits"), rlimits, arm.get("cpus"))
                 out["runs"].append({"arm": arm["name"], "pair": i, "run": run,
                                     "during": during})
                 if run.get("exit_code") != 0 or run.get("timed_out"):
@@ -930,6 +968,8 @@ def _decide(doc, opts, found, binary, model, env, ab, originals, pipe, started):
         affinity = os.cpu_count()
     doc["context"] = {
         "cpus_allowed": affinity, "cpu_quota": cpu_quota(),
+        "cpu_list": cpu_ranges(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
+        else None,
         "loadavg": (_read("/proc/loadavg") or "").split()[:3],
         "model": model_id, "env": bench_env(env), "tensor_map": found["tensors"],
         "knobs": knob_settings(json.loads(opts.get("knob_files_json") or "{}")),

@@ -159,7 +159,7 @@ HELPER_DOC: dict[str, Any] = {
     "refused": (None, TEXT),
     "gate": {"compute_apps": (None, _ROWS), "max_busy_pct": NUM, "forced": bool},
     "context": {
-        "cpus_allowed": (None, INT),
+        "cpus_allowed": (None, INT), "cpu_list": (None, TEXT), "knobs": {"*": TEXT},
         "cpu_quota": (None, {"cpus": NUM, "cgroup": TEXT, REQUIRED: ("cpus", "cgroup")}),
         "loadavg": [TEXT], "env": {"*": TEXT}, "busy_before": [TEXT],
         "model": {"path": TEXT, "size_bytes": (None, INT), "fingerprint": TEXT, "error": TEXT},
