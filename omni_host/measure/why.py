@@ -235,7 +235,12 @@ def judge_why(meta: CheckMeta, ab: KnobAB, measured: tuple[Factor, ...],
     if ab.error:
         return meta.result(Status.ERROR, f"--why stopped: {ab.error}{put_back}",
                            details={"restored": ab.restored})
-    left_out = disturbed(ab)
+    # an arm that runs llama-bench on other CPUs moves other processes' share by itself: its
+    # runs are not held to the others' load (a busy loop beside it got 0.5 CPUs, then 1.0)
+    moved = {f.arm for f in measured if f.cpus} | ({ALL} if any(f.cpus for f in measured)
+                                                   else set())
+    left_out = disturbed(dataclasses.replace(ab, runs=tuple(r for r in ab.runs
+                                                            if r.arm not in moved)))
     centres = round_centres(ab, left_out)
     failed = sorted({r.arm for r in ab.runs if r.error})
     if failed:
