@@ -8,8 +8,8 @@ becomes a proof:
   the bench reads (THP, its defrag, NUMA balancing, the governor, zone reclaim: written for
   its arm's runs and restored whatever happens, as ``--knob`` does; root on the host) or the
   CPUs allowed (its arm's llama-bench run on the baseline's, where the baseline recorded
-  which) can be set back for one run; the rest (another GPU process, the driver, the kernel, the binary, the
-  CPUs allowed...) cannot, and each is said with what would prove it.
+  which) can be set back for one run; the rest (another GPU process, the driver, the kernel,
+  the binary, the CPU quota...) cannot, and each is said with what would prove it.
 * **Rounds** (``plan_why``): one A/B of interleaved rounds (the knob A/B's helper machinery:
   each arm once a round, the order reversed every other round): the host as it is (``now``),
   each factor set back alone, and every factor set back at once (``all back``, where two or
@@ -47,6 +47,7 @@ from omni_host.measure.knob import (
 )
 from omni_host.model import CheckResult, Evidence, Status
 from omni_host.plan.knobs import KNOBS, Arm, without_options
+from omni_host.probes.parsers.bench import SHORT
 
 if TYPE_CHECKING:
     from omni_host.evaluate.meta import CheckMeta
@@ -56,9 +57,10 @@ CHECK_ID = "perf.why"
 ROUNDS = 5  # one disturbed round can be left out and four still judge
 BUDGET_S = 600.0  # --why's default budget: 10 minutes of runs
 NOW, ALL = "now", "all back"
-# llama-bench's record fields that name an option it can be run with, and that option
-OPTIONS = {"n_threads": "-t", "n_gpu_layers": "-ngl", "n_ubatch": "-ub", "n_batch": "-b",
-           "flash_attn": "-fa", "type_k": "-ctk", "type_v": "-ctv", "n_cpu_moe": "-ncmoe"}
+# llama-bench's record fields that name an option it can be run with, and that option (the
+# parser's short names for the parameters that tell records apart)
+OPTIONS = {k: f"-{SHORT[k]}" for k in ("n_threads", "n_gpu_layers", "n_ubatch", "n_batch",
+                                        "flash_attn", "type_k", "type_v", "n_cpu_moe")}
 SPELLINGS = {"-t": ("-t", "--threads"), "-ngl": ("-ngl", "--n-gpu-layers"),
              "-ub": ("-ub", "--ubatch-size"), "-b": ("-b", "--batch-size"),
              "-fa": ("-fa", "--flash-attn"), "-ctk": ("-ctk", "--cache-type-k"),
@@ -75,6 +77,11 @@ PROOF = {"gpu_processes": "the bench again once the other GPU process has gone",
 TRUNCATED = 200  # an environment value stored at this length may be cut: not set back
 CPUS = re.compile(r"[0-9]+(-[0-9]+)?(,[0-9]+(-[0-9]+)?){0,63}")  # a kernel's CPU list
 OPTION_VALUE = re.compile(r"[A-Za-z0-9_.]{1,32}")  # a number or a cache type: what is set back
+
+
+def _text(value: Any) -> str | None:
+    """A stored context value as a factor holds it (None: it was not there)."""
+    return None if value is None else str(value)
 
 
 def _value(json_text: str) -> str:
@@ -110,8 +117,8 @@ def factors(then_keys: dict[str, str], now_keys: dict[str, str], then: dict[str,
             knob = KNOBS[c.key[len(KNOB):]]
             # written as root: only a value of the knob's own (an edited store writes nothing)
             known = c.before in knob.values if knob.values else str(c.before).isdigit()
-            out.append(Factor(knob.what, None if c.before is None else str(c.before),
-                              None if c.after is None else str(c.after),
+            out.append(Factor(knob.what, _text(c.before),
+                              _text(c.after),
                               path=knob.path if known else None,
                               cannot=None if known else "the baseline's value is not one of "
                               "its values (its files differed, or it was not read)"))
@@ -122,8 +129,8 @@ def factors(then_keys: dict[str, str], now_keys: dict[str, str], then: dict[str,
                               cannot="its value is stored cut short" if cut else None))
         elif fact(c.key).kind is Kind.SETTING or c.key == "gpu_processes":
             proof = PROOF.get(c.key, "a bench with it as the baseline had it")
-            out.append(Factor(label(c.key), None if c.before is None else str(c.before),
-                              None if c.after is None else str(c.after),
+            out.append(Factor(label(c.key), _text(c.before),
+                              _text(c.after),
                               cannot=f"cannot be set back for one run: proved by {proof}"))
     return out
 
