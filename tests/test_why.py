@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pytest
 from conftest import Sshd, run_cli, start_sshd, until_unlocked
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from test_bench import _baseline, _bench, _inventory
 
 from omni_host.measure.why import ALL, NOW, factors, plan_why
@@ -301,3 +303,50 @@ def test_why_runs_its_arm_on_the_baselines_cpus(llama, tmp_path: Path) -> None:
     assert why["details"].get("factors") == [f"CPUs allowed: {listed} -> {one[0]}"], why
     effect = why["details"]["effects"]["tg32"]["CPUs allowed back"]
     assert why["status"] == "warn" and effect["measurable"] and effect["effect"] > 0.2, why
+
+
+_NAMES = st.sampled_from(["GGML_CUDA_GRAPHS", "OMP_NUM_THREADS", "HF_TOKEN", "LLAMA_API_KEY",
+                          "GGML_SECRET_PATH", "CUDA_VISIBLE_DEVICES", "AWS_SESSION", "PATH",
+                          "LLAMA_ARG_CHAT_TEMPLATE", "OPENBLAS_PASSWORD"])
+
+
+@settings(max_examples=60, deadline=None)
+@given(then=st.dictionaries(_NAMES, st.text(max_size=220), max_size=6),
+       now=st.dictionaries(_NAMES, st.text(max_size=220), max_size=6))
+def test_no_variable_a_store_names_is_sent_unless_the_env_rule_keeps_it(
+        then: dict[str, str], now: dict[str, str]) -> None:
+    """The invariant (no key sent astray), over generated stored environments, an edited
+    store's secrets among them: --why sets back only a variable the one environment rule
+    keeps (remote.procfacts.env_kept: no secret's name), with a value stored whole."""
+    from omni_host.remote.procfacts import env_kept
+
+    found = factors({}, {}, {f"env.{k}": v for k, v in then.items()},
+                    {f"env.{k}": v for k, v in now.items()})
+    for f in found:
+        if f.variable is not None:
+            assert env_kept(f.variable) and f.cannot is None, f
+            assert f.then is None or len(f.then) < 200, f
+    plan = plan_why(("-p", "8"), found, per_run_s=1.0)
+    sent = [name for arm in ([] if isinstance(plan, str) else plan.arms) for name, _ in arm.env]
+    assert all(env_kept(name) for name in sent), sent
+
+
+@settings(max_examples=60, deadline=None)
+@given(runs=st.lists(st.tuples(st.floats(50, 150), st.booleans()), min_size=0, max_size=30))
+def test_the_steps_level_holds_only_unchanged_runs_before_its_window(
+        runs: list[tuple[float, bool]]) -> None:
+    """The invariant under the step (a decline is never learned): over generated histories of
+    unchanged and changed runs, the level is the baseline's centre and the unchanged runs
+    before the window, the window the latest two runs whatever their state."""
+    from omni_host.measure.series import STEP_RUNS, step_window
+    from omni_host.model import Baseline, JudgedSince
+
+    since = tuple(JudgedSince(f"r{i}", float(i), {"tg": c}, {} if changed else {"tg": (c,)},
+                              ("a change",) if changed else ()) for i, (c, changed) in
+                  enumerate(runs))
+    baseline = Baseline("b", 0.0, {"tg": [100.0]}, {}, {"tg": [100.0]}, {}, since)
+    series, window = step_window(baseline, "tg")
+    cut = max(len(runs) - (STEP_RUNS - 1), 0)
+    assert window == since[cut:]
+    assert series == [100.0, *(c for c, changed in runs[:cut] if not changed),
+                      *(c for c, _ in runs[cut:])]

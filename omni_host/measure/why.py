@@ -48,6 +48,7 @@ from omni_host.measure.knob import (
 from omni_host.model import CheckResult, Evidence, Status
 from omni_host.plan.knobs import KNOBS, Arm, without_options
 from omni_host.probes.parsers.bench import SHORT
+from omni_host.remote.procfacts import env_kept
 
 if TYPE_CHECKING:
     from omni_host.evaluate.meta import CheckMeta
@@ -125,8 +126,12 @@ def factors(then_keys: dict[str, str], now_keys: dict[str, str], then: dict[str,
         elif c.key.startswith(ENV):
             name = c.key.removeprefix(ENV)
             cut = any(isinstance(v, str) and len(v) >= TRUNCATED for v in (c.before, c.after))
-            out.append(Factor(f"env {name}", c.before, c.after, variable=None if cut else name,
-                              cannot="its value is stored cut short" if cut else None))
+            # the one rule for what of an environment may be stored or sent (an edited store
+            # naming a secret's variable sends nothing)
+            why_not = "its value is stored cut short" if cut else None if env_kept(name) \
+                else "not a variable omni-host keeps or sends"
+            out.append(Factor(f"env {name}", _text(c.before), _text(c.after),
+                              variable=None if why_not else name, cannot=why_not))
         elif fact(c.key).kind is Kind.SETTING or c.key == "gpu_processes":
             proof = PROOF.get(c.key, "a bench with it as the baseline had it")
             out.append(Factor(label(c.key), _text(c.before),
