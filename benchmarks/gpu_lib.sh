@@ -98,11 +98,12 @@ gpu_dense_bench() {  # gpu_dense_bench OUTDIR [TARGET...]: sets $bin (llama-benc
 }
 
 bench() {  # bench NAME INVENTORY STORE [flags]: omni-host bench of the lent machine ($out set
-  # by the caller): its JSON report in $out/NAME.json; one line: status, wall, summary (of
-  # perf.tokens-per-s, or of perf.why under --why)
+  # by the caller; BENCH_PREFIX, a command it is started under: taskset -c 0-3): its JSON report
+  # in $out/NAME.json; one line: status, wall, summary (of perf.tokens-per-s, or of perf.why
+  # under --why)
   local name=$1 inv=$2 store=$3 s; shift 3
   s=$(date +%s.%N)
-  python3 -m omni_host bench -i "$inv" gpu --report-dir "$store" --format json "$@" \
+  ${BENCH_PREFIX:-} python3 -m omni_host bench -i "$inv" gpu --report-dir "$store" --format json "$@" \
     > "$out/$name.json" 2> "$out/$name.err"
   python3 - "$out/$name.json" "$name" "$s" <<'PY'
 import json, sys, time

@@ -6,10 +6,14 @@
 #        kernels launched one by one) and GGML_CUDA_FORCE_MMQ=1 (the quantized matmul
 #        kernels: an F16 model has none to force);
 #   threads: 8 of 14 layers on the GPU, -t 16 -> 8 (half the CPU's share of each token)
-#        and -ub 512 -> 256 (the physical batch: no generated token fills it).
+#        and -ub 512 -> 256 (the physical batch: no generated token fills it);
+#   mask: 8 of 14 layers on the GPU, -t 8, the bench started with CPUs 0-3 allowed (taskset:
+#        eight threads on four CPUs) and THP never (the model's buffers are not anonymous
+#        memory THP would back: the weights are mapped from the file).
 # Each case: a baseline, the changed bench, then --why; then each factor by hand alone, its
 # effect as llama-bench measures it in 5 interleaved pairs (the figure --why must match
-# within 3 points). REPEAT runs --why that many times per case (default 1).
+# within 3 points). REPEAT runs --why that many times per case (default 1); CASES picks
+# them (default "env threads mask").
 # Runs in the background (setsid) so that two device calls can wait for it; everything lands
 # in OUTDIR/why.tar.gz.  Usage: bash benchmarks/why_gpu.sh OUTDIR [wait]
 set -u
@@ -25,9 +29,17 @@ hand() {  # hand NAME ENV-JSON ARGS-JSON [ENV-JSON ARGS-JSON]...: each config's 
 import json, os, subprocess, sys
 binary, model, name, rest = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4:]
 configs = [(json.loads(rest[i]), json.loads(rest[i + 1])) for i in range(0, len(rest), 2)]
-def run(env, args):
+THP = "/sys/kernel/mm/transparent_hugepage/enabled"
+def run(env, args):  # env's _cpus (a list) and _thp (a value) set the CPUs allowed and THP
+    env = dict(env)
+    cpus, thp = env.pop("_cpus", None), env.pop("_thp", None)
+    if thp is not None:
+        with open(THP, "w") as f:
+            f.write(thp)
+    allowed = set(cpus) if cpus is not None else os.sched_getaffinity(0)
     proc = subprocess.run([binary, "-m", model, "-o", "json", "-r", "5", *args],
-                          capture_output=True, text=True, env={**os.environ, **env})
+                          capture_output=True, text=True, env={**os.environ, **env},
+                          preexec_fn=lambda: os.sched_setaffinity(0, allowed))
     samples = json.loads(proc.stdout)[0]["samples_ts"][1:]
     return sorted(samples)[len(samples) // 2]
 table = [[] for _ in configs]
@@ -40,8 +52,8 @@ print(json.dumps({"case": name, "configs": [list(c) for c in configs], "ts": tab
       flush=True)
 PY
 }
-REPEAT=${REPEAT:-1}
-# case env
+REPEAT=${REPEAT:-1} CASES=${CASES:-env threads mask}
+case_env() {
 E=/tmp/store-env
 bench_inventory /tmp/inv-env0.yml "$bin" "$model" '["-p", "0", "-n", "128", "-ngl", "99", "-fa", "1"]'
 bench_inventory /tmp/inv-env1.yml "$bin" "$model" '["-p", "0", "-n", "128", "-ngl", "99", "-fa", "1"]' \
@@ -53,7 +65,8 @@ for r in $(seq 1 $REPEAT); do bench "e2-why$r" /tmp/inv-env1.yml $E --why; done
 A='["-p", "0", "-n", "128", "-ngl", "99", "-fa", "1"]'
 echo "by hand env: $(hand env '{"GGML_CUDA_DISABLE_GRAPHS": "1", "GGML_CUDA_FORCE_MMQ": "1"}' "$A" \
   '{"GGML_CUDA_FORCE_MMQ": "1"}' "$A" '{"GGML_CUDA_DISABLE_GRAPHS": "1"}' "$A" '{}' "$A" | tee $out/hand-env.json)"
-# case threads
+}
+case_threads() {
 T=/tmp/store-threads
 bench_inventory /tmp/inv-t0.yml "$bin" "$model" '["-p", "0", "-n", "128", "-ngl", "8", "-t", "16", "-ub", "512"]'
 bench_inventory /tmp/inv-t1.yml "$bin" "$model" '["-p", "0", "-n", "128", "-ngl", "8", "-t", "8", "-ub", "256"]'
@@ -64,6 +77,24 @@ echo "by hand threads: $(hand threads '{}' '["-p", "0", "-n", "128", "-ngl", "8"
   '{}' '["-p", "0", "-n", "128", "-ngl", "8", "-t", "16", "-ub", "256"]' \
   '{}' '["-p", "0", "-n", "128", "-ngl", "8", "-t", "8", "-ub", "512"]' \
   '{}' '["-p", "0", "-n", "128", "-ngl", "8", "-t", "16", "-ub", "512"]' | tee $out/hand-threads.json)"
-tar czf "$out/stores.tar.gz" -C /tmp store-env store-threads
+}
+case_mask() {
+M=/tmp/store-mask THPF=/sys/kernel/mm/transparent_hugepage/enabled
+thp=$(sed 's/.*\[\(.*\)\].*/\1/' $THPF)
+echo "THP before: $thp"
+A='["-p", "0", "-n", "128", "-ngl", "8", "-t", "8"]'
+bench_inventory /tmp/inv-m.yml "$bin" "$model" "$A"
+bench m0-baseline /tmp/inv-m.yml $M
+echo never > $THPF
+BENCH_PREFIX="taskset -c 0-3" bench m1-changed /tmp/inv-m.yml $M
+for r in $(seq 1 $REPEAT); do BENCH_PREFIX="taskset -c 0-3" bench "m2-why$r" /tmp/inv-m.yml $M --why; done
+echo "THP after --why: $(cat $THPF)"
+echo "by hand mask: $(hand mask '{"_cpus": [0, 1, 2, 3], "_thp": "never"}' "$A" \
+  "{\"_cpus\": [0, 1, 2, 3], \"_thp\": \"$thp\"}" "$A" '{"_thp": "never"}' "$A" \
+  "{\"_thp\": \"$thp\"}" "$A" | tee $out/hand-mask.json)"
+echo "$thp" > $THPF
+}
+for c in $CASES; do "case_$c"; echo "case $c done after $(( $(date +%s) - t0 )) s"; done
+tar czf "$out/stores.tar.gz" -C /tmp $(cd /tmp && ls -d store-* 2>/dev/null)
 echo "why done after $(( $(date +%s) - t0 )) s"
 touch $out/done
