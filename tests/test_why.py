@@ -406,3 +406,22 @@ def test_the_h200_why_table_in_the_docs_is_the_captures_own() -> None:
     assert costly == {"env": ["env GGML_CUDA_DISABLE_GRAPHS back", "all back"],
                       "threads": ["llama-bench -t back", "all back"],
                       "mask": ["CPUs allowed back", "all back"]}
+
+
+def test_the_rounds_are_planned_at_the_slower_pace_a_drop_runs_at() -> None:
+    """The mask case of the lent H200: the host as it is ran the config 2.3x slower than the
+    baseline; --why plans its rounds at that pace, not the baseline's (at which its 10
+    minutes would have held twice the rounds it can run)."""
+    from omni_host.measure.sweep import seconds_per_config
+    from omni_host.measure.why import pace
+
+    def samples(name: str) -> dict[str, list[float]]:
+        doc = json.loads((WHY_H200 / f"{name}.json").read_text())
+        bench = next(r for r in doc["hosts"][0]["results"] if r["id"] == "perf.tokens-per-s")
+        return {t: list(v["samples_ts"]) for t, v in bench["details"]["tests"].items()}
+
+    then, now = samples("m0-baseline"), samples("m1-changed")
+    slow, fast = seconds_per_config(now), seconds_per_config(then)
+    assert slow is not None and fast is not None and slow > 2 * fast
+    assert pace(then, now) == slow and pace(now, then) == slow
+    assert pace(then, {}) == fast and pace({}, {}) is None

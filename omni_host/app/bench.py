@@ -19,9 +19,9 @@ from omni_host.evaluate.audit import evaluate_bundle, unreachable
 from omni_host.measure.asked import Asked, KnobAsked, RunRefused, SweepAsked, WhyAsked
 from omni_host.measure.bench import CHECK_ID
 from omni_host.measure.settle import first_run
-from omni_host.measure.sweep import SweepPlan, plan_sweep, seconds_per_config
+from omni_host.measure.sweep import SweepPlan, plan_sweep
 from omni_host.measure.twins import benched, gpu_twins, twins
-from omni_host.measure.why import factors, plan_why
+from omni_host.measure.why import factors, pace, plan_why
 from omni_host.model import Bundle, Source, Status
 from omni_host.outcome import FirstRun
 from omni_host.plan.hosts import HostPlan
@@ -110,7 +110,8 @@ def why_host(plan: HostPlan, ssh: SshOptions, past: Past, *, force: bool,
     then_keys = dict(baseline.keys.get(test, ())) if test else {}
     now_keys = {str(k): str(v) for k, v in latest.tests[test].key.items()} if test else {}
     found = factors(then_keys, now_keys, baseline.context, dict(latest.context))
-    per_run = seconds_per_config(baseline.tests) or spec.budget_s
+    per_run = pace(baseline.tests, {n: list(t.samples_ts) for n, t in latest.tests.items()}) \
+        or spec.budget_s
     planned = plan_why(spec.args, found, per_run)
     if isinstance(planned, str):
         raise BenchRefused(f"{plan.name}: --why refused: {planned}")

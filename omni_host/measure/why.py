@@ -45,6 +45,7 @@ from omni_host.measure.knob import (
     left_out_words,
     round_centres,
 )
+from omni_host.measure.sweep import seconds_per_config
 from omni_host.model import CheckResult, Evidence, Status
 from omni_host.plan.knobs import KNOBS, Arm, without_options
 from omni_host.probes.parsers.bench import SHORT
@@ -161,6 +162,14 @@ class WhyPlan:
     left: tuple[Factor, ...]  # not set back: cannot, or past the budget
     rounds: int
     expected_s: float
+
+
+def pace(baseline: dict[str, list[float]], latest: dict[str, list[float]]) -> float | None:
+    """Seconds one run of the config takes, to plan the rounds by: the host as it is runs at
+    the latest bench's pace, a drop's slower one, the arms set back near the baseline's; the
+    slower of the two (CPUs 0-3 of 16 ran the lent H200's config 2.3x slower)."""
+    return max((p for p in (seconds_per_config(baseline), seconds_per_config(latest)) if p),
+               default=None)
 
 
 def plan_why(args: tuple[str, ...], found: list[Factor], per_run_s: float,
