@@ -8,6 +8,7 @@ none (the lent H100's plans are in tests/fixtures/captures/plan-h100/)."""
 
 from __future__ import annotations
 
+import json
 import re
 import shlex
 from dataclasses import replace
@@ -30,6 +31,7 @@ from omni_host.measure.placement import (
     Workload,
     assess,
     engine_compute,
+    engine_seen,
     from_args,
     without_placement,
 )
@@ -212,6 +214,43 @@ def test_engine_compute_reads_llama_fit_params_rows() -> None:
     assert engine_compute(rows) == {"GPU0": 898 * MIB, "GPU1": 300 * MIB}
 
 
+def test_the_plan_fits_to_the_free_memory_llama_cpp_finds_not_nvmls() -> None:
+    """Issue 66: NVML's free memory counts what a server's own CUDA context then takes (the
+    H200 plan said 1.1 GiB would stay free, llama-server left 568 MiB). llama-fit-params
+    --log-jsonl prints the memory breakdown its CUDA backend saw in a process of its own; the
+    plan fits to the lower of the two. The rows' shape is llama.cpp's (common/fit.cpp of the
+    0.3.36 sdist: kind, name, total, free, self, model, context, compute, unaccounted, MiB);
+    the GPU figures here are made up: no lent GPU ran this build's breakdown yet (a CPU
+    build's own is read in test_plan_over_ssh_against_the_engines_own_estimate)."""
+    from omni_host.probes.parsers.bench_run import HELPER_DOC, _plan_facts, shape_error
+    from omni_host.report.text import _free_words
+
+    def row(name: str, free: int | str, total: int = 143771) -> dict[str, object]:
+        return {"kind": "device", "name": name, "description": "NVIDIA H200", "total": total,
+                "free": free, "self": 15900, "model": 12545, "context": 1792, "compute": 344,
+                "unaccounted": 0}
+
+    host_row = {"kind": "host", "name": "Host", "self": 10109, "model": 10109, "context": 0,
+                "compute": 0}
+    plan = {"cpus": 16, "physical_cores": 16, "meminfo_kib": {}, "fit_params": "/b/fit",
+            "fit": {"code": 0, "stdout": "-c 8192 -ngl 99", "stderr_tail": [],
+                    "breakdown": [row("CUDA0", 15800), row("CUDA1", 900, 800), host_row]}}
+    facts = _plan_facts(plan)
+    assert facts.engine_free == (("CUDA0", 15800, 143771),)  # free past total: not a figure
+    assert facts.fit_args == ("-c", "8192", "-ngl", "99")
+    nvml = (Gpu(143771 * MIB, 16382 * MIB, 4.8e12), Gpu(143771 * MIB, 9000 * MIB, 4.8e12))
+    seen = engine_seen(nvml, facts.engine_free)
+    assert [g.free // MIB for g in seen] == [15800, 9000]
+    assert engine_seen(nvml, (("CUDA0", 20000, 143771),)) == nvml  # NVML the lower: kept
+    words = _free_words({"gpus_free_mib": [15800, 9000], "gpus_free_nvml_mib": [16382, 9000],
+                         "gpus_free_engine_mib": {"CUDA0": 15800}})
+    assert words is not None and "GPU0 15,800 MiB as llama.cpp's CUDA backend found it (NVML " \
+        "16,382: 582 MiB" in words and "GPU1 9,000 MiB (NVML: the build did not say" in words
+    hostile = {**plan, "fit": {**plan["fit"], "breakdown": [row("CUDA0", "lots")]}}
+    assert shape_error(hostile, HELPER_DOC["plan"], "plan") == \
+        "plan.fit.breakdown[0].free: str where the helper writes an integer"
+
+
 def test_spearman_is_the_rank_correlation() -> None:
     assert spearman([1, 2, 3, 4], [10, 20, 30, 40]) == pytest.approx(1.0)
     assert spearman([1, 2, 3, 4], [40, 30, 20, 10]) == pytest.approx(-1.0)
@@ -388,6 +427,17 @@ def test_plan_over_ssh_against_the_engines_own_estimate(sshd, llama, moe_model: 
     assert engine["engine_model_mib"] <= engine["plan_weights_mib"]
     assert details["workload"]["ctx"] == 1024
     assert result["status"] in ("pass", "warn")
+    # llama-fit-params --log-jsonl: its memory breakdown kept beside the answer (a CPU build
+    # has only its Host row: no GPU free memory for the plan to take), the answer the last
+    # line of what is left of stdout
+    stored = next((tmp_path / "store").glob("*/bundles/*/probes/bench.llama.stdout"))
+    fit = json.loads(stored.read_text())["plan"]["fit"]
+    assert [r["kind"] for r in fit["breakdown"]] == ["host"], fit
+    assert fit["breakdown"][0]["self"] == sum(fit["breakdown"][0][k] for k in
+                                              ("model", "context", "compute"))
+    assert not any(line.startswith("{") for line in fit["stdout"].splitlines())
+    assert fit["stdout"].split()[:2] == ["-c", "1024"]
+    assert details["gpus_free_engine_mib"] == {} and details["gpus_free_nvml_mib"] == []
 
 
 @pytest.mark.system
@@ -827,6 +877,11 @@ def test_a_stored_plan_and_its_proof_judge_again_from_their_one_bundle(tmp_path:
         assert (now.status, _before_the_stated_error(now.summary)) == \
             (then.status, then.summary), check
         added = {"cpu_available_mib", "swap_free_mib"}  # the host's memory, said since issue 61
+        # NVML's free beside the engine's, said since issue 66 (this build printed no breakdown)
+        assert now.details.get("gpus_free_engine_mib", {}) == {}
+        assert now.details.get("gpus_free_nvml_mib", now.details.get("gpus_free_mib")) == \
+            now.details.get("gpus_free_mib")
+        added |= {"gpus_free_engine_mib", "gpus_free_nvml_mib"}
         details = {k: v for k, v in now.details.items() if k not in added}
         # the threads a CPU rate was measured at and the stated error, said since issue 63
         assert details["rates"].pop("cpu_threads") is None

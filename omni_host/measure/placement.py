@@ -34,7 +34,7 @@ it should give.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from omni_host.measure.ceiling import (
@@ -365,6 +365,18 @@ def from_args(args: tuple[str, ...], key: str, words: str, origin: str, *,
     return Candidate(key, words, origin, ngl=ngl if ngl <= 10**5 else ALL_LAYERS, ncmoe=ncmoe,
                      split=split, mode=first.get("mode", "layer"), main=main, threads=threads,
                      overrides=tuple(overrides))
+
+
+def engine_seen(gpus: tuple[Gpu, ...], engine_free: tuple[tuple[str, int, int], ...]
+                ) -> tuple[Gpu, ...]:
+    """Each GPU's free memory as a server will find it: the lower of NVML's and what
+    llama.cpp's CUDA backend saw in a process of its own (``CUDA<n>``, MiB; its context and
+    the driver's share already taken). NVML's free counts memory the server's own CUDA
+    context then takes: a plan of "1.1 GiB left" loaded to 568 MiB left on the H200."""
+    seen = {int(d): free * MIB for name, free, _ in engine_free
+            if name.startswith("CUDA") and (d := name[4:]).isdigit()}
+    return tuple(replace(g, free=min(g.free, seen[i])) if i in seen else g
+                 for i, g in enumerate(gpus))
 
 
 def engine_compute(rows: tuple[tuple[str, int, int, int], ...]) -> dict[str, int]:

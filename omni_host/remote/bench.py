@@ -818,20 +818,45 @@ def physical_cores(cpus):
     return len(cores) or None
 
 
-def _fit_params(binary, model, args, env, timeout_s=120):
+def _fit_params(binary, model, args, env, timeout_s=120, breakdown=False):
     """llama-fit-params (beside llama-bench: the same build) on ``args``: {"code", "stdout",
-    "stderr_tail"}, or {"error": why}."""
+    "stderr_tail"}, or {"error": why}. ``breakdown``: run it with --log-jsonl and keep its
+    memory breakdown's rows (``fit_memory_breakdown``: per device total and free as the CUDA
+    backend sees them in a process of its own, after its context, and what the args take) as
+    "breakdown", its other JSON lines left out of stdout; a build without --log-jsonl is
+    asked again without it."""
     try:
-        proc = subprocess.run([binary, "-m", model] + list(args), stdin=subprocess.DEVNULL,
+        proc = subprocess.run([binary, "-m", model] + list(args)
+                              + (["--log-jsonl"] if breakdown else []), stdin=subprocess.DEVNULL,
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=timeout_s,
                               env=env)
     except subprocess.TimeoutExpired:
         return {"error": "no answer in %d s" % timeout_s}
     except OSError as exc:
         return {"error": str(exc)}
+    if breakdown and proc.returncode:
+        return _fit_params(binary, model, args, env, timeout_s)
+    stdout, rows = proc.stdout.decode("utf-8", "replace"), None
+    if breakdown:
+        kept = []
+        for line in stdout.splitlines():
+            if not line.startswith("{"):
+                kept.append(line)
+                continue
+            try:
+                doc = json.loads(line) if len(line) < 65536 else None
+            except ValueError:
+                doc = None
+            if isinstance(doc, dict) and doc.get("type") == "fit_memory_breakdown" and \
+                    isinstance(doc.get("data"), dict):
+                rows = doc["data"].get("rows")
+        stdout = "\n".join(kept)
     tail = proc.stderr.decode("utf-8", "replace").splitlines()[-STDERR_LINES:]
-    return {"code": proc.returncode, "stdout": proc.stdout.decode("utf-8", "replace")[-65536:],
-            "stderr_tail": [line[:400] for line in tail]}
+    out = {"code": proc.returncode, "stdout": stdout[-65536:],
+           "stderr_tail": [line[:400] for line in tail]}
+    if isinstance(rows, list):
+        out["breakdown"] = [r for r in rows if isinstance(r, dict)][:64]
+    return out
 
 
 def plan_facts(llama_bench, model, plan, env):
@@ -854,7 +879,7 @@ def plan_facts(llama_bench, model, plan, env):
         out["fit_params"] = None
         return out
     out["fit_params"] = fit_binary
-    out["fit"] = _fit_params(fit_binary, model, plan.get("fit") or [], env)
+    out["fit"] = _fit_params(fit_binary, model, plan.get("fit") or [], env, breakdown=True)
     out["estimates"] = [dict(_fit_params(fit_binary, model, list(args) + ["-fitp", "on"], env),
                              args=list(args)) for args in plan.get("estimate") or []]
     return out

@@ -313,6 +313,24 @@ def _wander_words(wander: Any) -> str:
         "how far its rates wander between runs is not known yet (three stored runs tell it)"
 
 
+def _free_words(about: dict[str, Any]) -> str | None:
+    """Each GPU's free memory the plan fitted to: as llama.cpp's CUDA backend found it where
+    the build said (its own context taken), against NVML's."""
+    used, nvml = about.get("gpus_free_mib") or [], about.get("gpus_free_nvml_mib") or []
+    engine = about.get("gpus_free_engine_mib") or {}
+    said = []
+    for i, free in enumerate(used):
+        before = nvml[i] if i < len(nvml) else None
+        if f"CUDA{i}" in engine and isinstance(before, int):
+            said.append(f"GPU{i} {free:,} MiB as llama.cpp's CUDA backend found it (NVML "
+                        f"{before:,}: {before - free:,} MiB is what a server's own CUDA "
+                        "context and the driver take)")
+        else:
+            said.append(f"GPU{i} {free:,} MiB (NVML: the build did not say what llama.cpp "
+                        "finds, a server's own CUDA context is not counted)")
+    return "  GPU free: " + "; ".join(said) if said else None
+
+
 def plan_lines(report: Report) -> list[str]:
     """The placement plan of each host (perf.placement) as a ranked table, and the proof's
     predicted-against-measured table (perf.placement-proof) where it ran."""
@@ -335,6 +353,9 @@ def plan_lines(report: Report) -> list[str]:
                   f"{rates.get('gpu_efficiency_from') or 'none measured'}",
                   f"  Stated error: {rates.get('tg_ratio_from') or 'none stated'}; "
                   f"{_wander_words(rates.get('wander'))}"]
+        free = _free_words(about)
+        if free:
+            lines.append(free)
         for i, r in enumerate(rows, 1):
             lines.append(f"{i:>2}. [{r.origin}] {r.placement}")
             lines.append(f"    predicted tg {range_words(r)}; "

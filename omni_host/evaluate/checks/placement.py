@@ -28,6 +28,7 @@ from omni_host.measure.placement import (
     PlanItem,
     Workload,
     engine_compute,
+    engine_seen,
     from_args,
     memory_need,
     where,
@@ -56,6 +57,7 @@ def plan_host_facts(run: BenchRun, context: dict[str, Any], rates: Mapping[str, 
                      g["bus_width_bits"] / 8 * g["max_mem_clock_mhz"] * 1e6 * 2
                      if g.get("bus_width_bits") and g.get("max_mem_clock_mhz") else None)
                  for g in visible_gpus(run))
+    gpus = engine_seen(gpus, run.plan.engine_free)
     cpu = rates.get("cpu_gbs")
     basis = rates.get("cpu_from", "")
     theoretical = [v for v in (context.get(CPU_BANDWIDTH), context.get(CCD_LINKS)) if v]
@@ -157,6 +159,10 @@ def planned(facts: HostFacts, policy: Policy, prior: Prior, asked: PlanAsked
                        "tg_ratio": list(host.ratio), "tg_ratio_from": host.ratio_from,
                        "wander": host.wander},
              "gpus_free_mib": [round(g.free / 2**20) for g in host.gpus],
+             # NVML's figure before the engine's (a CUDA context of its own) was taken
+             "gpus_free_nvml_mib": [round(int(g.get("memory_free_bytes") or 0) / 2**20)
+                                    for g in visible_gpus(run)],
+             "gpus_free_engine_mib": {name: free for name, free, _ in run.plan.engine_free},
              "cpu_available_mib": None if host.cpu_free is None else round(host.cpu_free / 2**20),
              "swap_free_mib": memory.fact.swap_free_kib // 1024 if memory.ok else None,
              "gpus_total_mib": [round(g.total / 2**20) for g in host.gpus],

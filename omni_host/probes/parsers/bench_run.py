@@ -105,6 +105,10 @@ class PlanFacts:
     fit_args: tuple[str, ...] | None = None
     fit_error: str | None = None
     estimates: tuple[EngineEstimate, ...] = ()
+    # each GPU's free and total memory as llama.cpp's CUDA backend saw them in a process of
+    # its own, after its context (llama-fit-params --log-jsonl: its memory breakdown), MiB:
+    # device name (CUDA0) -> (free, total); empty where the build did not say
+    engine_free: tuple[tuple[str, int, int], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -176,7 +180,10 @@ HELPER_DOC: dict[str, Any] = {
 HELPER_DOC["plan"] = {
     "cpus": INT, "physical_cores": (None, INT), "meminfo_kib": {"*": (None, INT)},
     "fit_params": (None, TEXT),
-    "fit": {"code": INT, "stdout": TEXT, "stderr_tail": [TEXT], "error": TEXT},
+    "fit": {"code": INT, "stdout": TEXT, "stderr_tail": [TEXT], "error": TEXT,
+            "breakdown": [{"kind": TEXT, "name": TEXT, "description": TEXT, "total": INT,
+                           "free": INT, "self": INT, "model": INT, "context": INT,
+                           "compute": INT, "unaccounted": INT}]},
     "estimates": [{"args": [TEXT], "code": INT, "stdout": TEXT, "stderr_tail": [TEXT],
                    "error": TEXT}]}
 HELPER_DOC["ab"] = {"arms": [TEXT], "before": {"*": TEXT}, "restored": {"*": TEXT},
@@ -237,7 +244,7 @@ def shape_error(value: Any, spec: Any, where: str) -> str | None:
 def _spec_name(spec: Any) -> str:
     return ("null" if spec is None else "a mapping" if isinstance(spec, dict) else
             "a list" if isinstance(spec, list) else "true/false" if spec is bool else
-            "anything" if spec is object else f"a {spec}")
+            "anything" if spec is object else f"an {spec}" if spec == INT else f"a {spec}")
 
 
 def _arm_run(entry: dict[str, Any]) -> ArmRun:
@@ -305,12 +312,16 @@ def _plan_facts(plan: dict[str, Any]) -> PlanFacts:
                 fit_error = f"llama-fit-params' answer does not split: {exc}"
         elif fit_error is None:
             fit_error = "llama-fit-params printed no arguments"
+    engine_free = tuple((str(r["name"]), int(r["free"]), int(r["total"]))
+                        for r in fit.get("breakdown") or () if r.get("kind") == "device"
+                        and isinstance(r.get("free"), int) and isinstance(r.get("total"), int)
+                        and 0 <= r["free"] <= r["total"])
     return PlanFacts(int(plan.get("cpus") or 0), plan.get("physical_cores"),
                      meminfo.get("MemTotal"), meminfo.get("MemAvailable"),
                      str(plan["fit_params"]) if plan.get("fit_params") else None, fit_args,
                      fit_error,
                      tuple(_estimate(e) for e in plan.get("estimates") or ()
-                           if isinstance(e, dict)))
+                           if isinstance(e, dict)), engine_free)
 
 
 def parse_bench_run(text: str) -> BenchRun:
