@@ -30,6 +30,7 @@ from omni_host.measure.placement import (
     Host,
     Workload,
     assess,
+    candidate_of,
     engine_compute,
     engine_seen,
     from_args,
@@ -155,6 +156,28 @@ def test_candidates_rank_the_fitting_fastest_first(moe: TensorMap) -> None:
     last = ranked[-1]
     assert isinstance(last, Assessed) and last.short["GPU0"] > 0
     assert all(r.candidate.threads == 8 for r in fitting)  # the physical cores
+
+
+def test_a_q8_cache_brings_the_expert_layers_its_room_frees_onto_the_gpu(moe: TensorMap) -> None:
+    """Issue 66, a lever --fit leaves alone: at -c 2048 the f16 KV cache (1 KiB a cell here)
+    leaves room for one layer's experts; at q8_0 (34 bytes a 32) it frees 0.94 MiB, two more
+    layers' experts. Offered with its own -ctk/-ctv and the KV figures of its type, only with
+    flash attention on and no cache type in the args."""
+    work = Workload(ctx=2048, flash_attn=True)
+    dense_part = LAYERS * (ATTN + ROUTER) + OUTPUT + LAYERS * KV_ROW * 2048 + COMPUTE + MARGIN
+    host = _host(dense_part + EXPERT_FFN + 1000)
+    ranked = candidates(moe, host, work, None, None)
+    keys = {r.candidate.key: r for r in ranked if isinstance(r, Assessed)}
+    assert "ncmoe-3" in keys and "ncmoe-2" not in keys, keys  # f16: one layer's experts on GPU
+    q8 = keys["kv-q8-ncmoe-1"]
+    assert q8.fits and q8.candidate.bench_flags()[-4:] == ("-ctk", "q8_0", "-ctv", "q8_0")
+    assert q8.candidate.server_flags()[-4:] == ("--cache-type-k", "q8_0", "--cache-type-v",
+                                                "q8_0")
+    assert q8.need["GPU0"]["kv"] == round(LAYERS * 2 * EMBD * 34 / 32 * 2048)
+    assert "f16 leaves 3 there" in q8.candidate.words
+    assert q8.tg is not None and keys["ncmoe-3"].tg is not None and q8.tg > keys["ncmoe-3"].tg
+    for other in (replace(work, flash_attn=False), replace(work, cache_given=True)):
+        assert not any(candidate_of(r).cache for r in candidates(moe, host, other, None, None))
 
 
 def test_two_gpus_get_the_expert_layers_split_by_free_memory_and_sm_none(moe: TensorMap) -> None:
@@ -1084,3 +1107,17 @@ def test_an_upper_bound_never_calibrates_the_stated_error() -> None:
                          "limit": "CPU memory; the CPU at its channels' ceiling: no stored "
                                   "bench measured the CPU at -t 2: an upper bound"}]}
     assert measured_over_predicted(proof) == [0.9]
+
+
+def test_a_build_without_log_jsonl_is_asked_again_without_it(tmp_path: Path) -> None:
+    """An older llama-fit-params refuses --log-jsonl: the helper asks it again without the
+    flag, the answer read as before and no breakdown claimed (a stand-in: this machine's
+    build has the flag; tests/test_plan.py's ssh test runs it)."""
+    from omni_host.remote.bench import _fit_params
+
+    old = tmp_path / "llama-fit-params"
+    old.write_text('#!/bin/sh\nfor a; do [ "$a" = --log-jsonl ] && { echo "error: invalid '
+                   'argument: $a" >&2; exit 1; }; done\necho "-c 4096 -ngl 12"\n')
+    old.chmod(0o755)
+    answer = _fit_params(str(old), "/m.gguf", ["-c", "4096"], {}, breakdown=True)
+    assert answer == {"code": 0, "stdout": "-c 4096 -ngl 12\n", "stderr_tail": []}

@@ -4,7 +4,8 @@ llama.cpp's ``--fit`` answer as given; the most whole layers that fit with ``-ts
 proportional to VRAM (the registry's style), and half as many; every layer on the GPUs with
 the routed experts on the CPU; as many expert layers on the GPUs as fit (``-ncmoe``), and
 steps between; every layer on one GPU (``-sm none``) where it fits; the CPU threads at the
-physical cores the bench may use (never more: SMT siblings cost)."""
+physical cores the bench may use (never more: SMT siblings cost); the KV cache at q8_0 with
+the expert layers the room it frees brings onto the GPUs (a lever --fit leaves alone)."""
 
 from __future__ import annotations
 
@@ -139,6 +140,34 @@ def _on_gpus(tensors: TensorMap, host: Host, work: Workload,
             yield cand, stepped
 
 
+def _kv_q8(tensors: TensorMap, host: Host, work: Workload,
+           threads: int | None) -> Iterator[tuple[Candidate, Assessed]]:
+    """A lever --fit leaves alone: the KV cache at q8_0 (about half of f16's bytes), with the
+    expert layers the room it frees brings onto the GPUs (the fewest ``-ncmoe`` that fits).
+    Only where the args set no cache type and turn flash attention on (llama.cpp quantizes
+    the V cache only with it), for a mixture whose f16 cache leaves experts on the CPU."""
+    if work.cache_given or not work.flash_attn or not is_moe(tensors):
+        return
+    n_layer, vary = n_layers(tensors), len(host.gpus) > 1
+    base = Candidate("kv-q8", "", "plan", ncmoe=n_layer, threads=threads, cache="q8_0")
+
+    def fewest(cand: Candidate) -> int | None:
+        return _first_true(lambda k: _fitting(tensors, replace(cand, ncmoe=k), host, work,
+                                              vary_split=vary) is not None, 0, n_layer)
+
+    k_f16, k_q8 = fewest(replace(base, cache=None)), fewest(base)
+    if k_q8 is None or (k_f16 is not None and k_q8 >= k_f16):
+        return  # q8_0 frees no expert layer
+    cand = replace(base, key=f"kv-q8-ncmoe-{k_q8}", ncmoe=k_q8,
+                   words=f"every layer on the GPU(s), the KV cache at q8_0 (half of f16's) and "
+                         f"the experts of {n_layer - k_q8} layer(s) too (the first {k_q8} "
+                         f"layers' experts on the CPU"
+                         + ("" if k_f16 is None else f"; f16 leaves {k_f16} there") + ")")
+    done = _fitting(tensors, cand, host, work, vary_split=vary)
+    if done is not None:
+        yield cand, done
+
+
 def candidates(tensors: TensorMap, host: Host, work: Workload, current: Candidate | None,
                fit: Candidate | None) -> list[PlanItem]:
     """Every candidate assessed (or with why it cannot be), the fitting ones first, fastest
@@ -159,6 +188,8 @@ def candidates(tensors: TensorMap, host: Host, work: Workload, current: Candidat
     for whole in _whole_layers(tensors, host, work, threads):
         take(whole)
     for cand, done in _on_gpus(tensors, host, work, threads):
+        take(cand, done)
+    for cand, done in _kv_q8(tensors, host, work, threads):
         take(cand, done)
     if gpus > 1:
         main = max(range(gpus), key=lambda i: host.gpus[i].free)

@@ -113,6 +113,8 @@ class Workload:
     depth: int = 0  # the context a generated token reads (llama-bench -d)
     type_k: str = "f16"
     type_v: str = "f16"
+    cache_given: bool = False  # the args set a cache type: the plan does not set another
+    flash_attn: bool = False  # the args turn flash attention on (a quantized V cache needs it)
 
 
 @dataclass(frozen=True)
@@ -127,6 +129,7 @@ class Candidate:
     main: int = 0
     threads: int | None = None
     overrides: tuple[tuple[str, str], ...] = ()  # (pattern, buffer), as -ot gives them
+    cache: str | None = None  # the KV cache's type for K and V (-ctk/-ctv), else the args'
 
     def params(self) -> dict[str, Any]:
         """The placement as a llama-bench record states it (what ``ceiling.placement`` reads)."""
@@ -151,6 +154,9 @@ class Candidate:
                         ("," if server else ";").join(f"{p}={b}" for p, b in self.overrides))
         if self.threads:
             yield from ("--threads" if server else "-t", str(self.threads))
+        if self.cache:
+            yield from ("--cache-type-k" if server else "-ctk", self.cache,
+                        "--cache-type-v" if server else "-ctv", self.cache)
 
     def bench_flags(self) -> tuple[str, ...]:
         """As llama-bench spells them (``-ts 3/1``; ``;`` between -ot patterns)."""
@@ -296,6 +302,8 @@ def predict(tensors: TensorMap, p: Placement, host: Host, work: Workload,
 
 
 def assess(tensors: TensorMap, cand: Candidate, host: Host, work: Workload) -> Assessed | str:
+    if cand.cache:  # its own cache type: the KV cache's bytes, held and read
+        work = replace(work, type_k=cand.cache, type_v=cand.cache)
     p = where(cand, host)
     if isinstance(p, str):
         return p

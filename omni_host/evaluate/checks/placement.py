@@ -82,6 +82,9 @@ def plan_host_facts(run: BenchRun, context: dict[str, Any], rates: Mapping[str, 
                 wander=spreads, **learned)
 
 
+CACHE_OPTIONS = ("-ctk", "--cache-type-k", "-ctv", "--cache-type-v")
+
+
 def workload(spec: BenchSpec, asked: PlanAsked) -> Workload:
     types = {"type_k": "f16", "type_v": "f16"}
     for i, arg in enumerate(spec.args[:-1]):
@@ -89,7 +92,10 @@ def workload(spec: BenchSpec, asked: PlanAsked) -> Workload:
             types["type_k"] = spec.args[i + 1].split(",")[0]
         if arg in ("-ctv", "--cache-type-v"):
             types["type_v"] = spec.args[i + 1].split(",")[0]
-    return Workload(asked.ctx, asked.depth, **types)
+    given = any(a in CACHE_OPTIONS for a in spec.args)
+    flash = any(a in ("-fa", "--flash-attn") and v.split(",")[0] in ("1", "on", "true")
+                for a, v in zip(spec.args, spec.args[1:], strict=False))
+    return Workload(asked.ctx, asked.depth, **types, cache_given=given, flash_attn=flash)
 
 
 def engine_check(tensors: TensorMap, current: Candidate, host: Host, work: Workload,
