@@ -178,6 +178,19 @@ def test_a_q8_cache_brings_the_expert_layers_its_room_frees_onto_the_gpu(moe: Te
     assert q8.tg is not None and keys["ncmoe-3"].tg is not None and q8.tg > keys["ncmoe-3"].tg
     for other in (replace(work, flash_attn=False), replace(work, cache_given=True)):
         assert not any(candidate_of(r).cache for r in candidates(moe, host, other, None, None))
+    # the workload as the args give it: either spelling, the last given, a list's first value
+    from omni_host.evaluate.checks.placement import workload as workload_of
+    from omni_host.measure.asked import PlanAsked
+    from omni_host.plan.policy import BenchSpec
+
+    def of(*args: str) -> Workload:
+        return workload_of(BenchSpec("/b", "/m", args), PlanAsked(2048, 0))
+
+    assert of("-p", "0", "-fa", "1") == work
+    assert of("--flash-attn", "on", "-ctk", "q8_0,f16") == \
+        Workload(2048, type_k="q8_0", cache_given=True, flash_attn=True)
+    assert of("-ctv", "q4_0", "--cache-type-v", "q8_0", "-fa", "0") == \
+        Workload(2048, type_v="q8_0", cache_given=True)
 
 
 def test_two_gpus_get_the_expert_layers_split_by_free_memory_and_sm_none(moe: TensorMap) -> None:
@@ -269,6 +282,9 @@ def test_the_plan_fits_to_the_free_memory_llama_cpp_finds_not_nvmls() -> None:
                          "gpus_free_engine_mib": {"CUDA0": 15800}})
     assert words is not None and "GPU0 15,800 MiB as llama.cpp's CUDA backend found it (NVML " \
         "16,382: 582 MiB" in words and "GPU1 9,000 MiB (NVML: the build did not say" in words
+    assert _free_words({"gpus_free_mib": [16382], "gpus_free_nvml_mib": [16382],
+                        "gpus_free_engine_mib": {"CUDA0": 20000}}) == \
+        "  GPU free: GPU0 16,382 MiB (NVML; llama.cpp's CUDA backend found no less)"
     hostile = {**plan, "fit": {**plan["fit"], "breakdown": [row("CUDA0", "lots")]}}
     assert shape_error(hostile, HELPER_DOC["plan"], "plan") == \
         "plan.fit.breakdown[0].free: str where the helper writes an integer"
@@ -1121,3 +1137,11 @@ def test_a_build_without_log_jsonl_is_asked_again_without_it(tmp_path: Path) -> 
     old.chmod(0o755)
     answer = _fit_params(str(old), "/m.gguf", ["-c", "4096"], {}, breakdown=True)
     assert answer == {"code": 0, "stdout": "-c 4096 -ngl 12\n", "stderr_tail": []}
+    # any other failure is the answer, asked once (not twice the time of a model that fails)
+    failing = tmp_path / "failing"
+    failing.write_text(f'#!/bin/sh\necho run >> {tmp_path}/runs\necho "error loading model" >&2\n'
+                       'exit 1\n')
+    failing.chmod(0o755)
+    answer = _fit_params(str(failing), "/m.gguf", [], {}, breakdown=True)
+    assert answer["code"] == 1 and answer["stderr_tail"] == ["error loading model"]
+    assert (tmp_path / "runs").read_text() == "run\n"

@@ -84,6 +84,14 @@ def _first_true(ok: Callable[[int], bool], low: int, high: int) -> int | None:
     return low
 
 
+def _fewest_on_cpu(tensors: TensorMap, cand: Candidate, host: Host, work: Workload) -> int | None:
+    """The fewest layers whose experts go to the CPU (``-ncmoe``) for ``cand`` to fit (more
+    on the CPU, less GPU memory: monotone), under the first split that fits on several GPUs."""
+    vary = len(host.gpus) > 1
+    return _first_true(lambda k: _fitting(tensors, replace(cand, ncmoe=k), host, work,
+                                          vary_split=vary) is not None, 0, n_layers(tensors))
+
+
 def is_moe(tensors: TensorMap) -> bool:
     return tensors.expert_count > 1 and any(EXPERTS.search(n) for n, _, _ in tensors.tensors)
 
@@ -125,9 +133,7 @@ def _on_gpus(tensors: TensorMap, host: Host, work: Workload,
     all_cpu = Candidate("experts-cpu", f"every layer on the GPU(s), the routed experts of all "
                         f"{n_layer} layers on the CPU", "plan", ncmoe=n_layer, threads=threads)
     yield all_cpu, _fitting(tensors, all_cpu, host, work, vary_split=vary)
-    # the fewest expert layers on the CPU that fit (more on the CPU, less GPU memory)
-    k_min = _first_true(lambda k: _fitting(tensors, replace(all_cpu, ncmoe=k), host, work,
-                                           vary_split=vary) is not None, 0, n_layer)
+    k_min = _fewest_on_cpu(tensors, all_cpu, host, work)
     if k_min is None or k_min >= n_layer:
         return
     step = max(1, math.ceil((n_layer - k_min) / STEPS))
@@ -150,12 +156,8 @@ def _kv_q8(tensors: TensorMap, host: Host, work: Workload,
         return
     n_layer, vary = n_layers(tensors), len(host.gpus) > 1
     base = Candidate("kv-q8", "", "plan", ncmoe=n_layer, threads=threads, cache="q8_0")
-
-    def fewest(cand: Candidate) -> int | None:
-        return _first_true(lambda k: _fitting(tensors, replace(cand, ncmoe=k), host, work,
-                                              vary_split=vary) is not None, 0, n_layer)
-
-    k_f16, k_q8 = fewest(replace(base, cache=None)), fewest(base)
+    k_f16 = _fewest_on_cpu(tensors, replace(base, cache=None), host, work)
+    k_q8 = _fewest_on_cpu(tensors, base, host, work)
     if k_q8 is None or (k_f16 is not None and k_q8 >= k_f16):
         return  # q8_0 frees no expert layer
     cand = replace(base, key=f"kv-q8-ncmoe-{k_q8}", ncmoe=k_q8,

@@ -823,8 +823,8 @@ def _fit_params(binary, model, args, env, timeout_s=120, breakdown=False):
     "stderr_tail"}, or {"error": why}. ``breakdown``: run it with --log-jsonl and keep its
     memory breakdown's rows (``fit_memory_breakdown``: per device total and free as the CUDA
     backend sees them in a process of its own, after its context, and what the args take) as
-    "breakdown", its other JSON lines left out of stdout; a build without --log-jsonl is
-    asked again without it."""
+    "breakdown", its other JSON lines left out of stdout; a build that refuses --log-jsonl
+    (its error names the flag) is asked again without it, any other failure is the answer."""
     try:
         proc = subprocess.run([binary, "-m", model] + list(args)
                               + (["--log-jsonl"] if breakdown else []), stdin=subprocess.DEVNULL,
@@ -834,7 +834,7 @@ def _fit_params(binary, model, args, env, timeout_s=120, breakdown=False):
         return {"error": "no answer in %d s" % timeout_s}
     except OSError as exc:
         return {"error": str(exc)}
-    if breakdown and proc.returncode:
+    if breakdown and proc.returncode and b"--log-jsonl" in proc.stderr:  # a build without it
         return _fit_params(binary, model, args, env, timeout_s)
     stdout, rows = proc.stdout.decode("utf-8", "replace"), None
     if breakdown:

@@ -321,10 +321,12 @@ def _free_words(about: dict[str, Any]) -> str | None:
     said = []
     for i, free in enumerate(used):
         before = nvml[i] if i < len(nvml) else None
-        if f"CUDA{i}" in engine and isinstance(before, int):
+        if f"CUDA{i}" in engine and isinstance(before, int) and free < before:
             said.append(f"GPU{i} {free:,} MiB as llama.cpp's CUDA backend found it (NVML "
                         f"{before:,}: {before - free:,} MiB is what a server's own CUDA "
                         "context and the driver take)")
+        elif f"CUDA{i}" in engine:
+            said.append(f"GPU{i} {free:,} MiB (NVML; llama.cpp's CUDA backend found no less)")
         else:
             said.append(f"GPU{i} {free:,} MiB (NVML: the build did not say what llama.cpp "
                         "finds, a server's own CUDA context is not counted)")

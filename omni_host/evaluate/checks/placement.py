@@ -34,6 +34,7 @@ from omni_host.measure.placement import (
     where,
 )
 from omni_host.measure.plan import CHECK_ID, PROOF_ID, plan_result, prove_result, row
+from omni_host.measure.why import SPELLINGS
 from omni_host.model import CheckResult, Status
 from omni_host.plan.policy import BenchSpec, Policy
 from omni_host.probes.catalog import BENCH_PROOF
@@ -82,20 +83,18 @@ def plan_host_facts(run: BenchRun, context: dict[str, Any], rates: Mapping[str, 
                 wander=spreads, **learned)
 
 
-CACHE_OPTIONS = ("-ctk", "--cache-type-k", "-ctv", "--cache-type-v")
-
-
 def workload(spec: BenchSpec, asked: PlanAsked) -> Workload:
-    types = {"type_k": "f16", "type_v": "f16"}
-    for i, arg in enumerate(spec.args[:-1]):
-        if arg in ("-ctk", "--cache-type-k"):
-            types["type_k"] = spec.args[i + 1].split(",")[0]
-        if arg in ("-ctv", "--cache-type-v"):
-            types["type_v"] = spec.args[i + 1].split(",")[0]
-    given = any(a in CACHE_OPTIONS for a in spec.args)
-    flash = any(a in ("-fa", "--flash-attn") and v.split(",")[0] in ("1", "on", "true")
-                for a, v in zip(spec.args, spec.args[1:], strict=False))
-    return Workload(asked.ctx, asked.depth, **types, cache_given=given, flash_attn=flash)
+    def given(option: str) -> str | None:
+        """The option's value in the args (either spelling, the last given; a llama-bench
+        list read at its first value), or None."""
+        values = [v for a, v in zip(spec.args, spec.args[1:], strict=False)
+                  if a in SPELLINGS[option]]
+        return values[-1].split(",")[0] if values else None
+
+    type_k, type_v = given("-ctk"), given("-ctv")
+    return Workload(asked.ctx, asked.depth, type_k or "f16", type_v or "f16",
+                    cache_given=(type_k, type_v) != (None, None),
+                    flash_attn=given("-fa") in ("1", "on", "true"))
 
 
 def engine_check(tensors: TensorMap, current: Candidate, host: Host, work: Workload,
