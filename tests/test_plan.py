@@ -16,6 +16,8 @@ from pathlib import Path
 
 import pytest
 from helpers import kept
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from test_ceiling import ATTN, EMBD, EXPERT_FFN, EXPERTS, LAYERS, OUTPUT, ROUTER, ROW, USED, _read, _write
 
 from omni_host.measure.candidates import candidates
@@ -1145,3 +1147,23 @@ def test_a_build_without_log_jsonl_is_asked_again_without_it(tmp_path: Path) -> 
     answer = _fit_params(str(failing), "/m.gguf", [], {}, breakdown=True)
     assert answer["code"] == 1 and answer["stderr_tail"] == ["error loading model"]
     assert (tmp_path / "runs").read_text() == "run\n"
+
+
+@settings(max_examples=50, deadline=None)
+@given(st.lists(st.integers(0, 1 << 20), min_size=1, max_size=4),
+       st.lists(st.tuples(st.sampled_from(["CUDA0", "CUDA1", "CUDA7", "Vulkan0", "CUDAx"]),
+                          st.integers(0, 1 << 20)), max_size=4))
+def test_the_free_memory_fitted_to_is_never_more_than_either_figure(
+        nvml_mib: list[int], engine: list[tuple[str, int]]) -> None:
+    """Generated NVML figures and engine rows: every GPU is fitted to at most NVML's free
+    memory and at most the engine's for its own CUDA<n>; a row naming no GPU of this host
+    changes nothing."""
+    gpus = tuple(Gpu(1 << 41, free * MIB, None) for free in nvml_mib)
+    rows = tuple((name, free, 1 << 21) for name, free in engine)
+    seen = engine_seen(gpus, rows)
+    assert len(seen) == len(gpus)
+    for i, (was, now) in enumerate(zip(gpus, seen, strict=True)):
+        own = [free * MIB for name, free, _ in rows if name == f"CUDA{i}"]
+        assert now.free <= was.free and all(now.free <= f for f in own[-1:])
+        assert now.free == min([was.free, *own[-1:]])
+        assert (now.total, now.gbs) == (was.total, was.gbs)
