@@ -3,7 +3,8 @@
 # random 23 GB mixture of experts (28 layers, 32 experts, 4 used) and a ballast process holding
 # GPU memory so that BUDGET GiB stay free. Phases (one call each; the machine keeps /tmp while
 # warm, and a fresh machine builds again):
-#   setup                      build llama-bench and llama-fit-params, write the model
+#   setup                      build llama-bench, llama-fit-params and llama-server, write
+#                              the model
 #   bench                      the host's bench at a 40 GiB budget (every expert on the GPU, and
 #                              every expert on the CPU): what this host reaches of its ceiling
 #                              and the rate its CPU reads weights at (the plan's efficiencies)
@@ -11,8 +12,9 @@
 #                              one GiB figure per GPU, joined by '_' (12_4: GPU0 keeps 12 GiB
 #                              free, GPU1 4, the 96+32 GB box's 3:1)
 #   pack                       the built binaries, stripped and xz'd in 15 MiB pieces, to OUTDIR
-# CURRENT (the operator's args, default '"-ngl", "10"') and VISIBLE (CUDA_VISIBLE_DEVICES of the
-# bench, for one GPU of several) come from the environment.
+# CURRENT (the operator's args, default '"-ngl", "10"'), CTX (the served context, default 8192)
+# and VISIBLE (CUDA_VISIBLE_DEVICES of the bench, for one GPU of several) come from the
+# environment. --prove loads each candidate as the build's llama-server first (issue 66).
 # Reports (JSON) and stderr in OUTDIR.
 # Usage: bash benchmarks/plan_gpu.sh OUTDIR PHASE [...]
 set -u
@@ -23,8 +25,9 @@ mkdir -p "$out" "$final"
 gpu_python "$out"
 bin=$LLAMA_BIN/llama-bench model=/tmp/moe.gguf store=/tmp/store-plan
 t0=$(date +%s)
-if [ ! -x "$bin" ] || [ ! -x "$LLAMA_BIN/llama-fit-params" ] || [ ! -s "$model" ]; then
-  gpu_build_start "$out" llama-bench llama-fit-params
+if [ ! -x "$bin" ] || [ ! -x "$LLAMA_BIN/llama-fit-params" ] || [ ! -x "$LLAMA_BIN/llama-server" ] \
+    || [ ! -s "$model" ]; then
+  gpu_build_start "$out" llama-bench llama-fit-params llama-server
   random_moe "$model" "$out/model.log" &
   writer=$!
   wait $build; echo "build exit $? after $(( $(date +%s) - t0 )) s"
@@ -73,7 +76,7 @@ case $phase in
       "[\"-p\", \"0\", \"-n\", \"64\", \"-fa\", \"1\", ${CURRENT:-\"-ngl\", \"10\"}]" "$(env_json)"
     sed -i 's/repetitions: 5/repetitions: 3/' /tmp/plan.yml
     name=plan-$budget-$depth${1:+-${1#--}}
-    python3 -m omni_host plan -i /tmp/plan.yml gpu --ctx 8192 --depth "$depth" --force \
+    python3 -m omni_host plan -i /tmp/plan.yml gpu --ctx "${CTX:-8192}" --depth "$depth" --force \
       --report-dir "$store" "$@" > "$out/$name.txt" 2> "$out/$name.err"
     python3 -m omni_host report show latest --report-dir "$store" --format json \
       > "$out/$name.json" 2>> "$out/$name.err"

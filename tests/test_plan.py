@@ -515,6 +515,19 @@ def test_prove_runs_the_candidates_in_rounds_and_judges_them(sshd, llama, moe_mo
     assert proof["status"] in ("pass", "warn")
     assert ("beats the current args" in proof["summary"]) == (proof["status"] == "warn")
     assert not any(r["id"] == "perf.tokens-per-s" for r in host["results"])  # never a baseline
+    # each candidate loaded once as a real llama-server at the served context (4096) before
+    # the rounds, with the flags the plan prints for it; a CPU host has no GPU memory to read
+    loads = details["loads"]
+    assert sorted(loads) == sorted(keys)
+    assert all(v["loaded"] and 0 < v["seconds"] < 60 and v["free_after_mib"] == {}
+               for v in loads.values()), loads
+    assert f"{n} placement(s) loaded as llama-server at -c 4096" in proof["summary"]
+    assert proof["evidence"][1]["lines"] == [f"{k}: loaded as llama-server in "
+                                             f"{loads[k]['seconds']} s" for k in keys]
+    stdout = next(tmp_path.glob("store/*/bundles/*/probes/bench.proof.stdout")).read_text()
+    sent = {k: v["argv"] for k, v in json.loads(stdout)["ab"]["loads"].items()}
+    assert sent == {r["key"]: ["-c", "4096", *shlex.split(r["llama_server"])]
+                    for r in details["proved"]}
 
 
 @pytest.mark.system
@@ -923,6 +936,9 @@ def test_a_stored_plan_and_its_proof_judge_again_from_their_one_bundle(tmp_path:
         assert now.details.get("gpus_free_nvml_mib", now.details.get("gpus_free_mib")) == \
             now.details.get("gpus_free_mib")
         added |= {"gpus_free_engine_mib", "gpus_free_nvml_mib"}
+        # each GPU's NVML index in llama-bench's order, since issue 66 (its loads are read by it)
+        assert now.details["gpus_nvml_index"] == [0]
+        added.add("gpus_nvml_index")
         details = {k: v for k, v in now.details.items() if k not in added}
         # the threads a CPU rate was measured at and the stated error, said since issue 63
         assert details["rates"].pop("cpu_threads") is None

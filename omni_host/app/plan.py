@@ -2,8 +2,10 @@
 model's tensor table, each GPU's free and total memory and bandwidth, the CPUs' physical cores
 and llama.cpp's own answers (llama-fit-params: its ``--fit`` placement and its memory
 estimates); the registered check perf.placement assesses the candidates
-(``measure.placement``) and ranks them. ``--prove`` then runs llama-bench for the leading
-candidates, the current args and ``--fit``'s answer, in rounds behind the bench's gate (a
+(``measure.placement``) and ranks them. ``--prove`` then loads each of the leading candidates,
+the current args and ``--fit``'s answer once as a real llama-server at the served context
+(``remote/serverload.py``: one that does not load is not benched) and runs llama-bench for
+them in rounds behind the bench's gate (a
 second round trip: what to run is known only once the plan is judged); its rounds join the
 plan's bundle, and the whole is judged once (perf.placement-proof says which is fastest beyond
 the noise). Stored like a bench, never a baseline."""
@@ -23,7 +25,7 @@ from omni_host.collect.run import collect_host
 from omni_host.collect.transport.base import SshOptions
 from omni_host.errors import TransportError, UsageError
 from omni_host.evaluate.audit import unreachable
-from omni_host.evaluate.checks.placement import current_args
+from omni_host.evaluate.checks.placement import current_args, load_flags
 from omni_host.measure.asked import Asked, PlanAsked, ProofAsked
 from omni_host.measure.placement import (
     Candidate,
@@ -93,10 +95,11 @@ def plan_one(plan: HostPlan, ssh: SshOptions, past: Past, req: PlanRequest, *,
                                     *(("-d", str(req.depth)) if req.depth else ())))
                  for r in proved)
     keys = tuple(r.key for r in proved)
+    loads = {r.key: load_flags(spec, req.ctx, r.llama_server) for r in proved}
     try:
         again = collect_host(plan, ssh, probe_timeout_s,
                              extra=(knob_probe(spec, arms, req.rounds, force=req.force,
-                                               wait_s=req.wait_s),))
+                                               wait_s=req.wait_s, loads=loads),))
     except TransportError as exc:
         proof = ProofAsked(keys, f"the proof could not be collected: {exc}")
     else:

@@ -40,7 +40,7 @@ from omni_host.model import CheckResult, Evidence, Status
 
 if TYPE_CHECKING:
     from omni_host.evaluate.meta import CheckMeta
-    from omni_host.probes.parsers.bench_run import KnobAB
+    from omni_host.probes.parsers.bench_run import KnobAB, ServerLoad
 
 CHECK_ID = "perf.placement"
 PROOF_ID = "perf.placement-proof"
@@ -263,29 +263,102 @@ def _test_line(test: str, entry: dict[str, Any], by_key: dict[str, PlanRow],
     return line + _error_words(entry, by_key), beaten
 
 
+LOAD_WITHIN_MIB = 256  # how near the plan's figure free memory after loading is said to be
+
+
+def _free_after(r: PlanRow, load: ServerLoad, context: dict[str, Any]
+                ) -> dict[str, tuple[int, int]]:
+    """GPU<n> -> (the plan's figure of its free memory once ``r`` is loaded, what NVML read
+    with the server loaded), MiB: the free memory the plan fitted to less what it said the
+    placement takes there (weights, KV cache, compute; its margin is what stays free)."""
+    free = context.get("gpus_free_mib") or []
+    index = context.get("gpus_nvml_index") or []
+    read = dict(load.free)
+    out = {}
+    for i, before in enumerate(free):
+        need = (r.memory_mib or {}).get(f"GPU{i}") or {}
+        nvml = index[i] if i < len(index) else None
+        if isinstance(before, int) and isinstance(nvml, int) and nvml in read:
+            planned = before - sum(v for k, v in need.items() if k != "margin")
+            out[f"GPU{i}"] = (planned, round(read[nvml] / 2**20))
+    return out
+
+
+def _loads(proved: list[PlanRow], ab: KnobAB, context: dict[str, Any]
+           ) -> tuple[list[str], dict[str, Any], bool]:
+    """Each proved placement as a real llama-server loaded it: the words, the details, and
+    whether one the plan called fitting did not load."""
+    untried = next((load.error for load in ab.loads.values() if not load.tried), None)
+    if untried is not None:
+        return [f"the placements were not loaded as llama-server: {untried}"], {}, False
+    loads = {r.key: (r, ab.loads[r.key]) for r in proved if r.key in ab.loads}
+    if not loads:
+        return [], {}, False
+    ctx = (context.get("workload") or {}).get("ctx")
+    details: dict[str, Any] = {}
+    dropped, near, far = [], 0, []
+    for key, (r, load) in loads.items():
+        gpus = _free_after(r, load, context) if load.loaded else {}
+        details[key] = {"loaded": load.loaded, "seconds": load.seconds, "error": load.error,
+                        "planned_free_after_mib": {g: p for g, (p, _) in gpus.items()},
+                        "free_after_mib": {g: m for g, (_, m) in gpus.items()}}
+        if not load.loaded:
+            dropped.append(f"{key} ({load.error})")
+            continue
+        worst = max(gpus.items(), key=lambda g: abs(g[1][1] - g[1][0]), default=None)
+        if worst is None:
+            continue
+        gpu, (planned, measured) = worst
+        if abs(measured - planned) <= LOAD_WITHIN_MIB:
+            near += 1
+        else:
+            far.append(f"{key} {gpu} {measured:,} MiB free against the plan's {planned:,}")
+    words = []
+    if dropped:
+        words.append(f"{len(dropped)} of {len(loads)} placement(s) the plan called fitting did "
+                     f"not load as llama-server at -c {ctx}, not benched: " + "; ".join(dropped))
+    measured_any = near + len(far)
+    if measured_any:
+        words.append(f"free GPU memory with the server loaded within {LOAD_WITHIN_MIB} MiB of "
+                     f"the plan's figure for {near} of {measured_any} placement(s)"
+                     + (" (" + "; ".join(far) + ")" if far else ""))
+    elif len(dropped) < len(loads):
+        words.append(f"{len(loads) - len(dropped)} placement(s) loaded as llama-server at "
+                     f"-c {ctx} (no GPU memory read to set beside the plan's)")
+    return words, details, bool(dropped)
+
+
 def prove_result(meta: CheckMeta, proved: list[PlanRow], ab: KnobAB,
                  context: dict[str, Any]) -> CheckResult:
-    """The proof: ``proved`` the plan's rows that ran (their ``key`` is the arm's name)."""
+    """The proof: ``proved`` the plan's rows that ran (their ``key`` is the arm's name); each
+    loaded once as a real llama-server first, where the helper could (``ab.loads``)."""
     failed = [f"{r.arm} (round {r.pair}): {r.error}" for r in ab.runs if r.error]
     by_key = {r.key: r for r in proved}
+    load_words, load_details, not_loaded = _loads(proved, ab, context)
     evidence_lines = [f"{r.arm} round {r.pair}: " + (
         ", ".join(f"{t.name} {t.estimate.center_ts:.2f} t/s" for t in r.result.tests)
         if r.result else f"failed: {r.error}") for r in ab.runs]
+    loaded = [f"{key}: " + (f"loaded as llama-server in {load.seconds} s" if load.loaded
+                            else f"did not load: {load.error}") for key, load in ab.loads.items()]
     evidence = (Evidence("bench.llama", "omni-host plan --prove: llama-bench per candidate, "
-                         "in rounds", tuple(evidence_lines[-60:])),)
+                         "in rounds", tuple(evidence_lines[-60:])),
+                *((Evidence("bench.llama", "omni-host plan --prove: each candidate loaded "
+                            "once as llama-server, before the rounds", tuple(loaded[:20])),)
+                  if loaded else ()))
     left_out = disturbed(ab)
     centres = round_centres(ab, left_out)
     current = next((r.key for r in proved if r.origin == "current"), None)
     tests = {test: _judge_test(test, arms, by_key) for test, arms in centres.items()}
     lines = [_test_line(test, entry, by_key, current) for test, entry in tests.items()]
     if not tests:
-        why = failed[:3] + ([left_out_words(left_out, "round")] if left_out else [])
+        why = load_words + failed[:3] + ([left_out_words(left_out, "round")] if left_out else [])
         return meta.result(Status.ERROR, "the proof measured nothing: " + "; ".join(why)
                            if why else "the proof measured nothing", evidence=evidence,
-                           details={"proof": {}, **context})
+                           details={"proof": {}, **context,
+                                    **({"loads": load_details} if load_details else {})})
     status = Status.WARN if any(beaten for _, beaten in lines) or failed or ab.error \
-        else Status.PASS
-    summary = "; ".join(line for line, _ in lines)
+        or not_loaded else Status.PASS
+    summary = "; ".join([line for line, _ in lines] + load_words)
     if failed:
         summary += f"; {len(failed)} run(s) failed: {failed[0]}"
     if ab.error:
@@ -297,6 +370,7 @@ def prove_result(meta: CheckMeta, proved: list[PlanRow], ab: KnobAB,
         summary += f"; {most} round(s): under 4, no difference is called measurable"
     return meta.result(status, summary, evidence=evidence,
                        details={"proof": tests, "proved": stored_rows(proved), **context,
+                                **({"loads": load_details} if load_details else {}),
                                 **({"disturbed_rounds": {str(p): h for p, h in left_out.items()}}
                                    if left_out else {})})
 

@@ -21,6 +21,7 @@ from omni_host.errors import ParseError
 from omni_host.plan.knobs import KNOBS, audit_reads
 from omni_host.plan.policy import BenchSpec, Policy
 from omni_host.probes.parsers import excerpt as _excerpt
+from omni_host.remote.serverload import LOAD_S
 from omni_host.resources import resources_text
 
 if TYPE_CHECKING:
@@ -303,27 +304,32 @@ def bench_probe(spec: BenchSpec, *, force: bool = False, wait_s: float = 0.0) ->
             *(("--force",) if force else ()), "--wait-go",
             *(("--wait-lock", f"{wait_s:g}") if wait_s > 0 else ()),
             "--", *spec.args)
-    code = helper_code("bench", ("procfacts", "gguf", "nvml_session"))
+    code = helper_code("bench", ("procfacts", "gguf", "nvml_session", "serverload"))
     return dataclasses.replace(BENCH, argv=(*BENCH.argv, code, *argv),
                                timeout_s=spec.budget_s + 60 + wait_s)
 
 
 def knob_probe(spec: BenchSpec, arms: tuple[Any, ...], pairs: int, *,
-               force: bool = False, wait_s: float = 0.0) -> Probe:
+               force: bool = False, wait_s: float = 0.0,
+               loads: dict[str, list[str]] | None = None) -> Probe:
     """The bench probe of an A/B (``bench --knob``): each arm's writes and args travel as one
-    JSON argument; the budget is every run's."""
+    JSON argument; the budget is every run's. ``loads`` (``plan --prove``): arm -> the
+    llama-server flags its placement is loaded with once, before the rounds (each load's
+    time, remote/serverload.py's LOAD_S, joins the budget)."""
     limited = {name for a in arms for name, _ in a.limits}
     ab = {"pairs": pairs, "arms": [{"name": a.name, "writes": [list(w) for w in a.writes],
                                     "args": list(a.args), "limits": dict(a.limits),
                                     "env": dict(a.env), "cpus": a.cpus}
                                    for a in arms],
+          **({"loads": loads} if loads else {}),
           "rlimits": {name: [rl.resource, rl.row] for name in sorted(limited)
                       if (rl := KNOBS[name].limit) is not None}}
     probe = bench_probe(spec, force=force, wait_s=wait_s)
     at = probe.argv.index("--")
     return dataclasses.replace(probe, argv=(*probe.argv[:at], "--ab-json", json.dumps(ab),
                                             *probe.argv[at:]),
-                               timeout_s=spec.budget_s * len(arms) * pairs + 60 + wait_s)
+                               timeout_s=spec.budget_s * len(arms) * pairs + 60 + wait_s
+                               + LOAD_S * len(loads or ()))
 
 
 def plan_probe(spec: BenchSpec, fit: list[str], estimate: list[list[str]]) -> Probe:

@@ -65,6 +65,8 @@ if "cpu_quota" not in globals():  # imported as a module; on the host procfacts.
     )
 if "gguf_header" not in globals():  # likewise gguf.py
     from omni_host.remote.gguf import gguf_model_files, gguf_tensor_map
+if "load_server" not in globals():  # likewise serverload.py
+    from omni_host.remote.serverload import load_server, server_beside
 
 
 def _args(argv):
@@ -770,8 +772,10 @@ def run_ab(binary, model, opts, ab, gpus, env, originals, pipe):
     if missing or (wanted and not originals):
         out["error"] = "a knob's file is not there: %s" % ", ".join(missing or wanted)
         return out
-    broken = set()  # arms whose llama-bench failed: not run again
+    broken = set()  # arms whose llama-bench failed (or whose server did not load): not run
     try:
+        if ab.get("loads"):
+            out["loads"] = _loads(binary, model, arms, ab["loads"], gpus, env, broken)
         for i in range(int(ab["pairs"])):
             for arm in arms if i % 2 == 0 else arms[::-1]:
                 if arm["name"] in broken:
@@ -803,6 +807,26 @@ def run_ab(binary, model, opts, ab, gpus, env, originals, pipe):
         if pipe is not None:
             os.close(pipe)
     return out
+
+
+def _loads(binary, model, arms, loads, gpus, env, broken):
+    """Each arm's placement loaded once as a real llama-server (``loads``: arm -> its flags and
+    the served context), before any round: arm -> what the load found; an arm whose server
+    did not load joins ``broken`` (it is not benched: the proof drops it and says why)."""
+    server = server_beside(binary)
+    memory = getattr(gpus, "memory", None) or list
+    found = {}
+    for arm in arms:
+        args = loads.get(arm["name"])
+        if args is None:
+            continue
+        if server is None:
+            found[arm["name"]] = {"error": "no llama-server beside %s" % binary}
+            continue
+        found[arm["name"]] = done = load_server(server, model, args, env, memory)
+        if not done["loaded"]:
+            broken.add(arm["name"])
+    return found
 
 
 def physical_cores(cpus):

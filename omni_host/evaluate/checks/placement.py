@@ -8,6 +8,7 @@ bench ask for neither."""
 from __future__ import annotations
 
 import dataclasses
+import shlex
 from collections.abc import Mapping
 from typing import Any
 
@@ -83,13 +84,34 @@ def plan_host_facts(run: BenchRun, context: dict[str, Any], rates: Mapping[str, 
                 wander=spreads, **learned)
 
 
+def _given(args: tuple[str, ...], option: str) -> str | None:
+    """The option's value in the args (either spelling, the last given; a llama-bench list
+    read at its first value), or None."""
+    values = [v for a, v in zip(args, args[1:], strict=False) if a in SPELLINGS[option]]
+    return values[-1].split(",")[0] if values else None
+
+
+def load_flags(spec: BenchSpec, ctx: int, server_flags: str) -> list[str]:
+    """What ``plan --prove`` loads a candidate with as a real llama-server: the served
+    context, the candidate's flags as the plan prints them, and the bench args' flash
+    attention and cache types in llama-server's spelling (a candidate's own cache type
+    first)."""
+    flags = shlex.split(server_flags)
+    fa = _given(spec.args, "-fa")
+    out = ["-c", str(ctx), *flags]
+    if fa is not None:
+        out += ["--flash-attn", "on" if fa in ("1", "on", "true") else
+                "off" if fa in ("0", "off", "false") else "auto"]
+    for option, spelled in (("-ctk", "--cache-type-k"), ("-ctv", "--cache-type-v")):
+        value = _given(spec.args, option)
+        if value is not None and spelled not in flags:
+            out += [spelled, value]
+    return out
+
+
 def workload(spec: BenchSpec, asked: PlanAsked) -> Workload:
     def given(option: str) -> str | None:
-        """The option's value in the args (either spelling, the last given; a llama-bench
-        list read at its first value), or None."""
-        values = [v for a, v in zip(spec.args, spec.args[1:], strict=False)
-                  if a in SPELLINGS[option]]
-        return values[-1].split(",")[0] if values else None
+        return _given(spec.args, option)
 
     type_k, type_v = given("-ctk"), given("-ctv")
     return Workload(asked.ctx, asked.depth, type_k or "f16", type_v or "f16",
@@ -164,6 +186,8 @@ def planned(facts: HostFacts, policy: Policy, prior: Prior, asked: PlanAsked
                        "tg_ratio": list(host.ratio), "tg_ratio_from": host.ratio_from,
                        "wander": host.wander},
              "gpus_free_mib": [round(g.free / 2**20) for g in host.gpus],
+             # each GPU's NVML index, in llama-bench's order (a proof's loads are read by it)
+             "gpus_nvml_index": [g.get("index") for g in visible_gpus(run)],
              # NVML's figure before the engine's (a CUDA context of its own) was taken
              "gpus_free_nvml_mib": [round(int(g.get("memory_free_bytes") or 0) / 2**20)
                                     for g in visible_gpus(run)],

@@ -70,15 +70,30 @@ class ArmRun:
 
 
 @dataclass(frozen=True)
+class ServerLoad:
+    """One placement loaded as a real llama-server before the proof's rounds
+    (``remote/serverload.py``): whether it loaded and in how long, each GPU's free memory
+    while it held what it loaded (NVML index, bytes), and why it did not load."""
+
+    loaded: bool
+    seconds: float | None
+    free: tuple[tuple[int, int], ...] = ()
+    error: str | None = None
+    tried: bool = True  # False: no server was started (the build has none); it was benched
+
+
+@dataclass(frozen=True)
 class KnobAB:
     """The runs of an A/B in the order they ran, the knobs' values before, and how each was
-    restored (``ok`` or why not); ``error``: why the A/B stopped."""
+    restored (``ok`` or why not); ``error``: why the A/B stopped; ``loads``: arm -> its
+    placement loaded as a server (``plan --prove``)."""
 
     arms: tuple[str, ...]
     runs: tuple[ArmRun, ...]
     before: dict[str, str]
     restored: dict[str, str]
     error: str | None = None
+    loads: dict[str, ServerLoad] = dataclasses.field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -188,6 +203,9 @@ HELPER_DOC["plan"] = {
                    "error": TEXT}]}
 HELPER_DOC["ab"] = {"arms": [TEXT], "before": {"*": TEXT}, "restored": {"*": TEXT},
                     "error": TEXT,
+                    "loads": {"*": {"loaded": bool, "seconds": NUM, "exit_code": (None, INT),
+                                    "timed_out": bool, "free": [{"*": (None, INT)}],
+                                    "stderr_tail": [TEXT], "argv": [TEXT], "error": TEXT}},
                     "runs": [{"arm": TEXT, "pair": INT, "run": HELPER_DOC["run"],
                               "during": HELPER_DOC["during"]}]}
 MAX_ITEMS = 100_000  # of any list in the document
@@ -264,12 +282,36 @@ def _arm_run(entry: dict[str, Any]) -> ArmRun:
                   and math.isfinite(load) and load >= 0 else None, limits)
 
 
+# the words of the server's lines that say why a placement did not load, the most telling
+# first (its last line, "exiting due to model loading error", says only that it did not)
+_CAUSES = ("out of memory", "failed to allocate", "unable to allocate", "error")
+
+
+def _load(entry: dict[str, Any]) -> ServerLoad:
+    seconds = entry.get("seconds")
+    free = tuple((int(g["index"]), int(g["memory_free_bytes"])) for g in entry.get("free") or ()
+                 if isinstance(g.get("index"), int) and isinstance(g.get("memory_free_bytes"), int))
+    took = float(seconds) if isinstance(seconds, (int, float)) else None
+    if entry.get("loaded") is True:
+        return ServerLoad(True, took, free)
+    if entry.get("error"):
+        return ServerLoad(False, took, error=excerpt(str(entry["error"]), 200), tried=False)
+    tail = [str(line) for line in entry.get("stderr_tail") or () if str(line).strip()]
+    cause = next((line for c in _CAUSES for line in tail if c in line.lower()),
+                 tail[-1] if tail else "")
+    head = (f"not loaded in {took:g} s" if entry.get("timed_out") else
+            f"llama-server exited {entry.get('exit_code')}")
+    return ServerLoad(False, took, error=head + (f": {excerpt(cause.strip(), 200)}" if cause
+                                                 else ""))
+
+
 def _knob_ab(ab: dict[str, Any]) -> KnobAB:
     return KnobAB(tuple(str(a) for a in ab.get("arms") or ()),
                   tuple(_arm_run(e) for e in ab.get("runs") or () if isinstance(e, dict)),
                   {str(k): str(v) for k, v in _object(ab.get("before")).items()},
                   {str(k): str(v) for k, v in _object(ab.get("restored")).items()},
-                  str(ab["error"]) if ab.get("error") else None)
+                  str(ab["error"]) if ab.get("error") else None,
+                  {str(k): _load(v) for k, v in _object(ab.get("loads")).items()})
 
 
 def _fit_failure(answer: dict[str, Any]) -> str | None:
