@@ -124,6 +124,10 @@ def _load_waivers(path: Path, text: str, known_checks: set[str]) -> tuple[Waiver
     except ValueError as exc:  # YAML reads 2027-13-01 as a date, and fails on it
         raise InventoryError(f"{path}: not a valid date ({exc}); write expires as "
                              "YYYY-MM-DD") from None
+    except yaml.YAMLError as exc:  # composed, but not constructed: a bare '=' (YAML's value
+        # key, a tag safe_load has no constructor for; found by the property test)
+        why = str(getattr(exc, "problem", None) or exc).splitlines()[0]
+        raise InventoryError(f"{path}: invalid YAML: {why}") from None
     if not isinstance(doc, dict) or doc.get("version") != WAIVERS_SCHEMA:
         raise InventoryError(f"{path}: a waivers file starts with 'version: {WAIVERS_SCHEMA}'")
     entries = doc.get("waivers") or []
