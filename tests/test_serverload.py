@@ -15,6 +15,11 @@ from omni_host.remote import bench as helper
 from omni_host.remote.serverload import load_env, load_server, server_beside
 
 
+def _servers() -> list[psutil.Process]:
+    """This process's llama-server children (the suite's sshd is one of its children too)."""
+    return [c for c in psutil.Process().children(recursive=True) if c.name() == "llama-server"]
+
+
 def _server(llama: tuple[Path, Path]) -> str:
     found = server_beside(str(llama[0]))
     assert found is not None, "no llama-server beside llama-bench: run bash tests/llama_bench.sh"
@@ -39,7 +44,7 @@ def test_a_placement_loads_and_the_server_is_gone_after(llama) -> None:
     assert done["loaded"] and not done["timed_out"] and done["exit_code"] is None, done
     assert 0 < done["seconds"] < 60
     assert read == [1] and done["free"] == [{"index": 0, "memory_free_bytes": 5 * 2**30}]
-    assert psutil.Process().children(recursive=True) == []
+    assert _servers() == []
     assert not any("sk-never-sent" in line for line in done["stderr_tail"])
     assert set(load_env(env)) == set(env) - {"LLAMA_ARG_THREADS", "LLAMA_API_KEY"}
 
@@ -53,7 +58,7 @@ def test_a_placement_that_does_not_load_says_why(llama) -> None:
     done = load_server(_server(llama), str(llama[1]),
                        ["-c", "512", "--override-tensor", "blk=CUDA0"], dict(os.environ), list)
     assert not done["loaded"] and done["exit_code"] == 1 and done["free"] == []
-    assert psutil.Process().children(recursive=True) == []
+    assert _servers() == []
     said = _load(done)
     assert not said.loaded
     assert said.error == ('llama-server exited 1: error while handling argument '
@@ -224,3 +229,67 @@ def test_the_h200_table_in_the_docs_is_the_captures_own() -> None:
             assert not arms["fit"]["against_leader"]["measurable"]
         assert float(rho) == round(entry["spearman"], 2)
         assert int(took) == round(host["duration_s"])
+
+
+def test_fits_answer_short_only_of_the_margin_is_proved_and_its_failure_is_no_warning() -> None:
+    """--fit's answer short of the plan's 1 GiB margin only (the H200's depth-16384 cell: 0.1
+    GiB) is proved beside the plan's leaders, the placement an operator would otherwise
+    serve; one short past the margin, or a plan row short of it, is not. Where it then does not
+    load, the proof says the margin said so, and does not warn of the plan's memory."""
+    from omni_host.app.plan import _to_prove
+    from omni_host.evaluate.checks import catalog
+    from omni_host.measure.plan import PlanRow, prove_result
+    from omni_host.probes.parsers.bench_run import ArmRun, KnobAB, ServerLoad
+
+    need = {"GPU0": {"weights": 14000, "kv": 600, "compute": 700, "margin": 1024}}
+
+    def row(key: str, origin: str, short: int | None) -> PlanRow:
+        return PlanRow(key, key, origin, f"-t {len(key)}", "--threads 1", fits=short is None,
+                       predicted_tg=10.0, memory_mib=need,
+                       short_mib=None if short is None else {"GPU0": short})
+
+    rows = [row("lead", "plan", None), row("near", "plan", 100), row("fit", "fit", 100),
+            row("current", "current", 2000)]
+    assert [r.key for r in _to_prove(rows, 4)] == ["lead", "fit"]
+    assert [r.key for r in _to_prove([rows[0], row("fit", "fit", 1025)], 4)] == ["lead"]
+    proved = _to_prove(rows, 4)
+    loads = {"lead": ServerLoad(True, 2.0), "fit": ServerLoad(
+        False, 3.0, error="llama-server exited 1: cudaMalloc failed: out of memory")}
+    ab = KnobAB(("lead",), tuple(ArmRun("lead", 0, "exit 1", None) for _ in range(1)), {}, {},
+                None, loads)
+    result = prove_result(catalog()["perf.placement-proof"], proved, ab,
+                          {"workload": {"ctx": 32768}})
+    assert ("not loaded, as the plan's margin said: fit (llama-server exited 1: cudaMalloc "
+            "failed: out of memory)") in result.summary
+    assert "called fitting" not in result.summary
+    assert "1 placement(s) loaded as llama-server at -c 32768" in result.summary
+
+
+def test_the_thread_lever_is_the_leader_at_half_the_cores_and_is_proved() -> None:
+    """Replayed from the H200's 16 GiB cell (16 physical cores): the plan offers its predicted
+    fastest placement that reads weights on the CPU again at 8 threads, with no prediction of
+    its own (no bench measured the CPU at -t 8: at most the channels' ceiling, else none), and
+    --prove runs it beside the leaders whatever --top is."""
+    import dataclasses
+
+    from test_plan import _h100_model, _replay
+
+    from omni_host.app.plan import _to_prove
+    from omni_host.measure.candidates import HALF_THREADS, candidates
+    from omni_host.measure.placement import Assessed, candidate_of
+    from omni_host.measure.plan import row
+
+    host_doc, _ = _proof(H200 / "plan-16-0-prove.json")
+    plan = next(r for r in host_doc["results"] if r["id"] == "perf.placement")["details"]
+    _, host, work, current = _replay(plan)  # the same model as the H100's (random_moe)
+    host = dataclasses.replace(host, cpu_threads=plan["rates"]["cpu_threads"])
+    assert host.physical_cores == host.cpu_threads == 16
+    ranked = candidates(_h100_model(), host, work, current, None)
+    best = next(i for i in ranked if isinstance(i, Assessed) and i.fits and
+                i.candidate.origin == "plan" and i.need["CPU"]["weights"] > 0)
+    half = next(i for i in ranked if candidate_of(i).key == HALF_THREADS)
+    assert isinstance(half, Assessed) and half.fits and half.tg is None
+    assert candidate_of(half).bench_flags() == (*best.candidate.bench_flags()[:-2], "-t", "8")
+    assert "no stored bench measured the CPU" in half.limit
+    rows = [row(i) for i in ranked]
+    assert HALF_THREADS in [r.key for r in _to_prove(rows, 1)]

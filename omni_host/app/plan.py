@@ -27,6 +27,7 @@ from omni_host.errors import TransportError, UsageError
 from omni_host.evaluate.audit import unreachable
 from omni_host.evaluate.checks.placement import current_args, load_flags
 from omni_host.measure.asked import Asked, PlanAsked, ProofAsked
+from omni_host.measure.candidates import HALF_THREADS
 from omni_host.measure.placement import (
     Candidate,
     without_placement,
@@ -114,12 +115,26 @@ def plan_one(plan: HostPlan, ssh: SshOptions, past: Past, req: PlanRequest, *,
     return BenchHost(report, False, None)
 
 
+def within_margin(r: PlanRow) -> bool:
+    """A row short only of the plan's own margin on each device it is short on: it would
+    load by the plan's figures, with less left free than the plan keeps."""
+    return not r.fits and bool(r.short_mib) and all(
+        short <= ((r.memory_mib or {}).get(device) or {}).get("margin", 0)
+        for device, short in (r.short_mib or {}).items())
+
+
 def _to_prove(rows: list[PlanRow], top: int) -> list[PlanRow]:
     """The plan's own ``top`` leading candidates that fit (those with a prediction first),
-    then the current args and --fit's answer where they fit, each placement once."""
+    then the current args and --fit's answer where they fit, each placement once. --fit's
+    answer is proved also where it is short only of the plan's margin (llama.cpp keeps a
+    margin of its own): the placement an operator would otherwise serve, measured beside the
+    plan's; its load says whether it holds. The thread lever's candidate (half the cores) has
+    no prediction to rank it by: it is proved beside the leaders."""
     fitting = [r for r in rows if r.fits]
-    chosen = [r for r in fitting if r.origin == "plan"][:top]
-    chosen += [r for r in fitting if r.origin in ("current", "fit")]
+    chosen = [r for r in fitting if r.origin == "plan" and r.key != HALF_THREADS][:top]
+    chosen += [r for r in fitting if r.key == HALF_THREADS]  # the thread lever: only measured
+    chosen += [r for r in rows if r.origin in ("current", "fit") and
+               (r.fits or r.origin == "fit" and within_margin(r))]
     seen: set[str] = set()
     out = []
     for r in chosen:

@@ -75,9 +75,10 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     plan.add_argument("--ctx", type=int, default=4096, metavar="N",
                       help="the context the server will serve (-c): what the KV cache must "
                            "hold (default 4096, --fit's minimum)")
-    plan.add_argument("--depth", type=int, default=0, metavar="N",
+    plan.add_argument("--depth", type=int, default=None, metavar="N",
                       help="the context a generated token reads (llama-bench -d): predicted "
-                           "at, and proved at (default 0)")
+                           "at, and proved at (default half of --ctx: a served request's "
+                           "tokens read, on average, half the context it fills)")
     plan.add_argument("--prove", action="store_true",
                       help="run llama-bench for the leading candidates, the current args and "
                            "--fit's answer, in rounds behind the bench's idle gate, and say "
@@ -106,6 +107,8 @@ MAX_CTX = 1 << 27  # tokens: past any context a model has been trained for (10M,
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
+    if args.depth is None:
+        args.depth = args.ctx // 2
     if not 1 <= args.rounds <= 50 or not 1 <= args.top <= 20 or not 1 <= args.ctx <= MAX_CTX \
             or not 0 <= args.depth <= MAX_CTX:
         err(f"--rounds must be 1 to 50, --top 1 to 20, --ctx 1 to {MAX_CTX:,}, --depth 0 to "

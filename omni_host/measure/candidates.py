@@ -5,7 +5,8 @@ proportional to VRAM (the registry's style), and half as many; every layer on th
 the routed experts on the CPU; as many expert layers on the GPUs as fit (``-ncmoe``), and
 steps between; every layer on one GPU (``-sm none``) where it fits; the CPU threads at the
 physical cores the bench may use (never more: SMT siblings cost); the KV cache at q8_0 with
-the expert layers the room it frees brings onto the GPUs (a lever --fit leaves alone)."""
+the expert layers the room it frees brings onto the GPUs, and the fastest placement that
+reads weights on the CPU at half the physical cores (levers --fit leaves alone)."""
 
 from __future__ import annotations
 
@@ -170,6 +171,29 @@ def _kv_q8(tensors: TensorMap, host: Host, work: Workload,
         yield cand, done
 
 
+HALF_THREADS = "threads-half"  # the key of the thread lever's candidate: --prove measures it
+
+
+def _half_threads(found: list[PlanItem], host: Host, tensors: TensorMap,
+                  work: Workload) -> Iterator[tuple[Candidate, Assessed | str]]:
+    """A lever --fit leaves alone: the predicted fastest placement that reads weights on the
+    CPU, at half the physical cores (a CPU's memory channels may be full at fewer threads
+    than cores; SMT siblings aside, the public reports differ by 20% either way). No bench
+    measured that rate, so it has no prediction of its own: ``plan --prove`` measures it."""
+    cores = host.physical_cores
+    if not cores or cores < 4:
+        return
+    best = next((item for item in _ranked(found) if isinstance(item, Assessed) and item.fits
+                 and item.tg is not None and item.candidate.origin == "plan"
+                 and item.need.get("CPU", {}).get("weights", 0) > 0), None)
+    if best is None:
+        return
+    cand = replace(best.candidate, key=HALF_THREADS, threads=cores // 2,
+                   words=f"{best.candidate.words}, at {cores // 2} threads (half the physical "
+                         "cores; --prove measures it)")
+    yield cand, assess(tensors, cand, host, work)
+
+
 def candidates(tensors: TensorMap, host: Host, work: Workload, current: Candidate | None,
                fit: Candidate | None) -> list[PlanItem]:
     """Every candidate assessed (or with why it cannot be), the fitting ones first, fastest
@@ -197,6 +221,8 @@ def candidates(tensors: TensorMap, host: Host, work: Workload, current: Candidat
         main = max(range(gpus), key=lambda i: host.gpus[i].free)
         take(Candidate("sm-none", f"every layer on GPU{main} alone (-sm none)", "plan",
                        mode="none", main=main, threads=threads))
+    for half, assessed in list(_half_threads(found, host, tensors, work)):
+        take(half, assessed)
     return _ranked(found)
 
 

@@ -296,14 +296,16 @@ def _loads(proved: list[PlanRow], ab: KnobAB, context: dict[str, Any]
         return [], {}, False
     ctx = (context.get("workload") or {}).get("ctx")
     details: dict[str, Any] = {}
-    dropped, near, far = [], 0, []
+    dropped: list[str] = []
+    unfit: list[str] = []
+    near, far = 0, []
     for key, (r, load) in loads.items():
         gpus = _free_after(r, load, context) if load.loaded else {}
         details[key] = {"loaded": load.loaded, "seconds": load.seconds, "error": load.error,
                         "planned_free_after_mib": {g: p for g, (p, _) in gpus.items()},
                         "free_after_mib": {g: m for g, (_, m) in gpus.items()}}
         if not load.loaded:
-            dropped.append(f"{key} ({load.error})")
+            (dropped if r.fits else unfit).append(f"{key} ({load.error})")
             continue
         worst = max(gpus.items(), key=lambda g: abs(g[1][1] - g[1][0]), default=None)
         if worst is None:
@@ -315,16 +317,19 @@ def _loads(proved: list[PlanRow], ab: KnobAB, context: dict[str, Any]
             far.append(f"{key} {gpu} {measured:,} MiB free against the plan's {planned:,}")
     words = []
     if dropped:
-        words.append(f"{len(dropped)} of {len(loads)} placement(s) the plan called fitting did "
-                     f"not load as llama-server at -c {ctx}, not benched: " + "; ".join(dropped))
+        words.append(f"{len(dropped)} of {sum(r.fits is True for r, _ in loads.values())} "
+                     f"placement(s) the plan called fitting did not load as llama-server at "
+                     f"-c {ctx}, not benched: " + "; ".join(dropped))
+    if unfit:
+        words.append("not loaded, as the plan's margin said: " + "; ".join(unfit))
     measured_any = near + len(far)
     if measured_any:
         words.append(f"free GPU memory with the server loaded within {LOAD_WITHIN_MIB} MiB of "
                      f"the plan's figure for {near} of {measured_any} placement(s)"
                      + (" (" + "; ".join(far) + ")" if far else ""))
-    elif len(dropped) < len(loads):
-        words.append(f"{len(loads) - len(dropped)} placement(s) loaded as llama-server at "
-                     f"-c {ctx} (no GPU memory read to set beside the plan's)")
+    elif len(dropped) + len(unfit) < len(loads):
+        words.append(f"{len(loads) - len(dropped) - len(unfit)} placement(s) loaded as "
+                     f"llama-server at -c {ctx} (no GPU memory read to set beside the plan's)")
     return words, details, bool(dropped)
 
 
