@@ -293,3 +293,35 @@ def test_the_thread_lever_is_the_leader_at_half_the_cores_and_is_proved() -> Non
     assert "no stored bench measured the CPU" in half.limit
     rows = [row(i) for i in ranked]
     assert HALF_THREADS in [r.key for r in _to_prove(rows, 1)]
+
+
+@pytest.mark.system
+def test_a_port_another_server_took_first_is_not_its_load(llama, monkeypatch) -> None:
+    """The loopback port chosen is taken by another llama-server before ours binds it (an
+    operator's box runs one; forced here by handing ours that server's port): its /health
+    answers 200 while ours, unable to bind, exits. Not loaded, and the server's own line
+    says why."""
+    import subprocess
+    import time
+
+    from omni_host.probes.parsers.bench_run import _load
+    from omni_host.remote import serverload
+
+    server = _server(llama)
+    port = serverload._free_port()
+    other = subprocess.Popen([server, "-m", str(llama[1]), "-c", "256", "-t", "1", "--host",
+                              "127.0.0.1", "--port", str(port)], stdout=subprocess.DEVNULL,
+                             stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 60
+        while serverload.health(port) != 200 and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert serverload.health(port) == 200
+        monkeypatch.setattr(serverload, "_free_port", lambda: port)
+        done = load_server(server, str(llama[1]), ["-c", "256", "-t", "1"], dict(os.environ),
+                           list)
+    finally:
+        other.terminate()
+        other.wait(15)
+    assert not done["loaded"] and done["exit_code"] == 1, done
+    assert "couldn't bind HTTP server socket" in (_load(done).error or "")

@@ -79,6 +79,13 @@ def _drain(pipe, sink):
             sink.pop(0)
 
 
+def _still_running(proc, settle_s=0.5):
+    """Whether the server still runs a moment after /health said 200: another process that
+    took the port first answered in its place while ours, unable to bind, was exiting."""
+    time.sleep(settle_s)
+    return proc.poll() is None
+
+
 def _stop(proc):
     if proc.poll() is None:
         proc.terminate()
@@ -114,7 +121,7 @@ def load_server(server, model, args, env, memory, load_s=LOAD_S):
             if proc.poll() is not None:
                 out["exit_code"] = proc.returncode
                 break
-            if health(port) == 200:
+            if health(port) == 200 and _still_running(proc):
                 out["loaded"] = True
                 try:
                     out["free"] = memory() or []

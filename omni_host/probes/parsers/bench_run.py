@@ -284,7 +284,7 @@ def _arm_run(entry: dict[str, Any]) -> ArmRun:
 
 # the words of the server's lines that say why a placement did not load, the most telling
 # first (its last line, "exiting due to model loading error", says only that it did not)
-_CAUSES = ("out of memory", "failed to allocate", "unable to allocate", "error")
+_CAUSES = ("out of memory", "failed to allocate", "unable to allocate", "couldn't bind", "error")
 
 
 def _load(entry: dict[str, Any]) -> ServerLoad:
