@@ -152,12 +152,46 @@ def start_sshd(workdir: Path, *, extra: str = "") -> Sshd:
     return Sshd(port, user, client_key, known, host_pub, workdir, proc)
 
 
+# The session's servers that are children of this process: a test that kills one (the bench
+# helper's kill_orphans run in-process reaps every child of its process: CI's sshd, then 22
+# tests after it, failed far from the cause) is named at its own teardown.
+SESSION_CHILDREN: dict[str, subprocess.Popen] = {}
+
+
 @pytest.fixture(scope="session")
 def sshd(tmp_path_factory: pytest.TempPathFactory):
     server = start_sshd(tmp_path_factory.mktemp("sshd"))
+    SESSION_CHILDREN["the session's sshd"] = server.proc
     yield server
+    SESSION_CHILDREN.pop("the session's sshd", None)
     server.proc.terminate()
     server.proc.wait(timeout=10)
+
+
+@pytest.fixture(autouse=True)
+def session_children_survive():
+    """After each test, every server the session started still runs."""
+    yield
+    dead = [f"{name} (pid {proc.pid}) is gone"
+            for name, proc in SESSION_CHILDREN.items() if proc.poll() is not None]
+    if dead:
+        SESSION_CHILDREN.clear()  # named once, by the test that ended them
+        pytest.fail("this test ended " + "; ".join(dead)
+                    + ": run what reaps its children (the bench helper) in a process of its own"
+                    " (run_helper)")
+
+
+def run_helper(function: str, *args: object, timeout: float = 300) -> dict:
+    """``omni_host.remote.bench.<function>(*args)`` in a Python of its own, as the bench runs it
+    on a host, its JSON answer returned: the helper kills every child of its process when a
+    run ends, which in this process would be the session's servers."""
+    code = ("import json, sys\nfrom omni_host.remote import bench\n"
+            "print(json.dumps(getattr(bench, sys.argv[1])(*json.loads(sys.argv[2]))))")
+    done = subprocess.run([sys.executable, "-c", code, function, json.dumps(list(args))],
+                          capture_output=True, text=True, timeout=timeout, check=False)
+    if done.returncode != 0:
+        raise AssertionError(f"bench.{function} exited {done.returncode}: {done.stderr[-2000:]}")
+    return json.loads(done.stdout.splitlines()[-1])
 
 
 # Tests that talk to real servers or tools of this machine (sshd, dockerd, Chromium,

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import psutil
 import pytest
+from conftest import run_helper
 
-from omni_host.remote import bench as helper
 from omni_host.remote.serverload import load_env, load_server, server_beside
 
 
@@ -79,8 +79,8 @@ def test_the_proof_benches_only_what_loaded_and_warns_of_the_rest(llama) -> None
                                {"name": "bad", "args": ["-p", "0", "-n", "4", "-t", "1"]}],
           "loads": {"good": ["-c", "512", "-t", "1"],
                     "bad": ["-c", "512", "--override-tensor", "blk=CUDA0"]}}
-    out = helper.run_ab(str(binary), str(model), {"repetitions": "1", "budget_s": "120"}, ab,
-                        None, dict(os.environ), {}, None)
+    out = run_helper("run_ab", str(binary), str(model), {"repetitions": "1", "budget_s": "120"},
+                     ab, None, dict(os.environ), {}, None)
     assert [r["arm"] for r in out["runs"]] == ["good", "good"]
     assert out["loads"]["good"]["loaded"] and not out["loads"]["bad"]["loaded"]
     doc = {"helper": 1, "refused": None, "gate": {}, "context": {}, "ab": out}
@@ -138,8 +138,8 @@ def test_a_build_without_llama_server_is_benched_and_said(llama, tmp_path: Path)
     alone.symlink_to(binary)
     ab = {"pairs": 1, "arms": [{"name": "only", "args": ["-p", "0", "-n", "4", "-t", "1"]}],
           "loads": {"only": ["-c", "512", "-t", "1"]}}
-    out = helper.run_ab(str(alone), str(model), {"repetitions": "1", "budget_s": "120"}, ab,
-                        None, dict(os.environ), {}, None)
+    out = run_helper("run_ab", str(alone), str(model), {"repetitions": "1", "budget_s": "120"},
+                     ab, None, dict(os.environ), {}, None)
     assert [r["arm"] for r in out["runs"]] == ["only"]
     assert out["loads"] == {"only": {"error": f"no llama-server beside {alone}"}}
     parsed = parse_bench_run(json.dumps({"helper": 1, "refused": None, "gate": {},
