@@ -51,6 +51,7 @@ class PlanRequest:
     top: int = 4  # the plan's leading candidates proved, beside the current args and --fit
     force: bool = False
     wait_s: float = 0.0  # --wait: --prove waits this long for another bench's lock
+    budget_s: float | None = 300.0  # --budget: --prove's time, from the plan's start
 
 
 def _estimate_args(current: Candidate, req: PlanRequest) -> list[list[str]]:
@@ -97,10 +98,12 @@ def plan_one(plan: HostPlan, ssh: SshOptions, past: Past, req: PlanRequest, *,
                  for r in proved)
     keys = tuple(r.key for r in proved)
     loads = {r.key: load_flags(spec, req.ctx, r.llama_server) for r in proved}
+    left = None if req.budget_s is None else max(1.0, req.budget_s - (time.monotonic() - start))
     try:
         again = collect_host(plan, ssh, probe_timeout_s,
                              extra=(knob_probe(spec, arms, req.rounds, force=req.force,
-                                               wait_s=req.wait_s, loads=loads),))
+                                               wait_s=req.wait_s, loads=loads,
+                                               rounds_budget_s=left, keep=_kept(proved)),))
     except TransportError as exc:
         proof = ProofAsked(keys, f"the proof could not be collected: {exc}")
     else:
@@ -121,6 +124,13 @@ def within_margin(r: PlanRow) -> bool:
     return not r.fits and bool(r.short_mib) and all(
         short <= ((r.memory_mib or {}).get(device) or {}).get("margin", 0)
         for device, short in (r.short_mib or {}).items())
+
+
+def _kept(proved: list[PlanRow]) -> tuple[str, ...]:
+    """The candidates a proof's budget never sheds: the plan's predicted leader and --fit's
+    answer (what the proof is for: whether the plan beats the placement llama.cpp picks)."""
+    leader = next((r.key for r in proved if r.origin == "plan"), None)
+    return tuple(r.key for r in proved if r.key == leader or r.origin == "fit")
 
 
 def _to_prove(rows: list[PlanRow], top: int) -> list[PlanRow]:

@@ -87,6 +87,10 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
                       help="rounds of --prove (default 4; 4 at least to call a difference)")
     plan.add_argument("--top", type=int, default=4, metavar="N",
                       help="the plan's leading candidates --prove runs (default 4)")
+    plan.add_argument("--budget", type=duration, default=300.0, metavar="TIME",
+                      help="--prove's time on the host, from the plan's start (default 5m): "
+                           "a round starts only where it fits, the costliest candidates "
+                           "other than the plan's leader and --fit's answer leaving first")
     plan.add_argument("--wait", type=duration, default=0.0, metavar="TIME",
                       help="--prove waits up to TIME for another bench of the host to end "
                            "(a plan that only predicts takes no lock)")
@@ -120,7 +124,8 @@ def cmd_plan(args: argparse.Namespace) -> int:
     from omni_host.report.text import plan_lines
 
     request = PlanRequest(ctx=args.ctx, depth=args.depth, prove=args.prove, rounds=args.rounds,
-                          top=args.top, force=args.force, wait_s=args.wait)
+                          top=args.top, force=args.force, wait_s=args.wait,
+                          budget_s=args.budget)
     try:
         done = run(PlanRun(tuple(plans(args)), ssh_options(args), request,
                            str(args.inventory) if args.inventory else None, args.report_dir,

@@ -239,9 +239,42 @@ def _error_words(entry: dict[str, Any], by_key: dict[str, PlanRow]) -> str:
         for a in out) + ")")
 
 
+def _gain(table: dict[str, Any], leader: str, other: str | None) -> dict[str, Any] | None:
+    """What the leader gains over ``other`` (the current args, --fit's answer) on the rounds'
+    pairs: ``gain`` (the leader's rate over the other's, less one), its uncertainty and
+    whether it is beyond the noise; None where ``other`` was not measured."""
+    if other is None or other not in table:
+        return None
+    if other == leader:
+        return {"leader": True}
+    beat = table[other]["against_leader"]
+    if "effect" not in beat:
+        return {"pairs": beat.get("pairs", 0), "measurable": False}
+    return {"gain": round(1 / (1 + beat["effect"]) - 1, 4), "uncertainty": beat["uncertainty"],
+            "pairs": beat["pairs"], "measurable": bool(beat.get("measurable"))}
+
+
+def _gain_words(gain: dict[str, Any] | None, what: str, verb: str) -> str:
+    if gain is None:
+        return ""
+    if gain.get("leader"):
+        return f"; {what} {verb} the fastest measured"
+    if "gain" not in gain:
+        return f"; {what} shared no round with it"
+    if gain["measurable"] and gain["gain"] > 0:
+        return (f"; it beats {what} by {gain['gain']:.0%} (±{gain['uncertainty']:.0%}, "
+                f"{gain['pairs']} rounds)")
+    if gain["measurable"]:  # the higher median, yet slower round by round
+        return (f"; {what} {verb} faster than it round by round ({-gain['gain']:.0%} "
+                f"±{gain['uncertainty']:.0%}, {gain['pairs']} rounds)")
+    return (f"; {what} {verb} within the noise of it ({gain['gain']:+.1%} "
+            f"±{gain['uncertainty']:.1%}, {gain['pairs']} rounds)")
+
+
 def _test_line(test: str, entry: dict[str, Any], by_key: dict[str, PlanRow],
-               current: str | None) -> tuple[str, bool]:
-    """A test's verdict in words, and whether the leader measurably beats the current args."""
+               current: str | None, fit: str | None = None) -> tuple[str, bool]:
+    """A test's verdict in words, and whether the leader measurably beats the current args;
+    the leader's gain over the current args and over --fit's answer kept in ``entry``."""
     leader, table = entry["leader"], entry["arms"]
     tied = [a for a, v in table.items() if a != leader and not
             v["against_leader"].get("measurable")]
@@ -249,15 +282,14 @@ def _test_line(test: str, entry: dict[str, Any], by_key: dict[str, PlanRow],
            f"{table[leader]['median_ts']:.2f} t/s"
     if tied:
         line += f" (no measurable difference from {', '.join(tied)})"
-    beaten = False
-    if current in table and current != leader:
-        beat = table[current]["against_leader"]
-        beaten = bool(beat.get("measurable"))
-        line += (f"; it beats the current args by {1 / (1 + beat['effect']) - 1:.0%} "
-                 f"(±{beat['uncertainty']:.0%}, {beat['pairs']} rounds)" if beaten
-                 else "; the current args are within the noise of it")
-    elif current == leader:
-        line += "; the current args are the fastest measured"
+    gains = {k: g for k, g in (("over_current", _gain(table, leader, current)),
+                               ("over_fit", _gain(table, leader, fit))) if g is not None}
+    if gains:
+        entry["gain"] = gains
+    over = gains.get("over_current") or {}
+    beaten = bool(over.get("measurable")) and over.get("gain", 0) > 0
+    line += _gain_words(gains.get("over_current"), "the current args", "are")
+    line += _gain_words(gains.get("over_fit"), "--fit's answer", "is")
     if entry.get("spearman") is not None:
         line += f"; predicted and measured order agree at Spearman {entry['spearman']:.2f}"
     return line + _error_words(entry, by_key), beaten
@@ -353,8 +385,9 @@ def prove_result(meta: CheckMeta, proved: list[PlanRow], ab: KnobAB,
     left_out = disturbed(ab)
     centres = round_centres(ab, left_out)
     current = next((r.key for r in proved if r.origin == "current"), None)
+    fit = next((r.key for r in proved if r.origin == "fit"), None)
     tests = {test: _judge_test(test, arms, by_key) for test, arms in centres.items()}
-    lines = [_test_line(test, entry, by_key, current) for test, entry in tests.items()]
+    lines = [_test_line(test, entry, by_key, current, fit) for test, entry in tests.items()]
     if not tests:
         why = load_words + failed[:3] + ([left_out_words(left_out, "round")] if left_out else [])
         return meta.result(Status.ERROR, "the proof measured nothing: " + "; ".join(why)
@@ -370,6 +403,7 @@ def prove_result(meta: CheckMeta, proved: list[PlanRow], ab: KnobAB,
         summary += f"; the proof stopped: {ab.error}"
     if left_out:
         summary += "; " + left_out_words(left_out, "round")
+    summary += _budget_words(ab)
     most = max((len(v) for t in centres.values() for v in t.values()), default=0)
     if most < 4:
         summary += f"; {most} round(s): under 4, no difference is called measurable"
@@ -378,6 +412,20 @@ def prove_result(meta: CheckMeta, proved: list[PlanRow], ab: KnobAB,
                                 **({"loads": load_details} if load_details else {}),
                                 **({"disturbed_rounds": {str(p): h for p, h in left_out.items()}}
                                    if left_out else {})})
+
+
+def _budget_words(ab: KnobAB) -> str:
+    """What the proof's time budget cut: the candidates that left the rounds, the rounds
+    the kept ones ran."""
+    words = ""
+    if ab.shed:
+        words += "; to keep the budget, " + ", ".join(
+            f"{arm} ran {n} round(s)" for arm, n in ab.shed.items())
+    if ab.stopped_after is not None:
+        words += (f"; the budget ({ab.budget_s:g} s) held {ab.stopped_after} round(s)"
+                  if ab.budget_s is not None else
+                  f"; the budget held {ab.stopped_after} round(s)")
+    return words
 
 
 def _words(flags: str) -> tuple[str, ...]:

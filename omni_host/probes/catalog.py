@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import importlib
 import json
+import math
 import shlex
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -311,25 +312,31 @@ def bench_probe(spec: BenchSpec, *, force: bool = False, wait_s: float = 0.0) ->
 
 def knob_probe(spec: BenchSpec, arms: tuple[Any, ...], pairs: int, *,
                force: bool = False, wait_s: float = 0.0,
-               loads: dict[str, list[str]] | None = None) -> Probe:
+               loads: dict[str, list[str]] | None = None,
+               rounds_budget_s: float | None = None, keep: tuple[str, ...] = ()) -> Probe:
     """The bench probe of an A/B (``bench --knob``): each arm's writes and args travel as one
     JSON argument; the budget is every run's. ``loads`` (``plan --prove``): arm -> the
     llama-server flags its placement is loaded with once, before the rounds (each load's
-    time, remote/serverload.py's LOAD_S, joins the budget)."""
+    time, remote/serverload.py's LOAD_S, joins the budget). ``rounds_budget_s``: the rounds'
+    time, each after the first started only where it fits (the arms ``keep`` does not name
+    leave the rounds first, the costliest first: remote/bench.py's _within_budget)."""
     limited = {name for a in arms for name, _ in a.limits}
     ab = {"pairs": pairs, "arms": [{"name": a.name, "writes": [list(w) for w in a.writes],
                                     "args": list(a.args), "limits": dict(a.limits),
                                     "env": dict(a.env), "cpus": a.cpus}
                                    for a in arms],
           **({"loads": loads} if loads else {}),
+          **({"budget_s": rounds_budget_s, "keep": list(keep)} if rounds_budget_s else {}),
           "rlimits": {name: [rl.resource, rl.row] for name in sorted(limited)
                       if (rl := KNOBS[name].limit) is not None}}
     probe = bench_probe(spec, force=force, wait_s=wait_s)
     at = probe.argv.index("--")
     return dataclasses.replace(probe, argv=(*probe.argv[:at], "--ab-json", json.dumps(ab),
                                             *probe.argv[at:]),
-                               timeout_s=spec.budget_s * len(arms) * pairs + 60 + wait_s
-                               + LOAD_S * len(loads or ()))
+                               timeout_s=min(spec.budget_s * len(arms) * pairs,
+                                             spec.budget_s * len(arms) + (rounds_budget_s or
+                                                                          math.inf))
+                               + 60 + wait_s + LOAD_S * len(loads or ()))
 
 
 def plan_probe(spec: BenchSpec, fit: list[str], estimate: list[list[str]]) -> Probe:

@@ -773,10 +773,16 @@ def run_ab(binary, model, opts, ab, gpus, env, originals, pipe):
         out["error"] = "a knob's file is not there: %s" % ", ".join(missing or wanted)
         return out
     broken = set()  # arms whose llama-bench failed (or whose server did not load): not run
+    took = {}  # arm -> its last run's seconds (what the next round of it should take)
+    started = time.monotonic()  # the budget counts the loads too
     try:
         if ab.get("loads"):
             out["loads"] = _loads(binary, model, arms, ab["loads"], gpus, env, broken)
         for i in range(int(ab["pairs"])):
+            if i and ab.get("budget_s") and not _within_budget(
+                    ab, out, took, broken, i, float(ab["budget_s"]) -
+                    (time.monotonic() - started)):
+                break
             for arm in arms if i % 2 == 0 else arms[::-1]:
                 if arm["name"] in broken:
                     continue
@@ -799,6 +805,7 @@ def run_ab(binary, model, opts, ab, gpus, env, originals, pipe):
                                         arm.get("limits"), rlimits, arm.get("cpus"))
                 out["runs"].append({"arm": arm["name"], "pair": i, "run": run,
                                     "during": during})
+                took[arm["name"]] = run.get("duration_s") or 0.0
                 if run.get("exit_code") != 0 or run.get("timed_out"):
                     broken.add(arm["name"])
     finally:
@@ -807,6 +814,26 @@ def run_ab(binary, model, opts, ab, gpus, env, originals, pipe):
         if pipe is not None:
             os.close(pipe)
     return out
+
+
+def _within_budget(ab, out, took, broken, done, left_s):
+    """Before round ``done``: whether it fits in the ``left_s`` seconds the proof's budget
+    leaves, each arm's round as long as its last. Where it does not, the arms ``keep`` does
+    not name leave the rounds, the costliest first, until it does (``out["shed"]``: arm -> the
+    rounds it ran); where the kept arms alone do not fit, the rounds stop here
+    (``out["stopped"]``), as they do where one arm would be left (a round of one compares
+    nothing)."""
+    keep = set(ab.get("keep") or ())
+    running = [a["name"] for a in ab["arms"] if a["name"] not in broken]
+    while sum(took.get(a, 0.0) for a in running) > left_s:
+        costly = sorted((a for a in running if a not in keep), key=lambda a: -took.get(a, 0.0))
+        if not costly or len(running) < 3:
+            out["stopped"] = {"rounds": done, "budget_s": ab["budget_s"]}
+            return False
+        out.setdefault("shed", {})[costly[0]] = done
+        broken.add(costly[0])
+        running.remove(costly[0])
+    return bool(running)
 
 
 def _loads(binary, model, arms, loads, gpus, env, broken):

@@ -94,6 +94,9 @@ class KnobAB:
     restored: dict[str, str]
     error: str | None = None
     loads: dict[str, ServerLoad] = dataclasses.field(default_factory=dict)
+    shed: dict[str, int] = dataclasses.field(default_factory=dict)  # arm -> rounds it ran
+    stopped_after: int | None = None  # the rounds run where the budget ended them
+    budget_s: float | None = None
 
 
 @dataclass(frozen=True)
@@ -206,6 +209,7 @@ HELPER_DOC["ab"] = {"arms": [TEXT], "before": {"*": TEXT}, "restored": {"*": TEX
                     "loads": {"*": {"loaded": bool, "seconds": NUM, "exit_code": (None, INT),
                                     "timed_out": bool, "free": [{"*": (None, INT)}],
                                     "stderr_tail": [TEXT], "argv": [TEXT], "error": TEXT}},
+                    "shed": {"*": INT}, "stopped": {"rounds": INT, "budget_s": NUM},
                     "runs": [{"arm": TEXT, "pair": INT, "run": HELPER_DOC["run"],
                               "during": HELPER_DOC["during"]}]}
 MAX_ITEMS = 100_000  # of any list in the document
@@ -311,7 +315,10 @@ def _knob_ab(ab: dict[str, Any]) -> KnobAB:
                   {str(k): str(v) for k, v in _object(ab.get("before")).items()},
                   {str(k): str(v) for k, v in _object(ab.get("restored")).items()},
                   str(ab["error"]) if ab.get("error") else None,
-                  {str(k): _load(v) for k, v in _object(ab.get("loads")).items()})
+                  {str(k): _load(v) for k, v in _object(ab.get("loads")).items()},
+                  {str(k): int(v) for k, v in _object(ab.get("shed")).items()},
+                  _object(ab.get("stopped")).get("rounds"),
+                  _object(ab.get("stopped")).get("budget_s"))
 
 
 def _fit_failure(answer: dict[str, Any]) -> str | None:
