@@ -124,6 +124,31 @@ def test_the_proof_says_what_the_leader_gains_over_fit_and_the_current_args() ->
     assert "; --fit's answer is the fastest measured" in led.summary
 
 
+def test_a_gain_from_fewer_than_four_rounds_is_not_called_within_the_noise() -> None:
+    """On the H200 (tests/fixtures/captures/prove-h200-b, depth 16384) the budget left the
+    current args one round and --fit's answer two: the proof said "within the noise of it
+    (+752.5% ±0.0%, 1 rounds)" and "no measurable difference from ... current" of a run 88%
+    slower. One or two ratios have no noise to judge them by: the gain is said with its
+    rounds as too few to call, and those candidates as too few to tell."""
+    from omni_host.evaluate.checks import catalog
+    from omni_host.measure.plan import prove_result
+    from omni_host.probes.parsers.bench_run import KnobAB
+
+    rates = {"lead": [77.4, 77.3], "fit": [56.1, 63.2], "current": [9.4]}
+    result = prove_result(catalog()["perf.placement-proof"], _rows(),
+                          KnobAB(tuple(rates), _rounds(rates), {}, {}, shed={"current": 1}),
+                          {"workload": {"ctx": 32768}})
+    gain = result.details["proof"]["tg64"]["gain"]
+    assert not gain["over_fit"]["measurable"] and gain["over_fit"]["pairs"] == 2
+    assert (f"; it ran {gain['over_fit']['gain']:+.0%} against --fit's answer in 2 round(s), "
+            "too few to call") in result.summary, result.summary
+    assert (f"; it ran {gain['over_current']['gain']:+.0%} against the current args in 1 "
+            "round(s), too few to call") in result.summary, result.summary
+    assert "(too few rounds beside it to tell: fit, current)" in result.summary
+    assert "within the noise" not in result.summary and "no measurable" not in result.summary
+    assert "2 round(s): under 4, no difference is called measurable" in result.summary
+
+
 def test_what_the_budget_cut_is_said() -> None:
     """An arm shed by the budget keeps the rounds it ran, and the proof says it ran fewer;
     rounds stopped by the budget are said with the budget."""

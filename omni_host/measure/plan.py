@@ -27,7 +27,13 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from omni_host import codec
-from omni_host.measure.knob import against_leader, disturbed, left_out_words, round_centres
+from omni_host.measure.knob import (
+    MIN_PAIRS,
+    against_leader,
+    disturbed,
+    left_out_words,
+    round_centres,
+)
 from omni_host.measure.placement import (
     MIB,
     Assessed,
@@ -261,6 +267,9 @@ def _gain_words(gain: dict[str, Any] | None, what: str, verb: str) -> str:
         return f"; {what} {verb} the fastest measured"
     if "gain" not in gain:
         return f"; {what} shared no round with it"
+    if gain["pairs"] < MIN_PAIRS:  # one or two ratios: no noise to judge them by
+        return (f"; it ran {gain['gain']:+.0%} against {what} in {gain['pairs']} round(s), "
+                f"too few to call")
     if gain["measurable"] and gain["gain"] > 0:
         return (f"; it beats {what} by {gain['gain']:.0%} (±{gain['uncertainty']:.0%}, "
                 f"{gain['pairs']} rounds)")
@@ -276,12 +285,16 @@ def _test_line(test: str, entry: dict[str, Any], by_key: dict[str, PlanRow],
     """A test's verdict in words, and whether the leader measurably beats the current args;
     the leader's gain over the current args and over --fit's answer kept in ``entry``."""
     leader, table = entry["leader"], entry["arms"]
-    tied = [a for a, v in table.items() if a != leader and not
-            v["against_leader"].get("measurable")]
+    unjudged = [a for a, v in table.items() if a != leader and not
+                v["against_leader"].get("measurable")]
+    few = [a for a in unjudged if table[a]["against_leader"].get("pairs", 0) < MIN_PAIRS]
+    tied = [a for a in unjudged if a not in few]
     line = f"{test}: fastest {by_key[leader].placement if leader in by_key else leader} at " \
            f"{table[leader]['median_ts']:.2f} t/s"
-    if tied:
-        line += f" (no measurable difference from {', '.join(tied)})"
+    if tied or few:
+        line += " (" + "; ".join(
+            ([f"no measurable difference from {', '.join(tied)}"] if tied else [])
+            + ([f"too few rounds beside it to tell: {', '.join(few)}"] if few else [])) + ")"
     gains = {k: g for k, g in (("over_current", _gain(table, leader, current)),
                                ("over_fit", _gain(table, leader, fit))) if g is not None}
     if gains:
