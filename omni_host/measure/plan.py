@@ -136,16 +136,18 @@ def fit_words(r: PlanRow) -> str:
         for d, v in (r.short_mib or {}).items()) + ")"
 
 
-def range_words(r: PlanRow) -> str:
-    """A prediction with its stated error: "12.5 t/s (10.0-14.0)", or "-"."""
+def range_words(r: PlanRow, *, brief: bool = False) -> str:
+    """A prediction with its stated error: "12.5 t/s (10.0-14.0)", or "-". ``brief``: where
+    the table's head says already how far the rates wander (the range of a row whose wander is
+    unknown says only "the model's error only")."""
     if r.predicted_tg is None:
         return "-"
     low_high = r.predicted_range
     if not low_high or len(low_high) != 2:
         return f"{r.predicted_tg:g} t/s"
-    return f"{r.predicted_tg:g} t/s ({low_high[0]:g}-{low_high[1]:g}" + (
-        ", the model's error only: how far its rate wanders between runs is not known yet)"
-        if r.wander_unknown else ")")
+    caveat = "" if not r.wander_unknown else ", the model's error only" if brief else \
+        ", the model's error only: how far its rate wanders between runs is not known yet"
+    return f"{r.predicted_tg:g} t/s ({low_high[0]:g}-{low_high[1]:g}{caveat})"
 
 
 def _line(r: PlanRow) -> str:
@@ -241,7 +243,7 @@ def _error_words(entry: dict[str, Any], by_key: dict[str, PlanRow]) -> str:
     out = [a for a, ok in within.items() if not ok]
     words = f"; {len(within) - len(out)} of {len(within)} measured within the plan's stated error"
     return words + ("" if not out else " (outside it: " + ", ".join(
-        f"{a} {entry['arms'][a]['median_ts']:.2f} against {range_words(by_key[a])}"
+        f"{a} {entry['arms'][a]['median_ts']:.2f} against {range_words(by_key[a], brief=True)}"
         for a in out) + ")")
 
 

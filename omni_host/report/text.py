@@ -360,7 +360,7 @@ def plan_lines(report: Report) -> list[str]:
             lines.append(free)
         for i, r in enumerate(rows, 1):
             lines.append(f"{i:>2}. [{r.origin}] {r.placement}")
-            lines.append(f"    predicted tg {range_words(r)}; "
+            lines.append(f"    predicted tg {range_words(r, brief=True)}; "
                          f"{r.why_not or fit_words(r)}; {memory_words(r)}; "
                          f"limit: {r.limit or '-'}")
             lines.append(f"    llama-server {r.llama_server}")
@@ -380,7 +380,7 @@ def plan_lines(report: Report) -> list[str]:
                     f"{ratio}; paired per round {against.get('effect', 0):+.1%}, " + (
                         "measurable" if against.get("measurable") else "within the noise"))
                 # the plan predicts generation: a prompt test's line shows no prediction
-                said = f", predicted tg {range_words(by_key[arm])}" if arm in by_key and \
+                said = f", predicted tg {range_words(by_key[arm], brief=True)}" if arm in by_key and \
                     test.startswith("tg") and by_key[arm].predicted_tg is not None else ""
                 within = (entry.get("within_stated_error") or {}).get(arm)
                 said += "" if within is None else \
