@@ -5,6 +5,7 @@ device-minutes a cell, and for the table to say what the chosen placement gains.
 
 from __future__ import annotations
 
+import json
 import os
 
 import pytest
@@ -12,6 +13,8 @@ from conftest import run_cli, run_helper
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from omni_host.measure.plan import budget_needed
+from omni_host.probes.parsers.bench_run import parse_bench_run
 from omni_host.remote.bench import _within_budget
 
 NAMES = ("lead", "fit", "b", "c", "current")
@@ -48,19 +51,28 @@ def test_the_budget_never_sheds_a_kept_arm_and_a_round_it_starts_fits(took, left
 
 @pytest.mark.system
 def test_a_budget_spent_by_the_first_round_sheds_the_rest_and_stops(llama) -> None:
-    """The real CPU llama-bench, a budget of one second: the first round runs every arm (it
-    tells each arm's pace), then the arm not kept leaves and, the kept one alone past the
-    budget too, the rounds stop after one; a budget that holds them runs every round."""
+    """The real CPU llama-bench, a budget of a millisecond (one second held a second round on
+    an idle VM): the first round runs every arm (it tells each arm's pace), then the arm not
+    kept leaves and, the kept one alone past the budget too, the rounds stop after one; a
+    budget that holds them runs every round."""
     binary, model = llama
     arms = [{"name": n, "args": ["-p", "0", "-n", "4", "-t", "1"]}
             for n in ("lead", "fit", "other")]
     opts = {"repetitions": "1", "budget_s": "120"}
     short = run_helper("run_ab", str(binary), str(model), opts,
-                       {"pairs": 4, "arms": arms, "budget_s": 1, "keep": ["lead", "fit"]},
+                       {"pairs": 4, "arms": arms, "budget_s": 0.001, "keep": ["lead", "fit"]},
                        None, dict(os.environ), {}, None)
     assert [(r["arm"], r["pair"]) for r in short["runs"]] == [
         ("lead", 0), ("fit", 0), ("other", 0)]
-    assert short["shed"] == {"other": 1} and short["stopped"] == {"rounds": 1, "budget_s": 1}
+    assert short["shed"] == {"other": 1} and short["stopped"] == {"rounds": 1, "budget_s": 0.001}
+    # each run's time reaches the proof, which says what 4 rounds of the kept arms would need
+    doc = json.dumps({"helper": 1, "refused": None, "gate": {}, "context": {}, "ab": short})
+    parsed = parse_bench_run(doc).ab
+    assert parsed is not None and all(r.seconds and r.seconds > 0 for r in parsed.runs)
+    need = budget_needed(parsed)
+    assert need is not None and need[1] == ["lead", "fit"]
+    assert need[0] == pytest.approx(sum(r.seconds or 0 for r in parsed.runs) * 1 + 3 * sum(
+        r.seconds or 0 for r in parsed.runs if r.arm != "other"))
     whole = run_helper("run_ab", str(binary), str(model), opts,
                        {"pairs": 2, "arms": arms, "budget_s": 3600, "keep": ["lead"]},
                        None, dict(os.environ), {}, None)
@@ -173,6 +185,36 @@ def test_what_the_budget_cut_is_said() -> None:
     parsed = parse_bench_run(doc).ab
     assert parsed is not None
     assert (parsed.shed, parsed.stopped_after, parsed.budget_s) == ({"b": 2}, 2, 250.5)
+
+
+def test_a_cut_proof_says_the_budget_four_rounds_need_at_its_pace() -> None:
+    """The H200's 12 GiB depth-16384 cell: the first round took the whole 5 minutes and the
+    proof said only that the budget held 1 round. It says too what 4 rounds of the
+    candidates the budget kept (the last run of each sets its pace, the first round runs them
+    all, the loads come first) need, in whole minutes, and the option that gives them."""
+    from dataclasses import replace
+
+    from omni_host.evaluate.checks import catalog
+    from omni_host.measure.plan import budget_needed, prove_result
+    from omni_host.probes.parsers.bench_run import KnobAB, ServerLoad
+
+    rates = {"lead": [38.6, 39.2], "fit": [31.4, 31.9], "current": [8.9]}
+    took = {("lead", 0): 30.0, ("fit", 0): 40.0, ("current", 0): 200.0, ("lead", 1): 32.0,
+            ("fit", 1): 41.0}
+    runs = tuple(replace(r, seconds=took[(r.arm, r.pair)]) for r in _rounds(rates))
+    ab = KnobAB(tuple(rates), runs, {}, {}, loads={"lead": ServerLoad(True, 4.0),
+                                                   "fit": ServerLoad(True, 3.0)},
+                shed={"current": 1}, stopped_after=2, budget_s=300.0)
+    assert budget_needed(ab) == (4.0 + 3.0 + 270.0 + 3 * (32.0 + 41.0), ["lead", "fit"])
+    result = prove_result(catalog()["perf.placement-proof"], _rows(), ab,
+                          {"workload": {"ctx": 32768}})
+    assert ("; the budget (300 s) held 2 round(s); 4 rounds of lead, fit need about 9m at this "
+            "pace (--budget)") in result.summary, result.summary
+    whole = KnobAB(tuple(rates), runs, {}, {})  # nothing cut: nothing to say of the budget
+    assert "--budget" not in prove_result(catalog()["perf.placement-proof"], _rows(), whole,
+                                          {"workload": {"ctx": 32768}}).summary
+    untimed = KnobAB(tuple(rates), _rounds(rates), {}, {}, shed={"current": 1})
+    assert budget_needed(untimed) is None
 
 
 def test_the_budget_is_a_duration() -> None:

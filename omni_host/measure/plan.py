@@ -431,7 +431,8 @@ def prove_result(meta: CheckMeta, proved: list[PlanRow], ab: KnobAB,
 
 def _budget_words(ab: KnobAB) -> str:
     """What the proof's time budget cut: the candidates that left the rounds, the rounds
-    the kept ones ran."""
+    the kept ones ran, and (where it left fewer than the rounds that call a difference) the
+    budget those rounds need at the pace the runs went."""
     words = ""
     if ab.shed:
         words += "; to keep the budget, " + ", ".join(
@@ -440,7 +441,26 @@ def _budget_words(ab: KnobAB) -> str:
         words += (f"; the budget ({ab.budget_s:g} s) held {ab.stopped_after} round(s)"
                   if ab.budget_s is not None else
                   f"; the budget held {ab.stopped_after} round(s)")
+    need = budget_needed(ab)
+    if need is not None and (ab.shed or ab.stopped_after is not None):
+        words += (f"; {MIN_PAIRS} rounds of {', '.join(need[1])} need about "
+                  f"{math.ceil(need[0] / 60)}m at this pace (--budget)")
     return words
+
+
+def budget_needed(ab: KnobAB, rounds: int = MIN_PAIRS) -> tuple[float, list[str]] | None:
+    """The seconds a proof of ``rounds`` rounds needs at the pace its runs went (each
+    candidate's last run): every candidate in the first round, those the budget did not shed
+    in every round after it, the loads before; and those candidates. None where no run said
+    how long it took."""
+    timed = [r for r in ab.runs if r.seconds is not None]
+    if not timed:
+        return None
+    kept = [a for a in dict.fromkeys(r.arm for r in timed) if a not in ab.shed]
+    first = sum(r.seconds or 0.0 for r in timed if r.pair == 0)
+    pace = {r.arm: r.seconds or 0.0 for r in timed}  # each arm's last run
+    loads = sum(load.seconds or 0.0 for load in ab.loads.values())
+    return loads + first + (rounds - 1) * sum(pace[a] for a in kept), kept
 
 
 def _words(flags: str) -> tuple[str, ...]:

@@ -67,6 +67,7 @@ class ArmRun:
     other_cpu_load: float | None = None  # CPUs other processes used during it (on average)
     # the resource limits the kernel held for it, by knob (/proc/PID/limits: "8388608")
     limits: tuple[tuple[str, str], ...] = ()
+    seconds: float | None = None  # how long the run took, start to exit
 
 
 @dataclass(frozen=True)
@@ -281,9 +282,15 @@ def _arm_run(entry: dict[str, Any]) -> ArmRun:
     during = _object(entry.get("during"))
     load = during.get("other_cpu_load")
     limits = tuple((str(k), str(v)[:40]) for k, v in sorted(_object(run.get("limits")).items()))
+    took = run.get("duration_s")
     return ArmRun(str(entry.get("arm")), int(entry.get("pair") or 0), error, result,
-                  float(load) if isinstance(load, (int, float)) and not isinstance(load, bool)
-                  and math.isfinite(load) and load >= 0 else None, limits)
+                  _amount(load), limits, _amount(took))
+
+
+def _amount(value: Any) -> float | None:
+    """A finite non-negative number from the helper's document, else None."""
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) \
+        and math.isfinite(value) and value >= 0 else None
 
 
 # the words of the server's lines that say why a placement did not load, the most telling
