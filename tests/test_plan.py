@@ -476,13 +476,20 @@ def test_plan_over_ssh_against_the_engines_own_estimate(sshd, llama, moe_model: 
     assert details["workload"]["ctx"] == 1024
     assert result["status"] in ("pass", "warn")
     # llama-fit-params --log-jsonl: its memory breakdown kept beside the answer (a CPU build
-    # has only its Host row: no GPU free memory for the plan to take), the answer the last
-    # line of what is left of stdout
+    # has its Host row and, on a CPU with extra buffer types, theirs: no device row, no GPU
+    # free memory for the plan to take), the answer the last line of what is left of stdout
     stored = next((tmp_path / "store").glob("*/bundles/*/probes/bench.llama.stdout"))
     fit = json.loads(stored.read_text())["plan"]["fit"]
-    assert [r["kind"] for r in fit["breakdown"]] == ["host"], fit
-    assert fit["breakdown"][0]["self"] == sum(fit["breakdown"][0][k] for k in
-                                              ("model", "context", "compute"))
+    kinds = [r["kind"] for r in fit["breakdown"]]
+    assert kinds[0] == "host" and set(kinds[1:]) <= {"buffer_type"}, fit
+    for r in fit["breakdown"]:  # each figure cut to whole MiB (Host 107 of 39 + 4 + 63)
+        assert 0 <= r["self"] - sum(r[k] for k in ("model", "context", "compute")) <= 2, r
+    # this VM's build, on its AMX Xeon, printed an AMX row of 17 MiB beside the Host row's 39:
+    # together every tensor (57 MiB by the gguf package); a build without the row, its Host
+    # row alone (below, as the engine figure)
+    held = sum(r["model"] for r in fit["breakdown"])
+    assert held <= engine["plan_weights_mib"] + 1
+    assert len(kinds) == 1 or abs(held - engine["plan_weights_mib"]) <= 1, (held, engine)
     assert not any(line.startswith("{") for line in fit["stdout"].splitlines())
     assert fit["stdout"].split()[:2] == ["-c", "1024"]
     assert details["gpus_free_engine_mib"] == {} and details["gpus_free_nvml_mib"] == []
