@@ -420,8 +420,8 @@ def prove_result(meta: CheckMeta, proved: list[PlanRow], ab: KnobAB,
         summary += "; " + left_out_words(left_out, "round")
     summary += _budget_words(ab)
     most = max((len(v) for t in centres.values() for v in t.values()), default=0)
-    if most < 4:
-        summary += f"; {most} round(s): under 4, no difference is called measurable"
+    if most < MIN_PAIRS:
+        summary += f"; {most} round(s): under {MIN_PAIRS}, no difference is called measurable"
     return meta.result(status, summary, evidence=evidence,
                        details={"proof": tests, "proved": stored_rows(proved), **context,
                                 **({"loads": load_details} if load_details else {}),
