@@ -22,17 +22,21 @@ NAMES = ("lead", "fit", "b", "c", "current")
 
 @settings(max_examples=200, deadline=None)
 @given(took=st.lists(st.floats(0.0, 500.0), min_size=5, max_size=5),
-       left=st.floats(-100.0, 2000.0), keep=st.sets(st.sampled_from(NAMES), max_size=3))
-def test_the_budget_never_sheds_a_kept_arm_and_a_round_it_starts_fits(took, left, keep) -> None:
+       left=st.floats(-100.0, 2000.0), kept=st.sets(st.sampled_from(NAMES), max_size=3),
+       fastest=st.one_of(st.none(), st.sampled_from(NAMES)))
+def test_the_budget_never_sheds_a_kept_arm_and_a_round_it_starts_fits(took, left, kept,
+                                                                      fastest) -> None:
     """Whatever the arms' last durations and the time left: a round is started only where
     every arm still running fits in what is left at its last pace; the arms shed are never
-    kept ones and leave the costliest first, never down to one arm; where the kept arms
-    alone do not fit, or two would be left, the rounds stop and nothing kept is shed."""
-    ab = {"arms": [{"name": n} for n in NAMES], "keep": sorted(keep), "budget_s": 300}
+    kept ones (nor the round before's fastest) and leave the costliest first, never down to
+    one arm; where the kept arms alone do not fit, or two would be left, the rounds stop and
+    nothing kept is shed."""
+    ab = {"arms": [{"name": n} for n in NAMES], "keep": sorted(kept), "budget_s": 300}
+    keep = kept | ({fastest} if fastest else set())
     out: dict = {}
     broken: set[str] = set()
     durations = dict(zip(NAMES, took, strict=True))
-    go = _within_budget(ab, out, durations, broken, 1, left)
+    go = _within_budget(ab, out, durations, broken, 1, left, fastest)
     shed = list(out.get("shed", {}))
     running = [n for n in NAMES if n not in broken]
     assert not set(shed) & keep
@@ -49,15 +53,35 @@ def test_the_budget_never_sheds_a_kept_arm_and_a_round_it_starts_fits(took, left
         assert sum(durations[n] for n in running) > left
 
 
+def test_the_fastest_of_a_round_is_read_from_llama_benchs_records() -> None:
+    """The round's fastest generation (the highest avg_ts of a record that generates), kept
+    by the budget beside the plan's leader and --fit's answer: on the H200 (12 GiB, depth
+    16384) the first round's fastest, ncmoe-26, was shed as neither. Prompt-only records,
+    other rounds, and stdout that is not llama-bench's JSON are passed over."""
+    from omni_host.remote.bench import _fastest
+
+    def run(arm: str, pair: int, stdout: str) -> dict:
+        return {"arm": arm, "pair": pair, "run": {"stdout": stdout}}
+
+    runs = [run("lead", 0, '[{"n_prompt": 0, "n_gen": 64, "avg_ts": 27.37}]'),
+            run("ncmoe-26", 0, '[{"n_prompt": 0, "n_gen": 64, "avg_ts": 28.57}]'),
+            run("pp", 0, '[{"n_prompt": 512, "n_gen": 0, "avg_ts": 900.0}]'),
+            run("later", 1, '[{"n_prompt": 0, "n_gen": 64, "avg_ts": 99.0}]'),
+            run("broken", 0, "llama-bench: error"), run("odd", 0, '[1, "x", {"avg_ts": true}]')]
+    assert _fastest(runs, 0) == "ncmoe-26"
+    assert _fastest(runs, 1) == "later" and _fastest(runs, 2) is None
+
+
 @pytest.mark.system
 def test_a_budget_spent_by_the_first_round_sheds_the_rest_and_stops(llama) -> None:
     """The real CPU llama-bench, a budget of a millisecond (one second held a second round on
     an idle VM): the first round runs every arm (it tells each arm's pace), then the arm not
     kept leaves and, the kept one alone past the budget too, the rounds stop after one; a
-    budget that holds them runs every round."""
+    budget that holds them runs every round. The arm not kept runs a prompt only: the round's
+    fastest generation is kept too, and of equal arms it would be any."""
     binary, model = llama
-    arms = [{"name": n, "args": ["-p", "0", "-n", "4", "-t", "1"]}
-            for n in ("lead", "fit", "other")]
+    arms = [{"name": n, "args": ["-p", "0", "-n", "4", "-t", "1"]} for n in ("lead", "fit")]
+    arms.append({"name": "other", "args": ["-p", "8", "-n", "0", "-t", "1"]})
     opts = {"repetitions": "1", "budget_s": "120"}
     short = run_helper("run_ab", str(binary), str(model), opts,
                        {"pairs": 4, "arms": arms, "budget_s": 0.001, "keep": ["lead", "fit"]},

@@ -781,7 +781,7 @@ def run_ab(binary, model, opts, ab, gpus, env, originals, pipe):
         for i in range(int(ab["pairs"])):
             if i and ab.get("budget_s") and not _within_budget(
                     ab, out, took, broken, i, float(ab["budget_s"]) -
-                    (time.monotonic() - started)):
+                    (time.monotonic() - started), _fastest(out["runs"], i - 1)):
                 break
             for arm in arms if i % 2 == 0 else arms[::-1]:
                 if arm["name"] in broken:
@@ -816,14 +816,15 @@ def run_ab(binary, model, opts, ab, gpus, env, originals, pipe):
     return out
 
 
-def _within_budget(ab, out, took, broken, done, left_s):
+def _within_budget(ab, out, took, broken, done, left_s, fastest=None):
     """Before round ``done``: whether it fits in the ``left_s`` seconds the proof's budget
     leaves, each arm's round as long as its last. Where it does not, the arms ``keep`` does
-    not name leave the rounds, the costliest first, until it does (``out["shed"]``: arm -> the
+    not name, nor the ``fastest`` of the round before (the one the rounds should confirm or
+    not), leave the rounds, the costliest first, until it does (``out["shed"]``: arm -> the
     rounds it ran); where the kept arms alone do not fit, the rounds stop here
     (``out["stopped"]``), as they do where one arm would be left (a round of one compares
     nothing)."""
-    keep = set(ab.get("keep") or ())
+    keep = set(ab.get("keep") or ()) | ({fastest} if fastest else set())
     running = [a["name"] for a in ab["arms"] if a["name"] not in broken]
     while sum(took.get(a, 0.0) for a in running) > left_s:
         costly = sorted((a for a in running if a not in keep), key=lambda a: -took.get(a, 0.0))
@@ -834,6 +835,24 @@ def _within_budget(ab, out, took, broken, done, left_s):
         broken.add(costly[0])
         running.remove(costly[0])
     return bool(running)
+
+
+def _fastest(runs, pair):
+    """The arm whose generation test ran fastest in round ``pair`` (llama-bench's -o json
+    records: the highest avg_ts of a test that generates), None where no run of it says."""
+    best, name = 0.0, None
+    for entry in runs:
+        if entry.get("pair") != pair:
+            continue
+        try:
+            records = json.loads((entry.get("run") or {}).get("stdout") or "[]")
+        except ValueError:
+            continue
+        for record in records if isinstance(records, list) else ():
+            rate = record.get("avg_ts") if isinstance(record, dict) else None
+            if isinstance(rate, (int, float)) and record.get("n_gen") and rate > best:
+                best, name = float(rate), entry.get("arm")
+    return name
 
 
 def _loads(binary, model, arms, loads, gpus, env, broken):
