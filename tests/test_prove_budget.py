@@ -185,6 +185,32 @@ def test_a_gain_from_fewer_than_four_rounds_is_not_called_within_the_noise() -> 
     assert "2 round(s): under 4, no difference is called measurable" in result.summary
 
 
+def test_the_proof_table_says_too_few_rounds_where_the_summary_does() -> None:
+    """The terminal's proof table of the H200's 24 GiB depth-16384 cell said the current args'
+    one round (-88.3% paired) and --fit's two were "within the noise": it judges each
+    candidate by the summary's rule (measure.plan.verdict)."""
+    import json
+    from pathlib import Path
+
+    from omni_host import codec
+    from omni_host.measure.plan import TOO_FEW, verdict
+    from omni_host.report.text import plan_lines
+    from omni_host.reports import Report
+
+    path = (Path(__file__).parent / "fixtures" / "captures" / "prove-h200-b" /
+            "plan-24-16384-prove.json")
+    lines = plan_lines(codec.from_dict(Report, json.loads(path.read_text())))
+    said = {line.split()[0]: line for line in lines[lines.index(next(
+        x for x in lines if x.startswith("Proof, tg64@d16384"))) + 1:]}
+    assert said["current"].endswith("paired per round -88.3%, too few rounds to tell"), said
+    assert said["fit"].endswith("paired per round -23.1%, too few rounds to tell"), said
+    assert said["kv-q8-ncmoe-6"].endswith(": fastest")
+    assert "within the noise" not in "\n".join(said.values())
+    assert verdict({"pairs": 4, "measurable": False}) == "within the noise"
+    assert verdict({"pairs": 4, "measurable": True}) == "measurable"
+    assert verdict({"pairs": 3, "measurable": False}) == TOO_FEW
+
+
 def test_what_the_budget_cut_is_said() -> None:
     """An arm shed by the budget keeps the rounds it ran, and the proof says it ran fewer;
     rounds stopped by the budget are said with the budget."""

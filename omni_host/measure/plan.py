@@ -282,15 +282,25 @@ def _gain_words(gain: dict[str, Any] | None, what: str, verb: str) -> str:
             f"±{gain['uncertainty']:.1%}, {gain['pairs']} rounds)")
 
 
+TOO_FEW = "too few rounds to tell"
+
+
+def verdict(against: dict[str, Any]) -> str:
+    """A candidate against the proof's leader on the rounds both ran: "measurable", "within
+    the noise", or (fewer than MIN_PAIRS rounds: no noise to judge them by) TOO_FEW."""
+    if against.get("measurable"):
+        return "measurable"
+    return TOO_FEW if against.get("pairs", 0) < MIN_PAIRS else "within the noise"
+
+
 def _test_line(test: str, entry: dict[str, Any], by_key: dict[str, PlanRow],
                current: str | None, fit: str | None = None) -> tuple[str, bool]:
     """A test's verdict in words, and whether the leader measurably beats the current args;
     the leader's gain over the current args and over --fit's answer kept in ``entry``."""
     leader, table = entry["leader"], entry["arms"]
-    unjudged = [a for a, v in table.items() if a != leader and not
-                v["against_leader"].get("measurable")]
-    few = [a for a in unjudged if table[a]["against_leader"].get("pairs", 0) < MIN_PAIRS]
-    tied = [a for a in unjudged if a not in few]
+    said = {a: verdict(v["against_leader"]) for a, v in table.items() if a != leader}
+    few = [a for a, v in said.items() if v == TOO_FEW]
+    tied = [a for a, v in said.items() if v == "within the noise"]
     line = f"{test}: fastest {by_key[leader].placement if leader in by_key else leader} at " \
            f"{table[leader]['median_ts']:.2f} t/s"
     if tied or few:

@@ -336,7 +336,7 @@ def _free_words(about: dict[str, Any]) -> str | None:
 def plan_lines(report: Report) -> list[str]:
     """The placement plan of each host (perf.placement) as a ranked table, and the proof's
     predicted-against-measured table (perf.placement-proof) where it ran."""
-    from omni_host.measure.plan import fit_words, memory_words, range_words, rows_of
+    from omni_host.measure.plan import fit_words, memory_words, range_words, rows_of, verdict
 
     lines: list[str] = []
     for host in report.hosts:
@@ -376,14 +376,14 @@ def plan_lines(report: Report) -> list[str]:
                 ratio = f"{v['median_ts'] / lead - 1:+.1%} of the fastest's median" \
                     if lead and v.get("median_ts") else "no median"
                 # every percentage beside two rates is their ratio; the paired effect is named
-                verdict = "fastest" if arm == entry.get("leader") else (
-                    f"{ratio}; paired per round {against.get('effect', 0):+.1%}, " + (
-                        "measurable" if against.get("measurable") else "within the noise"))
+                judged = "fastest" if arm == entry.get("leader") else (
+                    f"{ratio}; paired per round {against.get('effect', 0):+.1%}, "
+                    f"{verdict(against)}")
                 # the plan predicts generation: a prompt test's line shows no prediction
                 said = f", predicted tg {range_words(by_key[arm], brief=True)}" if arm in by_key and \
                     test.startswith("tg") and by_key[arm].predicted_tg is not None else ""
                 within = (entry.get("within_stated_error") or {}).get(arm)
                 said += "" if within is None else \
                     " (within its stated error)" if within else " (OUTSIDE its stated error)"
-                lines.append(f"  {arm:<14} measured {v.get('median_ts')} t/s{said}: {verdict}")
+                lines.append(f"  {arm:<14} measured {v.get('median_ts')} t/s{said}: {judged}")
     return lines
