@@ -185,6 +185,29 @@ def test_a_gain_from_fewer_than_four_rounds_is_not_called_within_the_noise() -> 
     assert "2 round(s): under 4, no difference is called measurable" in result.summary
 
 
+@settings(max_examples=60, deadline=None)
+@given(rounds=st.integers(1, 3), data=st.data())
+def test_no_verdict_is_drawn_from_fewer_than_four_rounds(rounds, data) -> None:
+    """Whatever the rates of fewer than 4 rounds (the budget's cut), the proof calls nothing
+    measurable, beaten or within the noise, and does not warn of the current args."""
+    from omni_host.evaluate.checks import catalog
+    from omni_host.measure.plan import prove_result
+    from omni_host.probes.parsers.bench_run import KnobAB
+
+    rate = st.floats(1.0, 500.0, allow_nan=False)
+    rates = {arm: data.draw(st.lists(rate, min_size=1, max_size=rounds)) for arm in
+             ("lead", "fit", "current")}
+    result = prove_result(catalog()["perf.placement-proof"], _rows(),
+                          KnobAB(tuple(rates), _rounds(rates), {}, {}),
+                          {"workload": {"ctx": 8192}})
+    words = result.summary.split("; free GPU")[0]
+    for claim in ("within the noise", "no measurable difference", "beats", "faster than it"):
+        assert claim not in words, result.summary
+    assert result.status.value == "pass"
+    (entry,) = result.details["proof"].values()
+    assert not any(v["against_leader"].get("measurable") for v in entry["arms"].values())
+
+
 def test_the_proof_table_says_too_few_rounds_where_the_summary_does() -> None:
     """The terminal's proof table of the H200's 24 GiB depth-16384 cell said the current args'
     one round (-88.3% paired) and --fit's two were "within the noise": it judges each
